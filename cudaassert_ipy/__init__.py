@@ -1,0 +1,59 @@
+"""cudaassert-ipy: explain ``CUDA error: device-side assert triggered`` in Jupyter.
+
+``%load_ext cudaassert`` in a notebook; see the README for the magics. This module stays
+light on purpose: importing it imports neither torch nor ipywidgets (the public helpers
+below load their modules on first use).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "check_labels",
+    "check_token_ids",
+    "disable_validators",
+    "enable_validators",
+    "last_diagnosis",
+    "load_ipython_extension",
+    "preflight",
+    "unload_ipython_extension",
+    "validators",
+]
+
+# public name -> module that defines it (imported lazily, on first attribute access)
+_LAZY = {
+    "validators": "cudaassert_ipy.validators",
+    "enable_validators": "cudaassert_ipy.validators",
+    "disable_validators": "cudaassert_ipy.validators",
+    "check_labels": "cudaassert_ipy.validators.preflight",
+    "check_token_ids": "cudaassert_ipy.validators.preflight",
+    "preflight": "cudaassert_ipy.validators.preflight",
+    "last_diagnosis": "cudaassert_ipy.extension",
+}
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Called by ``%load_ext cudaassert`` / ``%load_ext cudaassert_ipy``."""
+    from cudaassert_ipy import extension
+
+    extension.load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Called by ``%unload_ext``; undoes everything ``load`` did."""
+    from cudaassert_ipy import extension
+
+    extension.unload(ipython)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cudaassert_ipy' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
