@@ -1,0 +1,146 @@
+"""The one stand-in the test suite allows: a GPU failure, replayed from the reference texts.
+
+``fail_like_gpu`` writes real kernel assertion lines (from ``device_asserts.json``) to fd 2, at
+the file-descriptor level as the CUDA runtime does, then raises the exact exception a given
+PyTorch version raises (``torch.AcceleratorError`` with ``error_code=710`` from 2.8 on).
+Every wording below is copied from ``shared/reference/error_texts.md`` sections 2 and 4.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+CATALOGUE = json.loads(
+    (Path(__file__).resolve().parents[1] / "cudaassert_ipy" / "causes" / "device_asserts.json").read_text()
+)
+BY_ID = {e["id"]: e for e in CATALOGUE}
+
+_ASYNC_19 = (
+    "\nCUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below "
+    "might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1."
+)
+_ASYNC_20 = (
+    "\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+    "might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1."
+)
+_ASYNC_24 = _ASYNC_20[:-1]
+_DSA = "\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+_HELP_ASSERT = (
+    "\nSearch for `cudaErrorAssert' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html "
+    "for more information."
+)
+
+# label -> (exception type name, exact message, expected kind) — error_texts.md §2
+DEVICE_ASSERT_WORDINGS: dict[str, tuple[str, str]] = {
+    "0.x-1.x THC (59)": (
+        "RuntimeError",
+        "cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/generic/THCTensorMath.cu:35",
+    ),
+    "1.9 conda THC (710)": (
+        "RuntimeError",
+        "cuda runtime error (710) : device-side assert triggered at "
+        "/opt/conda/conda-bld/pytorch_1623448278899/work/aten/src/THC/generic/THCTensorMath.cu:29",
+    ),
+    "1.0 thrust copy_if": ("RuntimeError", "copy_if failed to synchronize: device-side assert triggered"),
+    "1.x thrust copy_if cudaErrorAssert": (
+        "RuntimeError", "copy_if failed to synchronize: cudaErrorAssert: device-side assert triggered"),
+    "1.5 thrust transform": (
+        "RuntimeError", "transform: failed to synchronize: cudaErrorAssert: device-side assert triggered"),
+    "1.x thrust reduce": ("RuntimeError", "reduce failed to synchronize: cudaErrorAssert: device-side assert triggered"),
+    "1.0-1.8 one line": ("RuntimeError", "CUDA error: device-side assert triggered"),
+    "1.x C++ what() with origin": (
+        "RuntimeError",
+        "CUDA error: device-side assert triggered (insert_events at "
+        "/tmp/pip-req-build-4baxydiv/c10/cuda/CUDACachingAllocator.cpp:569)",
+    ),
+    "1.9-1.13": ("RuntimeError", "CUDA error: device-side assert triggered" + _ASYNC_19),
+    "2.0-2.3": ("RuntimeError", "CUDA error: device-side assert triggered" + _ASYNC_20 + _DSA),
+    "2.4-2.7": ("RuntimeError", "CUDA error: device-side assert triggered" + _ASYNC_24 + _DSA),
+    "2.8": ("AcceleratorError", "CUDA error: device-side assert triggered" + _ASYNC_24 + _DSA),
+    "2.9+": ("AcceleratorError", "CUDA error: device-side assert triggered" + _HELP_ASSERT + _ASYNC_24 + _DSA),
+    "main 2026 (no DSA line)": ("AcceleratorError", "CUDA error: device-side assert triggered" + _HELP_ASSERT + _ASYNC_24),
+}
+
+# error_texts.md §2.6 (blocking) and §4: other sticky errors
+STICKY_WORDINGS: dict[str, tuple[str, str]] = {
+    "illegal address, blocking": (
+        "RuntimeError", "CUDA error: an illegal memory access was encountered" + _DSA),
+    "illegal address 2.4": ("RuntimeError", "CUDA error: an illegal memory access was encountered" + _ASYNC_24 + _DSA),
+    "thrust merge_sort illegal address": (
+        "RuntimeError", "merge_sort: failed to synchronize: cudaErrorIllegalAddress: an illegal memory access "
+        "was encountered"),
+    "misaligned address": ("AcceleratorError", "CUDA error: misaligned address" + _ASYNC_24 + _DSA),
+    "unspecified launch failure": ("AcceleratorError", "CUDA error: unspecified launch failure" + _ASYNC_24 + _DSA),
+    "illegal instruction": ("AcceleratorError", "CUDA error: an illegal instruction was encountered"),
+}
+
+# error_texts.md §4: library errors that follow a sticky one
+FOLLOW_ON_WORDINGS: dict[str, tuple[str, str]] = {
+    "cublas sgemm": (
+        "RuntimeError",
+        "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, "
+        "a, lda, b, ldb, &beta, c, ldc)`",
+    ),
+    "cublas strided batched": (
+        "RuntimeError", "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmStridedBatchedExFix`"),
+    "cudnn execution failed": ("RuntimeError", "cuDNN error: CUDNN_STATUS_EXECUTION_FAILED"),
+    "cudnn mapping error": ("RuntimeError", "cuDNN error: CUDNN_STATUS_MAPPING_ERROR"),
+    "lua cublas": ("RuntimeError", "cublas runtime error : the GPU program failed to execute"),
+}
+
+# errors that must NOT be classified (not sticky, or not CUDA at all)
+NOT_OURS_WORDINGS: dict[str, tuple[str, str]] = {
+    "oom": ("OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.90 GiB total capacity)"),
+    "invalid argument": ("AcceleratorError", "CUDA error: invalid argument\nFor more detailed error information, "
+                         "run with CUDA_LOG_FILE=stderr"),
+    "invalid device": ("AcceleratorError", "CUDA error: invalid device ordinal\nGPU device may be out of range, "
+                       "do you have enough GPUs?"),
+    "cublas not supported": ("RuntimeError", "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul "
+                             "with transpose_mat1 1 transpose_mat2 0 m 3584 n 90 k 3584"),
+    "plain value error": ("ValueError", "could not convert string to float: 'abc'"),
+}
+
+CODES = {"device-side assert triggered": 710, "an illegal memory access was encountered": 700,
+         "misaligned address": 716, "unspecified launch failure": 719,
+         "an illegal instruction was encountered": 715, "invalid argument": 1, "invalid device ordinal": 101}
+
+
+def make_exception(type_name: str, message: str) -> BaseException:
+    """The exception object PyTorch raises: AcceleratorError carries ``error_code``."""
+    import torch
+
+    if type_name == "AcceleratorError":
+        exc = torch.AcceleratorError(message)
+        reason = message.split("CUDA error: ", 1)[-1].splitlines()[0]
+        exc.error_code = CODES.get(reason, 999)
+        return exc
+    if type_name == "OutOfMemoryError":
+        return torch.OutOfMemoryError(message)
+    return {"RuntimeError": RuntimeError, "ValueError": ValueError, "IndexError": IndexError}[type_name](message)
+
+
+def assertion_lines(cause_id: str, threads: int = 64, blocks: int = 1) -> bytes:
+    """``threads`` x ``blocks`` assertion lines for a catalogued assert, as the CUDA runtime prints them."""
+    entry = BY_ID[cause_id]
+    sample = entry.get("sample_stderr_line")
+    if sample is None:
+        func = (entry.get("kernel_functions") or ["operator()"])[0]
+        sample = (f"/pytorch/{entry['kernel_file']}:100: {func}: block: [0,0,0], thread: [0,0,0] "
+                  f"Assertion `{entry['condition']}` failed.")
+    head, _, tail = sample.partition("block: [")
+    tail = tail.split("Assertion", 1)[1]
+    out = []
+    for b in range(blocks):
+        for t in range(threads):
+            out.append(f"{head}block: [{b},0,0], thread: [{t},0,0] Assertion{tail}\n")
+    return "".join(out).encode()
+
+
+def fail_like_gpu(cause_id: str = "nll_loss_target_out_of_range", version: str = "2.9+",
+                  threads: int = 64, blocks: int = 1) -> None:
+    """Do what a real device assert does to this process's fd 2 and Python, minus the GPU."""
+    os.write(2, assertion_lines(cause_id, threads, blocks))
+    type_name, message = DEVICE_ASSERT_WORDINGS[version]
+    raise make_exception(type_name, message)
