@@ -229,3 +229,53 @@ GENERIC = Text(
     "Restart with CUDA_LAUNCH_BLOCKING=1 (and validators on) so the failing call raises at its own "
     "line, or run the same code on the CPU, where most of these checks raise a readable error.",
 )
+
+# Sticky CUDA errors that are not assertions: keyed by the CUDA error text.
+STICKY_TEXTS: dict[str, Text] = {
+    "an illegal memory access was encountered": Text(
+        "illegal memory access on the GPU",
+        "A kernel read or wrote memory outside any allocation. Unlike an assertion, nothing checked "
+        "the index first: typical causes are out-of-range targets in ctc_loss, an index op in a "
+        "custom CUDA/Triton kernel, or (rarely) a PyTorch bug or a hardware fault.",
+        "Restart with CUDA_LAUNCH_BLOCKING=1 and validators on to find the call, check the indices "
+        "and lengths going into it (ctc_loss: targets < number of classes, lengths <= sizes), and "
+        "watch the GPU state below for ECC errors.",
+    ),
+    "misaligned address": Text(
+        "misaligned memory access on the GPU",
+        "A kernel accessed memory at an address not aligned for its data type: usually a custom "
+        "kernel or an extension given a non-contiguous or offset view.",
+        "Restart with CUDA_LAUNCH_BLOCKING=1 to find the call, and pass .contiguous() tensors to "
+        "custom kernels and extensions.",
+    ),
+    "unspecified launch failure": Text(
+        "a GPU kernel crashed",
+        "A kernel failed without a specific reason: out-of-bounds access in a custom kernel, a "
+        "kernel that ran too long under a display watchdog, or a driver or hardware problem.",
+        "Restart with CUDA_LAUNCH_BLOCKING=1 to find the call; if it recurs on code that used to "
+        "work, check the GPU state below (ECC errors, retired pages) and the driver log.",
+    ),
+    "an illegal instruction was encountered": Text(
+        "illegal instruction on the GPU",
+        "A kernel executed an invalid instruction: usually a kernel compiled for another GPU "
+        "architecture, a corrupted cache of compiled kernels, or a hardware fault.",
+        "Restart with CUDA_LAUNCH_BLOCKING=1 to find the call; clear compiled-kernel caches "
+        "(~/.triton, torchinductor cache) and check that extensions were built for this GPU.",
+    ),
+}
+FOLLOW_ON = Text(
+    "a GPU library failed after an earlier kernel failure",
+    "cuBLAS / cuDNN reports an execution failure. This almost always follows an earlier "
+    "asynchronous kernel failure (often a device-side assert) in the same process: the library "
+    "call is where it surfaced, not where it happened.",
+    "Restart the kernel with CUDA_LAUNCH_BLOCKING=1 and validators on so the first failing call "
+    "raises at its own line.",
+)
+NO_LINE = Text(
+    "a kernel assertion failed (its line was not captured)",
+    "A check inside a GPU kernel failed, but its assertion line did not reach this process's "
+    "stderr (it may be in the Jupyter server's log), so which check it was is unknown.",
+    "Restart with CUDA_LAUNCH_BLOCKING=1 and validators on: the failing call then raises at its "
+    "own line with a readable message. The usual causes are class labels >= the number of "
+    "outputs, token ids >= the vocabulary size, and BCELoss on values outside [0, 1].",
+)

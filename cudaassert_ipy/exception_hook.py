@@ -1,0 +1,91 @@
+"""See every failed cell through IPython's pre/post_run_cell events, and report after the traceback.
+
+Why events and not ``set_custom_exc``: that holds a single handler (Colab installs one), misses
+errors raised while displaying a result, and if it raises once IPython drops every handler.
+``post_run_cell`` sees ``error_in_exec`` / ``error_before_exec``, and a *new* ``sys.last_value``
+catches display errors. The normal traceback is never touched; the report follows it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from cudaassert_ipy.detection import Detection, classify
+from cudaassert_ipy.report import DIAGNOSIS_FAILED, PREFIX
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.extension import Extension
+
+__all__ = ["CellOutcome", "CellWatcher"]
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """What one cell did, for listeners such as the cell history."""
+
+    source: str
+    execution_count: int | None
+    cell_id: str | None
+    error: BaseException | None
+    duration: float
+    detection: Detection | None
+
+
+class CellWatcher:
+    """pre/post_run_cell pair. Nested run_cell (replays) is handled with a stack."""
+
+    def __init__(self, ext: Extension) -> None:
+        self.ext = ext
+        self._stack: list[tuple[Any, int, float, str, str | None]] = []
+        self._handled: BaseException | None = None
+        self.listeners: list[Callable[[CellOutcome], None]] = []
+
+    def pre_run_cell(self, info: Any = None) -> None:
+        tap = self.ext.tap
+        mark = tap.mark() if tap is not None else 0
+        source = getattr(info, "raw_cell", "") or ""
+        cell_id = getattr(info, "cell_id", None)
+        self._stack.append((getattr(sys, "last_value", None), mark, time.perf_counter(), source, cell_id))
+
+    def post_run_cell(self, result: Any = None) -> None:
+        if not self._stack:
+            return
+        last_before, mark, started, source, cell_id = self._stack.pop()
+        error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
+        if error is None:
+            now = getattr(sys, "last_value", None)
+            if now is not None and now is not last_before:
+                error = now  # raised while displaying the result (formatter / displayhook)
+        detection = None
+        if error is not None and error is not self._handled:
+            self._handled = error
+            try:
+                detection = self._report(error, mark, source, result)
+            except Exception as failure:  # our failure must never cost the user their traceback
+                print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=f"{type(failure).__name__}: {failure}"),
+                      file=sys.stderr)
+        outcome = CellOutcome(source, getattr(result, "execution_count", None), cell_id, error,
+                              time.perf_counter() - started, detection)
+        for listener in list(self.listeners):
+            try:
+                listener(outcome)
+            except Exception as failure:
+                print(f"{PREFIX} a cell listener failed: {failure!r}", file=sys.stderr)
+
+    def _report(self, error: BaseException, mark: int, source: str, result: Any) -> Detection | None:
+        ext = self.ext
+        detection = classify(error, context_dead=ext.state.dead)
+        if detection is None:
+            return None
+        if ext.state.dead and detection.kills_context:
+            ext.show_banner()
+            return detection
+        stderr_text = ""
+        if ext.tap is not None:
+            ext.tap.drain()
+            stderr_text = ext.tap.text_since(mark)
+        ext.diagnose_and_show(detection, source, getattr(result, "execution_count", None), stderr_text)
+        return detection

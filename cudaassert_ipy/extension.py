@@ -1,0 +1,179 @@
+"""Load and unload: one object records every change it makes to IPython, and unload reverts it.
+
+Loading imports neither torch nor ipywidgets and never touches CUDA. Loading twice (also as
+``cudaassert`` and ``cudaassert_ipy``) or ``%reload_ext`` leaves exactly one set of hooks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+from traitlets import Bool, Int, List
+from traitlets.config import Configurable
+
+from cudaassert_ipy.context_state import ContextState
+from cudaassert_ipy.diagnosis import Diagnosis, diagnose
+from cudaassert_ipy.exception_hook import CellWatcher
+from cudaassert_ipy.report import PREFIX, Banner, Report
+
+__all__ = ["CudaAssert", "Extension", "current", "last_diagnosis", "load", "unload"]
+
+
+class CudaAssert(Configurable):
+    """Settings: ``%config CudaAssert.<name> = value`` or ``c.CudaAssert.<name>`` in ipython_config.py."""
+
+    enabled = Bool(True, help="Diagnose CUDA failures after each cell (also: %cudaassert on|off).").tag(config=True)
+    tap = Bool(True, help="Tee fd 1/2 to read the kernel's assertion lines (set before loading).").tag(config=True)
+    tap_fds = List(Int(), default_value=[1, 2], help="File descriptors to tee.").tag(config=True)
+    tail_bytes = Int(4 * 1024 * 1024, help="Bytes of fd output kept for parsing.").tag(config=True)
+    panel = Bool(True, help="Show the ipywidgets panel when the frontend can render it.").tag(config=True)
+    gpu_state = Bool(True, help="Read the GPU state through NVML (nvidia-ml-py) for the report.").tag(config=True)
+
+
+class Extension:
+    """Everything one loaded extension changed, so that unload can undo exactly that."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.config = CudaAssert(parent=shell)
+        self.state = ContextState()
+        self.watcher = CellWatcher(self)
+        self.tap: Any = None
+        self.tap_note: str | None = None
+        self.last: Diagnosis | None = None
+        self._undo: list[Callable[[], None]] = []
+
+    # -- install / uninstall ------------------------------------------------------------------
+    def install(self) -> None:
+        shell = self.shell
+        shell.configurables.append(self.config)
+        self._undo.append(lambda: shell.configurables.remove(self.config))
+        for event in ("pre_run_cell", "post_run_cell"):
+            callback = getattr(self.watcher, event)
+            shell.events.register(event, callback)
+            self._undo.append(lambda e=event, c=callback: shell.events.unregister(e, c))
+        if self.config.tap:
+            self._start_tap()
+        from cudaassert_ipy.magics import CudaAssertMagics, unregister_magics
+
+        magics = CudaAssertMagics(shell, self)
+        shell.register_magics(magics)
+        self._undo.append(lambda: unregister_magics(shell, magics))
+        self._undo.append(self.state.reset)
+        if os.environ.get("CUDAASSERT_VALIDATORS", "").strip().lower() in ("1", "true", "yes", "on"):
+            self.set_validators(True)
+
+    def _start_tap(self) -> None:
+        from cudaassert_ipy.stderr_tap import FdTap, TapError
+
+        tap = FdTap(fds=tuple(self.config.tap_fds), tail_bytes=self.config.tail_bytes)
+        try:
+            tap.start()
+        except (TapError, OSError) as e:
+            self.tap_note = f"assertion lines are not captured ({e}); the diagnosis uses the exception only"
+            return
+        self.tap = tap
+
+        def stop() -> None:
+            tap.stop()
+            self.tap = None
+
+        self._undo.append(stop)
+
+    def uninstall(self) -> None:
+        if self.validators_on():
+            self.set_validators(False)
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception as e:  # keep undoing the rest
+                print(f"{PREFIX} unload: {e!r}", file=sys.stderr)
+
+    # -- validators (the module imports torch, so only on demand) ----------------------------
+    def validators_on(self) -> bool:
+        mod = sys.modules.get("cudaassert_ipy.validators")
+        return bool(mod is not None and mod.validators_enabled())
+
+    def set_validators(self, on: bool) -> None:
+        from cudaassert_ipy import validators as v
+
+        mod = sys.modules["cudaassert_ipy.validators"]
+        (mod.enable_validators if on else mod.disable_validators)()
+        del v
+
+    # -- reporting ---------------------------------------------------------------------------
+    def diagnose_and_show(self, detection: Any, source: str, execution_count: int | None, stderr_text: str) -> None:
+        if not self.config.enabled:
+            return
+        from cudaassert_ipy.assert_lines import scan
+        from cudaassert_ipy.evidence import collect
+
+        sites = scan(stderr_text) if stderr_text else []
+        evidence = collect(detection, sites, source, execution_count, self.shell.user_ns, stderr_text)
+        diagnosis = diagnose(evidence)
+        self.last = diagnosis
+        if diagnosis.context_dead:
+            self.state.mark_dead(diagnosis, self.shell)
+        self.show(diagnosis)
+
+    def show(self, diagnosis: Diagnosis) -> None:
+        from IPython.display import display
+
+        display(Report(diagnosis, self.gpu_summary(diagnosis)))
+
+    def gpu_summary(self, diagnosis: Diagnosis) -> str | None:
+        if not self.config.gpu_state or not diagnosis.context_dead:
+            return None
+        try:
+            from cudaassert_ipy import gpu_state
+        except ImportError:
+            return None
+        return gpu_state.summary_line()
+
+    def show_banner(self) -> None:
+        if not self.config.enabled or self.state.dead_since is None:
+            return
+        from IPython.display import display
+
+        display(Banner(self.state.dead_since))
+
+
+# One Extension per shell; removed again on unload, so nothing global is left behind.
+_ACTIVE: dict[int, Extension] = {}
+
+
+def load(shell: Any) -> Extension:
+    ext = _ACTIVE.get(id(shell))
+    if ext is None:
+        ext = Extension(shell)
+        _ACTIVE[id(shell)] = ext
+        try:
+            ext.install()
+        except BaseException:
+            _ACTIVE.pop(id(shell), None)
+            ext.uninstall()
+            raise
+    return ext
+
+
+def unload(shell: Any) -> None:
+    ext = _ACTIVE.pop(id(shell), None)
+    if ext is not None:
+        ext.uninstall()
+
+
+def current(shell: Any = None) -> Extension | None:
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    return _ACTIVE.get(id(shell)) if shell is not None else None
+
+
+def last_diagnosis() -> Diagnosis | None:
+    """The most recent diagnosis in this kernel (None before any failure or when not loaded)."""
+    ext = current()
+    return ext.last if ext is not None else None

@@ -1,0 +1,95 @@
+"""``%cudaassert <verb>`` and ``%%cuda_debug``: thin shells over plain functions.
+
+``%cudaassert?`` prints the manual (every option has help). Misuse raises ``UsageError``
+with the fix in its text.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.extension import Extension
+
+__all__ = ["CudaAssertMagics", "status_text", "unregister_magics"]
+
+VERBS = ("status", "explain", "on", "off", "validators")
+NO_DIAGNOSIS = "No CUDA failure has been diagnosed in this kernel yet."
+
+
+def status_text(ext: Extension) -> str:
+    """One screen: loaded, context alive or dead, tap state, validators."""
+    lines = ["cudaassert: loaded" + ("" if ext.config.enabled else " (reports off: `%cudaassert on`)")]
+    if ext.state.dead_since is not None:
+        d = ext.state.dead_since
+        cell = f"[{d.cell}]" if d.cell is not None else "(unknown)"
+        lines.append(f"GPU context: DEAD since cell {cell} ({d.title}); restart the kernel")
+    else:
+        lines.append("GPU context: alive (no sticky CUDA error seen)")
+    if ext.tap is not None:
+        lines.append(f"fd tap: on (fds {', '.join(map(str, ext.tap.fds))})")
+    else:
+        lines.append(f"fd tap: off{' - ' + ext.tap_note if ext.tap_note else ''}")
+    lines.append(f"validators: {'on' if ext.validators_on() else 'off'} in this thread")
+    return "\n".join(lines)
+
+
+@magics_class
+class CudaAssertMagics(Magics):
+    def __init__(self, shell: Any, ext: Extension) -> None:
+        super().__init__(shell)
+        self.ext = ext
+
+    @magic_arguments()
+    @argument("verb", choices=VERBS, help="status: what is on and whether the GPU context is alive; "
+              "explain: show the last diagnosis again; on/off: turn reports on or off; "
+              "validators on|off: check risky ops' inputs before they launch.")
+    @argument("value", nargs="?", choices=("on", "off"), help="for `validators`: on or off")
+    @line_magic
+    def cudaassert(self, line: str) -> None:
+        """Control the cudaassert extension."""
+        args = parse_argstring(self.cudaassert, line)
+        if args.verb != "validators" and args.value is not None:
+            raise UsageError(f"`%cudaassert {args.verb}` takes no value; did you mean `%cudaassert validators "
+                             f"{args.value}`?")
+        if args.verb == "status":
+            print(status_text(self.ext))
+        elif args.verb == "explain":
+            if self.ext.last is None:
+                print(NO_DIAGNOSIS)
+            else:
+                self.ext.show(self.ext.last)
+        elif args.verb in ("on", "off"):
+            self.ext.config.enabled = args.verb == "on"
+            print(f"cudaassert reports are {args.verb}.")
+        elif args.verb == "validators":
+            if args.value is None:
+                raise UsageError("Say which: `%cudaassert validators on` or `%cudaassert validators off`.")
+            self.ext.set_validators(args.value == "on")
+            print(f"cudaassert validators are {args.value} (in this thread).")
+
+    @cell_magic
+    def cuda_debug(self, line: str, cell: str) -> Any:
+        """Run one cell with validators on (`--sync`: sync after each torch call; `--nan`: stop at NaN/inf)."""
+        from cudaassert_ipy import debug_cell
+
+        options = debug_cell.parse_debug_args(line)
+        return debug_cell.run_debug_cell(self.shell, cell, sync=options.sync, nan=options.nan)
+
+
+def unregister_magics(shell: Any, magics: Magics) -> None:
+    """IPython has no public unregister; remove exactly the names this instance registered."""
+    manager = shell.magics_manager
+    for kind, names in magics.magics.items():
+        table = manager.magics.get(kind, {})
+        for name in names:
+            bound = table.get(name)
+            if getattr(bound, "__self__", None) is magics:
+                del table[name]
+    for key, value in list(manager.registry.items()):
+        if value is magics:
+            del manager.registry[key]
