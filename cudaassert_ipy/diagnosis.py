@@ -44,6 +44,7 @@ class Diagnosis:
     cell: int | None = None
     error_code: int | None = None
     notes: tuple[str, ...] = ()
+    cuda_device: int | None = None  # index of the device the failing tensors lived on, when known
 
 
 def _sticky_text(message: str) -> Text:
@@ -136,4 +137,12 @@ def diagnose(ev: Evidence) -> Diagnosis:
         cell=ev.execution_count,
         error_code=det.error_code,
         notes=tuple(notes),
+        cuda_device=_cuda_device(ev),
     )
+
+
+def _cuda_device(ev: Evidence) -> int | None:
+    for t in ev.tensors:
+        if t.device.startswith("cuda"):
+            return int(t.device.partition(":")[2] or 0)
+    return None

@@ -201,7 +201,8 @@ class _Facts:
             self._tokenizer(name, value)
 
     def _tensor(self, name: str, t: Any) -> None:
-        if name in self.tensors or id(t) in self._seen_tensors or type(t).__name__ in ("FakeTensor", "FunctionalTensor"):
+        fake = type(t).__name__ in ("FakeTensor", "FunctionalTensor")
+        if fake or name in self.tensors or id(t) in self._seen_tensors:
             return  # the same tensor keeps the first (user-facing) name it was seen under
         self._seen_tensors.add(id(t))
         self.tensors[name] = TensorFact(name, tuple(t.shape), str(t.dtype), str(t.device))

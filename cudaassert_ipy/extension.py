@@ -120,9 +120,23 @@ class Extension:
         self.show(diagnosis)
 
     def show(self, diagnosis: Diagnosis) -> None:
+        """The panel where the frontend can render widgets; the full text/HTML report always comes along."""
         from IPython.display import display
 
-        display(Report(diagnosis, self.gpu_summary(diagnosis)))
+        gpu = self.gpu_summary(diagnosis)
+        if self.config.panel:
+            from cudaassert_ipy import panel
+
+            if panel.available():
+                panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu)
+                return
+        display(Report(diagnosis, gpu))
+
+    def actions(self, diagnosis: Diagnosis) -> list[Any]:
+        """The panel's buttons: restart actions from the restart module, plus copying the report."""
+        from cudaassert_ipy import restart
+
+        return restart.actions_for(self, diagnosis)
 
     def gpu_summary(self, diagnosis: Diagnosis) -> str | None:
         if not self.config.gpu_state or not diagnosis.context_dead:
@@ -131,7 +145,7 @@ class Extension:
             from cudaassert_ipy import gpu_state
         except ImportError:
             return None
-        return gpu_state.summary_line()
+        return gpu_state.summary_line(diagnosis.cuda_device)
 
     def show_banner(self) -> None:
         if not self.config.enabled or self.state.dead_since is None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CudaAssertMagics", "status_text", "unregister_magics"]
 
-VERBS = ("status", "explain", "on", "off", "validators")
+VERBS = ("status", "explain", "on", "off", "validators", "restart", "setup")
 NO_DIAGNOSIS = "No CUDA failure has been diagnosed in this kernel yet."
 
 
@@ -48,11 +48,31 @@ class CudaAssertMagics(Magics):
     @argument("verb", choices=VERBS, help="status: what is on and whether the GPU context is alive; "
               "explain: show the last diagnosis again; on/off: turn reports on or off; "
               "validators on|off: check risky ops' inputs before they launch.")
-    @argument("value", nargs="?", choices=("on", "off"), help="for `validators`: on or off")
+    @argument("value", nargs="?", help="for `validators`: on or off; for `setup`: cell numbers (2,3,5), "
+              "'auto', or 'show'")
+    @argument("--cpu", action="store_true", help="restart: hide the GPU (CUDA_VISIBLE_DEVICES=) and replay on the CPU")
+    @argument("--normal", action="store_true", help="restart: back to normal speed (no blocking mode, no validators)")
+    @argument("--no-replay", action="store_true", help="restart: restart only, replay no cells")
+    @argument("--cells", default=None, help="restart: replay exactly these cells, e.g. --cells 2,3,5")
     @line_magic
     def cudaassert(self, line: str) -> None:
         """Control the cudaassert extension."""
         args = parse_argstring(self.cudaassert, line)
+        restart_only = [o for o in ("cpu", "normal", "no_replay", "cells") if getattr(args, o) not in (False, None)]
+        if restart_only and args.verb != "restart":
+            raise UsageError(f"--{restart_only[0].replace('_', '-')} only goes with `%cudaassert restart`.")
+        if args.verb == "restart":
+            from cudaassert_ipy import restart
+
+            restart.restart_magic(self.ext, args)
+            return
+        if args.verb == "setup":
+            from cudaassert_ipy import restart
+
+            restart.setup_magic(self.ext, args.value)
+            return
+        if args.verb == "validators" and args.value not in (None, "on", "off"):
+            raise UsageError(f"`%cudaassert validators {args.value}`: say `on` or `off`.")
         if args.verb != "validators" and args.value is not None:
             raise UsageError(f"`%cudaassert {args.verb}` takes no value; did you mean `%cudaassert validators "
                              f"{args.value}`?")

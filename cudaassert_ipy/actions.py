@@ -1,0 +1,35 @@
+"""What the panel's buttons do, decided outside the panel (the panel only composes widgets).
+
+The restart module builds these; the panel renders them. A button for an action that this
+frontend cannot do is rendered disabled with its reason, never silently dead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+__all__ = ["Action", "ReplayChoice"]
+
+
+@dataclass(frozen=True)
+class Action:
+    key: str  # "restart_replay" | "restart_cpu" | "copy_report" | ...
+    label: str  # "Restart & replay setup"
+    callback: Optional[Callable[[Any], None]] = None  # gets the clicked Button (or None from a magic)
+    disabled_reason: Optional[str] = None  # shown as the button's tooltip and beside it
+    tooltip: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return self.callback is not None and self.disabled_reason is None
+
+
+@dataclass
+class ReplayChoice:
+    """One setup cell the restart would replay; the panel's checkbox flips ``selected``."""
+
+    number: int  # execution count, as shown in the prompt [n]
+    first_line: str
+    duration: float  # seconds it took
+    selected: bool = True
