@@ -97,14 +97,12 @@ def collect(
     torch = sys.modules.get("torch")
     frames = _frames(detection.exception.__traceback__)
     user_frame = _user_frame(frames)
-    namespaces: list[tuple[str, Mapping[str, Any]]] = []
-    for frame in reversed(frames):
-        if _is_user_code(frame.f_code.co_filename):
-            namespaces.append(("", frame.f_locals))
-    if user_ns is not None:
-        namespaces.append(("", user_ns))
+    # The names the user knows first: the notebook's globals, then cell frames outermost to
+    # innermost (``self.embed`` inside forward is ``lm.embed`` to the user); first name wins.
+    namespaces: list[Mapping[str, Any]] = [user_ns] if user_ns is not None else []
+    namespaces += [f.f_locals for f in frames if _is_user_code(f.f_code.co_filename)]
     facts = _Facts(torch)
-    for _, ns in namespaces:
+    for ns in namespaces:
         facts.scan_namespace(ns)
     call_locals: tuple[tuple[str, Any], ...] = ()
     torch_frame = _innermost_torch_frame(frames)

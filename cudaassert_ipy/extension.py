@@ -125,9 +125,12 @@ class Extension:
 
         gpu = self.gpu_summary(diagnosis)
         if self.config.panel:
-            from cudaassert_ipy import panel
-
-            if panel.available():
+            try:
+                from cudaassert_ipy import panel
+            except ImportError as e:  # e.g. ipywidgets missing or too old: the report still shows
+                print(f"{PREFIX} panel unavailable ({e}); showing the text report.", file=sys.stderr)
+                panel = None
+            if panel is not None and panel.available():
                 panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu)
                 return
         display(Report(diagnosis, gpu))

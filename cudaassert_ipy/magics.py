@@ -113,3 +113,4 @@ def unregister_magics(shell: Any, magics: Magics) -> None:
     for key, value in list(manager.registry.items()):
         if value is magics:
             del manager.registry[key]
+    shell.configurables[:] = [c for c in shell.configurables if c is not magics]  # register_magics added it

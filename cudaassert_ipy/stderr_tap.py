@@ -1,0 +1,389 @@
+"""An fd-level tee of fd 2 (and 1): every byte still reaches its old destination, and we keep a tail.
+
+The CUDA runtime writes assertion lines straight to fd 2 from C, where ``sys.stderr`` never sees
+them, and older or Windows kernels send them only to the server log. So we ``dup2`` a pipe of our
+own onto the fd, and one reader thread forwards each byte to the previous descriptor (ipykernel's
+pipe or the real stderr) and records it in a bounded tail. Measurements and the reasons for the
+1 MiB pipes are in reference/jupyter-mechanics.md §A; minrk/wurlitzer was the model.
+No IPython, no torch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import os
+import selectors
+import stat
+import sys
+import threading
+import time
+import weakref
+from typing import Any, Iterable, List, Optional, Tuple
+
+__all__ = ["FdTap", "TapError"]
+
+_F_SETPIPE_SZ = 1031  # Linux fcntl.h; absent from the fcntl module before Python 3.10
+_PIPE_SIZE = 1 << 20  # stock 64 KiB pipes hang a kernel when C code writes more with the GIL held
+_CHUNK = 1 << 16
+_DRAIN_LIMIT = 64 << 20  # drain() stops after this much so a writer in a loop cannot pin it
+_IDLE_S = 0.05  # stop(): once the pipes are quiet this long, bytes still held by children are theirs
+_STOP_TIMEOUT_S = 5.0
+
+
+class TapError(RuntimeError):
+    """fd-level capture cannot be set up here; the caller carries on without it."""
+
+
+class _Channel:
+    """One tapped fd: our pipe's read end and a duplicate of what the fd pointed to before."""
+
+    __slots__ = ("broken", "eof", "fd", "prev", "read")
+
+    def __init__(self, fd: int, prev: int, read: int) -> None:
+        self.fd, self.prev, self.read = fd, prev, read
+        self.eof = False  # every write end is closed
+        self.broken = False  # the old destination refuses bytes (EPIPE, EBADF); we still record
+
+
+class FdTap:
+    """Tee ``fds`` through pipes into a bounded in-memory tail, forwarding every byte unchanged.
+
+    ``start()``/``stop()`` are idempotent; after ``stop()`` each fd is the original descriptor again.
+    ``mark()`` then ``drain()`` + ``text_since(mark)`` give what was written in between.
+    """
+
+    def __init__(self, fds: Iterable[int] = (1, 2), tail_bytes: int = 4 * 1024 * 1024) -> None:
+        self._fds: Tuple[int, ...] = tuple(fds)
+        self._tail_bytes = max(0, int(tail_bytes))
+        self._lock = threading.Lock()  # held while reading a pipe, forwarding and recording a chunk
+        self._buf = bytearray()
+        self._total = 0  # bytes recorded since construction; marks are positions in this count
+        self._channels: List[_Channel] = []
+        self._thread: Optional[threading.Thread] = None
+        self._selector: Optional[selectors.BaseSelector] = None
+        self._wake: Tuple[int, int] = (-1, -1)
+        self._stopping = threading.Event()
+        self._active = False
+        self._owner_pid = -1
+        self.error: Optional[BaseException] = None  # what stopped the reader thread, if anything
+
+    # -- public state -------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        """True between ``start()`` and ``stop()`` in the process that started the tap."""
+        return self._active and self._owner_pid == os.getpid()
+
+    @property
+    def fds(self) -> Tuple[int, ...]:
+        return self._fds
+
+    @property
+    def bytes_seen(self) -> int:
+        """Bytes recorded so far (the position a ``mark()`` taken now would return, without draining)."""
+        return self._total
+
+    @property
+    def dropped_bytes(self) -> int:
+        """Bytes that fell out of the bounded tail (they were still forwarded)."""
+        with self._lock:
+            return self._total - min(len(self._buf), self._tail_bytes)
+
+    # -- start / stop -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Put our pipes under the fds and start the reader thread; a no-op if already active."""
+        if self.active:
+            return
+        if os.name == "nt" or not hasattr(os, "dup2") or not hasattr(os, "set_blocking"):
+            raise TapError("fd-level capture needs select() on pipes, which this platform lacks")
+        _flush_std()
+        self._stopping.clear()
+        self.error = None
+        opened: List[int] = []
+        switched: List[_Channel] = []
+        try:
+            wake_r, wake_w = os.pipe()
+            opened += [wake_r, wake_w]
+            for fd in (wake_r, wake_w):
+                os.set_blocking(fd, False)
+            pending = []
+            for fd in self._fds:
+                prev = os.dup(fd)
+                opened.append(prev)
+                read, write = os.pipe()
+                opened += [read, write]
+                _enlarge(write)
+                if stat.S_ISFIFO(os.fstat(prev).st_mode):
+                    _enlarge(prev)
+                os.set_blocking(read, False)
+                pending.append((_Channel(fd, prev, read), write))
+            for channel, write in pending:
+                _dup2(write, channel.fd)
+                switched.append(channel)
+                os.close(write)
+                opened.remove(write)
+        except OSError as exc:
+            for channel in switched:
+                _dup2(channel.prev, channel.fd)
+            for fd in opened:
+                _close(fd)
+            raise TapError(f"cannot tap fds {self._fds}: {exc}") from exc
+        self._channels = [c for c, _ in pending]
+        self._wake = (wake_r, wake_w)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(wake_r, selectors.EVENT_READ, None)
+        for channel in self._channels:
+            self._selector.register(channel.read, selectors.EVENT_READ, channel)
+        self._owner_pid = os.getpid()
+        self._active = True
+        self._thread = threading.Thread(target=self._run, name="cudaassert-fd-tap", daemon=True)
+        self._thread.start()
+        _LIVE.add(self)
+
+    def stop(self) -> None:
+        """Give the fds back, forward what is still in our pipes, stop the thread; idempotent.
+
+        A write in flight when we switch keeps its reference to our pipe, so we read until every
+        write end is closed, or the pipes stay quiet (a child process may still hold one).
+        """
+        if not self.active:
+            self._active = False  # in a forked child: the fds stay on the parent's pipes
+            return
+        _flush_std()
+        with self._lock:
+            self._pump_all(_DRAIN_LIMIT)
+            for channel in self._channels:
+                _dup2(channel.prev, channel.fd)
+            self._active = False
+            self._pump_all(_DRAIN_LIMIT)
+        self._stopping.set()
+        _close(self._wake[1])
+        thread = self._thread
+        if thread is not None:
+            thread.join(_STOP_TIMEOUT_S)
+            if thread.is_alive():  # stuck forwarding to a destination that does not read
+                self.error = TapError("fd tap reader did not stop; its descriptors are left open")
+                return
+        held = self._finish(self._channels, time.monotonic() + _STOP_TIMEOUT_S, _IDLE_S)
+        for channel in self._channels:
+            if channel not in held:
+                _close(channel.read)
+                _close(channel.prev)
+        if held:  # a child process still holds our pipe: forward its bytes until it lets go (no EPIPE)
+            threading.Thread(target=self._linger, args=(held,), name="cudaassert-fd-linger", daemon=True).start()
+        _close(self._wake[0])
+        if self._selector is not None:
+            self._selector.close()
+        self._channels, self._thread, self._selector, self._wake = [], None, None, (-1, -1)
+        _LIVE.discard(self)
+
+    def __enter__(self) -> FdTap:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- reading the tail ---------------------------------------------------------------------
+    def drain(self) -> None:
+        """Read and forward what is in the pipes now, so a C write just before shows in the tail."""
+        if not self.active:
+            return
+        _flush_c()
+        with self._lock:
+            self._pump_all(_DRAIN_LIMIT)
+
+    def mark(self) -> int:
+        """A position in the byte stream; bytes already written are before it (we drain first)."""
+        self.drain()
+        return self._total
+
+    def text_since(self, mark: int) -> str:
+        """What was recorded after ``mark``, decoded as UTF-8; if the tail lost some, what remains."""
+        with self._lock:
+            kept = min(len(self._buf), self._tail_bytes)
+            wanted = self._total - max(mark, self._total - kept)
+            if wanted <= 0:
+                return ""
+            data = bytes(self._buf[len(self._buf) - wanted :])
+        return data.decode("utf-8", errors="replace")
+
+    # -- internals ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        selector = self._selector
+        assert selector is not None
+        try:
+            while not self._stopping.is_set():
+                for key, _ in selector.select():
+                    channel = key.data
+                    if channel is None:
+                        _read_all(key.fd)
+                        continue
+                    with self._lock:
+                        self._pump(channel, _PIPE_SIZE)
+                    if channel.eof:
+                        selector.unregister(channel.read)
+        except BaseException as exc:  # never print from here: our own stderr is the tapped fd
+            self.error = exc
+
+    def _finish(self, channels: List[_Channel], deadline: float, idle: Optional[float]) -> List[_Channel]:
+        """After the switch back: read until EOF, until quiet for ``idle`` s, or deadline; return the open ones."""
+        with selectors.DefaultSelector() as selector:
+            for channel in channels:
+                if not channel.eof:
+                    selector.register(channel.read, selectors.EVENT_READ, channel)
+            while selector.get_map() and time.monotonic() < deadline:
+                ready = selector.select(idle)
+                if not ready:
+                    break
+                for key, _ in ready:
+                    with self._lock:
+                        self._pump(key.data, _DRAIN_LIMIT)
+                    if key.data.eof:
+                        selector.unregister(key.fd)
+        return [channel for channel in channels if not channel.eof]
+
+    def _linger(self, channels: List[_Channel]) -> None:
+        try:
+            self._finish(channels, float("inf"), None)
+        finally:
+            for channel in channels:
+                _close(channel.read)
+                _close(channel.prev)
+
+    def _pump_all(self, limit: int) -> None:
+        for channel in self._channels:
+            self._pump(channel, limit)
+
+    def _pump(self, channel: _Channel, limit: int) -> None:
+        """Read up to ``limit`` bytes from one pipe, forwarding and recording each chunk. Lock held."""
+        done = 0
+        while done < limit and not channel.eof:
+            try:
+                data = os.read(channel.read, _CHUNK)
+            except BlockingIOError:
+                return
+            except OSError:
+                channel.eof = True
+                return
+            if not data:
+                channel.eof = True
+                return
+            done += len(data)
+            if not channel.broken:
+                channel.broken = not _write_all(channel.prev, data)
+            self._record(data)
+
+    def _record(self, data: bytes) -> None:
+        self._total += len(data)
+        if self._tail_bytes:
+            self._buf += data
+            if len(self._buf) > 2 * self._tail_bytes:  # trim rarely: keeps appends amortised O(1)
+                del self._buf[: len(self._buf) - self._tail_bytes]
+
+
+def _write_all(fd: int, data: bytes) -> bool:
+    """Write every byte, waiting while a non-blocking destination is full; False if it is gone."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            with selectors.DefaultSelector() as selector:
+                selector.register(fd, selectors.EVENT_WRITE)
+                selector.select(1.0)
+        except OSError:
+            return False
+    return True
+
+
+def _read_all(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
+
+
+def _enlarge(fd: int) -> None:
+    """Grow a pipe to 1 MiB where Linux allows it; elsewhere the default size stays."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+    except (ImportError, OSError, ValueError):
+        pass
+
+
+def _dup2(src: int, dst: int) -> None:
+    """``os.dup2``, retried on EBUSY (Linux returns it when racing an ``open()`` in another thread)."""
+    for _ in range(30):
+        try:
+            os.dup2(src, dst)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
+            time.sleep(0.1)
+    os.dup2(src, dst)
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _flush_std() -> None:
+    """Push Python's and C's buffered text out before the fds change underneath them."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # a closed or exotic stream must not stop the tap
+            continue
+    _flush_c()
+
+
+_c_streams: Optional[List[Any]] = None
+
+
+def _flush_c() -> None:
+    """fflush C's stdout and stderr: device printf text may sit in stdout's buffer when fd 1 is a pipe."""
+    global _c_streams
+    if _c_streams is None:
+        _c_streams = _c_stdio()
+    for stream in _c_streams[1:]:
+        try:
+            _c_streams[0](stream)
+        except Exception:
+            return
+
+
+def _c_stdio() -> List[Any]:
+    """``[fflush, stdout, stderr]`` from libc, or ``[]`` where they cannot be found (Windows, musl oddities)."""
+    if os.name == "nt":
+        return []
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        names = ("__stdoutp", "__stderrp") if sys.platform == "darwin" else ("stdout", "stderr")
+        return [libc.fflush] + [ctypes.c_void_p.in_dll(libc, name) for name in names]
+    except Exception:  # no libc symbols: Python-level flushing is all we can do
+        return []
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_live_taps() -> None:
+    """At exit, forward what is still in our pipes: the daemon thread would die with it unsent."""
+    for tap in list(_LIVE):
+        try:
+            tap.stop()
+        except Exception:
+            continue

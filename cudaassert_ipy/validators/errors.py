@@ -1,0 +1,224 @@
+"""Exceptions raised by the validators, and the message templates they use.
+
+A :class:`ValidationError` is raised *before* a kernel launches, so the GPU context stays
+alive. Each concrete class also subclasses the exception type CPU PyTorch raises for the same
+bad input (``IndexError`` for ``cross_entropy`` targets, ``RuntimeError`` for ``gather`` ...),
+so ``except IndexError:`` written against CPU behaviour keeps working.
+
+The attributes are a contract read by the extension's diagnosis code: ``op``, ``argument``,
+``valid``, ``n_bad``, ``examples``, ``cause_id``, ``hint``. ``str(exc)`` is the full message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+__all__ = [
+    "FOOTER",
+    "GENERIC_LINE",
+    "HINT_LINE",
+    "NONFINITE_TEMPLATE",
+    "RANGE_HEADLINE",
+    "NonFiniteError",
+    "ValidationError",
+    "ValidationIndexError",
+    "ValidationRuntimeError",
+    "ValidationValueError",
+    "format_examples",
+    "generic_fix",
+]
+
+Position = Tuple[int, ...]
+Example = Tuple[Position, Any]
+
+# ---------------------------------------------------------------- message templates
+#: First line of most messages.
+RANGE_HEADLINE = "{op}: {argument} has {count} outside the valid range {valid}; first bad: {examples}."
+#: multinomial / Categorical rows whose weights sum to zero.
+ZERO_ROWS_HEADLINE = "{op}: {argument} has {count} whose weights sum to 0 (valid: {valid}); first: {examples}."
+#: repeat_interleave with an ``output_size`` that does not match the repeats.
+OUTPUT_SIZE_HEADLINE = "{op}: output_size={output_size} but the repeats add up to {total} (valid: {valid})."
+#: embedding_bag offsets that do not describe bags.
+OFFSETS_HEADLINE = "{op}: offsets has {count} that break the rule {valid}; first bad: {examples}."
+#: The specific fix for this case.
+HINT_LINE = "Likely fix: {hint}"
+#: The generic fix from the causes catalogue.
+GENERIC_LINE = "In general: {fix}"
+#: Last line: what happened to the GPU.
+FOOTER = (
+    "(Stopped by cudaassert validators before the kernel launched: no device-side assert was "
+    "triggered and the GPU is still usable.)"
+)
+#: ``%%cuda_debug --nan``.
+NONFINITE_TEMPLATE = (
+    "{op} produced {what} in its output (shape {shape}, dtype {dtype}){where}.\n"
+    "{inputs}\n"
+    "Likely fix: {hint}"
+)
+
+MAX_EXAMPLES = 5
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def format_examples(argument: str, examples: Sequence[Example], n_bad: int, *, row_sums: bool = False) -> str:
+    """``target[2]=5, target[3]=-1`` (positions as the user would index them)."""
+    parts = []
+    for pos, value in examples:
+        index = "[" + ", ".join(str(p) for p in pos) + "]" if pos else ""
+        suffix = ".sum()" if row_sums else ""
+        parts.append(f"{argument}{index}{suffix}={value!r}")
+    if n_bad > len(examples):
+        parts.append("...")
+    return ", ".join(parts)
+
+
+def generic_fix(cause_id: str) -> str:
+    """The catalogue's plain-language fix for ``cause_id`` ("" when the catalogue lacks it)."""
+    try:
+        from cudaassert_ipy.causes import get_cause
+
+        return str(get_cause(cause_id).fix)
+    except (ImportError, LookupError, AttributeError):
+        return ""
+
+
+class ValidationError(Exception):
+    """A bad input found before the kernel launched. See the module docstring."""
+
+    op: str
+    argument: str
+    valid: str
+    n_bad: int
+    examples: List[Example]
+    cause_id: str
+    hint: str
+
+    def __init__(
+        self,
+        *,
+        op: str,
+        argument: str,
+        valid: str,
+        n_bad: int,
+        examples: Sequence[Example],
+        cause_id: str,
+        hint: str,
+        headline: Optional[str] = None,
+        example_label: Optional[str] = None,
+    ) -> None:
+        self.op = op
+        self.argument = argument
+        self.valid = valid
+        self.n_bad = int(n_bad)
+        self.examples = [(tuple(int(p) for p in pos), value) for pos, value in examples]
+        self.cause_id = cause_id
+        self.hint = hint
+        if headline is None:
+            headline = RANGE_HEADLINE.format(
+                op=op,
+                argument=argument,
+                count=_plural(self.n_bad, "value"),
+                valid=valid,
+                examples=format_examples(example_label or argument, self.examples, self.n_bad),
+            )
+        self.headline = headline
+        lines = [headline, HINT_LINE.format(hint=hint)]
+        fix = generic_fix(cause_id)
+        if fix:
+            lines.append(GENERIC_LINE.format(fix=fix))
+        lines.append(FOOTER)
+        self.message = "\n".join(lines)
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> Any:  # keyword-only __init__: keep pickling (multiprocessing) working
+        state = {
+            "op": self.op,
+            "argument": self.argument,
+            "valid": self.valid,
+            "n_bad": self.n_bad,
+            "examples": self.examples,
+            "cause_id": self.cause_id,
+            "hint": self.hint,
+            "headline": self.headline,
+        }
+        return (_rebuild, (type(self), state))
+
+
+def _rebuild(cls: type, state: dict) -> ValidationError:
+    return cls(**state)
+
+
+class ValidationIndexError(ValidationError, IndexError):
+    """Raised where CPU PyTorch raises ``IndexError`` (class targets, embedding, indexing, index_*)."""
+
+
+class ValidationRuntimeError(ValidationError, RuntimeError):
+    """Raised where CPU PyTorch raises ``RuntimeError`` (gather/scatter, one_hot, BCE, sampling ...)."""
+
+
+class ValidationValueError(ValidationError, ValueError):
+    """Reserved for checks whose CPU twin raises ``ValueError`` (``Categorical`` argument validation).
+
+    ``Categorical(probs)`` with ``validate_args`` on already raises ``ValueError`` itself, on the GPU
+    too (its check is a host-side sync, not a device assert), so no validator needs this today;
+    with ``validate_args=False`` the bad probabilities reach ``torch.multinomial`` and the
+    validator raises :class:`ValidationRuntimeError` as CPU PyTorch does.
+    """
+
+
+class NonFiniteError(RuntimeError):
+    """``%%cuda_debug --nan``: the first torch call whose output holds NaN or inf."""
+
+    def __init__(
+        self,
+        *,
+        op: str,
+        n_nan: int,
+        n_inf: int,
+        shape: Tuple[int, ...],
+        dtype: str,
+        filename: Optional[str],
+        lineno: Optional[int],
+        line: str,
+        cell_label: str,
+        inputs_finite: Optional[bool],
+        hint: str,
+    ) -> None:
+        self.op = op
+        self.n_nan = n_nan
+        self.n_inf = n_inf
+        self.shape = shape
+        self.dtype = dtype
+        self.filename = filename
+        self.lineno = lineno
+        self.line = line
+        self.inputs_finite = inputs_finite
+        self.hint = hint
+        what = " and ".join(
+            part for part in (_plural(n_nan, "NaN") if n_nan else "", _plural(n_inf, "inf") if n_inf else "")
+            if part
+        )
+        where = ""
+        if lineno is not None:
+            where = f" at {cell_label}, line {lineno}"
+            if line:
+                where += f": {line.strip()}"
+        if inputs_finite is True:
+            inputs = "Its tensor inputs were all finite, so this call created the first NaN/inf."
+        elif inputs_finite is False:
+            inputs = "One of its tensor inputs already held NaN/inf: it came from outside the checked calls (your data?)."
+        else:
+            inputs = "It had no floating-point tensor inputs."
+        self.message = NONFINITE_TEMPLATE.format(
+            op=op, what=what, shape=tuple(shape), dtype=dtype, where=where, inputs=inputs, hint=hint
+        )
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,46 @@
+"""Shared fixtures: an in-process IPython shell with the extension loaded, and clean teardown."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+@pytest.fixture
+def shell():
+    """The in-process InteractiveShell, with fresh namespaces, and the extension not loaded."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.reset(new_session=False)
+    ip.user_ns["__name__"] = "__main__"
+    yield ip
+    from cudaassert_ipy import extension
+
+    extension.unload(ip)
+    for name in ("cudaassert", "cudaassert_ipy"):  # IPython's own bookkeeping of %load_ext
+        ip.extension_manager.loaded.discard(name)
+    ip.config.pop("CudaAssert", None)
+
+
+@pytest.fixture
+def loaded(shell):
+    """The shell with the extension loaded (fd tap off: in-process tests must not re-plumb pytest's fds)."""
+    shell.config.CudaAssert.tap = False
+    shell.run_line_magic("load_ext", "cudaassert")
+    from cudaassert_ipy import extension
+
+    return extension.current(shell)
+
+
+def kernel_env(**extra: str) -> dict[str, str]:
+    """Environment for a real kernel: our tests importable, and ipykernel's fd capture left on."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env

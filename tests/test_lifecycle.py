@@ -1,0 +1,138 @@
+"""Load and unload are symmetric and idempotent, light, and configurable with %config."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from IPython.core.error import UsageError
+
+from cudaassert_ipy import extension
+
+
+def _snapshot(ip):
+    """Everything the extension may touch, as comparable values."""
+    for name in ("load_ext", "unload_ext", "reload_ext", "config"):  # IPython registers these lazily
+        ip.find_line_magic(name)
+    return {
+        "events": {e: [repr(c) for c in cbs] for e, cbs in ip.events.callbacks.items()},
+        "line": sorted(ip.magics_manager.magics["line"]),
+        "cell": sorted(ip.magics_manager.magics["cell"]),
+        "registry": sorted(ip.magics_manager.registry),
+        "configurables": [id(c) for c in ip.configurables],
+        "plain_printers": dict(ip.display_formatter.formatters["text/plain"].deferred_printers),
+        "active": dict(extension._ACTIVE),
+    }
+
+
+def _count_hooks(ip):
+    return sum(1 for cbs in ip.events.callbacks.values() for c in cbs
+               if getattr(getattr(c, "__self__", None), "__module__", "").startswith("cudaassert_ipy"))
+
+
+def test_load_then_unload_leaves_ipython_exactly_as_found(shell):
+    shell.config.CudaAssert.tap = False
+    before = _snapshot(shell)
+    shell.run_line_magic("load_ext", "cudaassert")
+    assert _snapshot(shell) != before
+    assert "cudaassert" in shell.magics_manager.magics["line"]
+    assert "cuda_debug" in shell.magics_manager.magics["cell"]
+    shell.run_line_magic("unload_ext", "cudaassert")
+    assert _snapshot(shell) == before
+
+
+def test_loading_twice_under_both_names_installs_one_set_of_hooks(shell):
+    shell.config.CudaAssert.tap = False
+    shell.run_line_magic("load_ext", "cudaassert")
+    shell.run_line_magic("load_ext", "cudaassert_ipy")
+    extension.load(shell)
+    assert _count_hooks(shell) == 2  # one pre_run_cell, one post_run_cell
+
+
+def test_reload_ext_leaves_one_set_of_hooks(shell):
+    shell.config.CudaAssert.tap = False
+    shell.run_line_magic("load_ext", "cudaassert")
+    shell.run_line_magic("reload_ext", "cudaassert")
+    shell.run_line_magic("reload_ext", "cudaassert")
+    assert _count_hooks(shell) == 2
+    assert len(extension._ACTIVE) == 1
+
+
+def test_unload_is_idempotent(shell):
+    shell.config.CudaAssert.tap = False
+    before = _snapshot(shell)
+    shell.run_line_magic("load_ext", "cudaassert")
+    extension.unload(shell)
+    extension.unload(shell)
+    assert _snapshot(shell) == before
+
+
+def test_load_unload_load_works_again(shell):
+    shell.config.CudaAssert.tap = False
+    for _ in range(2):
+        shell.run_line_magic("load_ext", "cudaassert")
+        assert extension.current(shell) is not None
+        shell.run_line_magic("unload_ext", "cudaassert")
+        assert extension.current(shell) is None
+
+
+def test_settings_are_traitlets_reachable_with_config_magic(loaded, shell, capsys):
+    shell.run_line_magic("config", "CudaAssert.enabled = False")
+    assert loaded.config.enabled is False
+    shell.run_line_magic("config", "CudaAssert")
+    out = capsys.readouterr().out
+    assert "CudaAssert.tail_bytes" in out and "CudaAssert.panel" in out
+
+
+def test_loading_imports_neither_torch_nor_ipywidgets_nor_touches_cuda():
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_line_magic('load_ext', 'cudaassert')\n"
+        "ip.run_cell('x = 1')\n"
+        "bad = [m for m in ('torch', 'ipywidgets', 'pynvml') if m in sys.modules]\n"
+        "print('IMPORTED', bad)\n"
+        "ip.run_line_magic('unload_ext', 'cudaassert')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "IMPORTED []" in out.stdout, out.stdout + out.stderr
+
+
+def test_status_says_loaded_alive_and_tap_state(loaded, shell, capsys):
+    shell.run_line_magic("cudaassert", "status")
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "cudaassert: loaded",
+        "GPU context: alive (no sticky CUDA error seen)",
+        "fd tap: off",
+        "validators: off in this thread",
+    ]
+
+
+def test_explain_before_any_failure_says_so(loaded, shell, capsys):
+    shell.run_line_magic("cudaassert", "explain")
+    assert capsys.readouterr().out.strip() == "No CUDA failure has been diagnosed in this kernel yet."
+
+
+def test_off_and_on_toggle_reports(loaded, shell, capsys):
+    shell.run_line_magic("cudaassert", "off")
+    assert loaded.config.enabled is False
+    shell.run_line_magic("cudaassert", "on")
+    assert loaded.config.enabled is True
+    assert capsys.readouterr().out.splitlines() == ["cudaassert reports are off.", "cudaassert reports are on."]
+
+
+@pytest.mark.parametrize("line, fix", [
+    ("", "the following arguments are required: verb"),
+    ("frobnicate", "invalid choice: 'frobnicate'"),
+    ("status on", "`%cudaassert status` takes no value; did you mean `%cudaassert validators on`?"),
+    ("validators", "Say which: `%cudaassert validators on` or `%cudaassert validators off`."),
+    ("validators maybe", "`%cudaassert validators maybe`: say `on` or `off`."),
+    ("status --cpu", "--cpu only goes with `%cudaassert restart`."),
+])
+def test_misuse_raises_usage_error_with_the_fix(loaded, shell, line, fix):
+    with pytest.raises(UsageError) as err:
+        shell.run_line_magic("cudaassert", line)
+    assert fix in str(err.value)
