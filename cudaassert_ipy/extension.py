@@ -131,8 +131,12 @@ class Extension:
                 print(f"{PREFIX} panel unavailable ({e}); showing the text report.", file=sys.stderr)
                 panel = None
             if panel is not None and panel.available():
-                panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu)
-                return
+                try:
+                    panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu)
+                    return
+                except Exception as e:  # the diagnosis must still reach the user
+                    print(f"{PREFIX} panel failed ({type(e).__name__}: {e}); showing the text report.",
+                          file=sys.stderr)
         display(Report(diagnosis, gpu))
 
     def actions(self, diagnosis: Diagnosis) -> list[Any]:

@@ -11,6 +11,7 @@ No IPython, no torch.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import os
 import selectors
@@ -23,11 +24,11 @@ from typing import Any, Iterable, List, Optional, Tuple
 
 __all__ = ["FdTap", "TapError"]
 
-_F_SETPIPE_SZ = 1031  # Linux fcntl.h; absent from the fcntl module before Python 3.10
+_F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032  # Linux fcntl.h; absent from the fcntl module before 3.10
 _PIPE_SIZE = 1 << 20  # stock 64 KiB pipes hang a kernel when C code writes more with the GIL held
 _CHUNK = 1 << 16
 _DRAIN_LIMIT = 64 << 20  # drain() stops after this much so a writer in a loop cannot pin it
-_IDLE_S = 0.05  # stop(): once the pipes are quiet this long, bytes still held by children are theirs
+_IDLE_S = 0.05  # stop() waits for this much quiet; a child still writing to our pipe gets a lingering forwarder
 _STOP_TIMEOUT_S = 5.0
 
 
@@ -68,15 +69,10 @@ class FdTap:
         self._owner_pid = -1
         self.error: Optional[BaseException] = None  # what stopped the reader thread, if anything
 
-    # -- public state -------------------------------------------------------------------------
     @property
     def active(self) -> bool:
         """True between ``start()`` and ``stop()`` in the process that started the tap."""
         return self._active and self._owner_pid == os.getpid()
-
-    @property
-    def fds(self) -> Tuple[int, ...]:
-        return self._fds
 
     @property
     def bytes_seen(self) -> int:
@@ -89,7 +85,6 @@ class FdTap:
         with self._lock:
             return self._total - min(len(self._buf), self._tail_bytes)
 
-    # -- start / stop -------------------------------------------------------------------------
     def start(self) -> None:
         """Put our pipes under the fds and start the reader thread; a no-op if already active."""
         if self.active:
@@ -184,7 +179,6 @@ class FdTap:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    # -- reading the tail ---------------------------------------------------------------------
     def drain(self) -> None:
         """Read and forward what is in the pipes now, so a C write just before shows in the tail."""
         if not self.active:
@@ -208,7 +202,6 @@ class FdTap:
             data = bytes(self._buf[len(self._buf) - wanted :])
         return data.decode("utf-8", errors="replace")
 
-    # -- internals ----------------------------------------------------------------------------
     def _run(self) -> None:
         selector = self._selector
         assert selector is not None
@@ -298,82 +291,64 @@ def _write_all(fd: int, data: bytes) -> bool:
 
 
 def _read_all(fd: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         while os.read(fd, 4096):
             pass
-    except OSError:
-        pass
 
 
 def _enlarge(fd: int) -> None:
-    """Grow a pipe to 1 MiB where Linux allows it; elsewhere the default size stays."""
-    try:
+    """Grow (never shrink) a pipe to 1 MiB where Linux allows it; elsewhere the default size stays."""
+    with contextlib.suppress(ImportError, OSError, ValueError):
         import fcntl
 
-        fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
-    except (ImportError, OSError, ValueError):
-        pass
+        if fcntl.fcntl(fd, _F_GETPIPE_SZ) < _PIPE_SIZE:
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
 
 
 def _dup2(src: int, dst: int) -> None:
     """``os.dup2``, retried on EBUSY (Linux returns it when racing an ``open()`` in another thread)."""
-    for _ in range(30):
+    for attempt in range(30):
         try:
             os.dup2(src, dst)
             return
         except OSError as exc:
-            if exc.errno != errno.EBUSY:
+            if exc.errno != errno.EBUSY or attempt == 29:
                 raise
             time.sleep(0.1)
-    os.dup2(src, dst)
 
 
 def _close(fd: int) -> None:
     if fd >= 0:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def _flush_std() -> None:
     """Push Python's and C's buffered text out before the fds change underneath them."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a closed or exotic stream must not stop the tap
             if stream is not None:
                 stream.flush()
-        except Exception:  # a closed or exotic stream must not stop the tap
-            continue
     _flush_c()
 
 
-_c_streams: Optional[List[Any]] = None
+_c_stdio: Optional[List[Any]] = None  # [fflush, stdout, stderr] from libc; [] where not found
 
 
 def _flush_c() -> None:
     """fflush C's stdout and stderr: device printf text may sit in stdout's buffer when fd 1 is a pipe."""
-    global _c_streams
-    if _c_streams is None:
-        _c_streams = _c_stdio()
-    for stream in _c_streams[1:]:
-        try:
-            _c_streams[0](stream)
-        except Exception:
-            return
+    global _c_stdio
+    if _c_stdio is None:
+        _c_stdio = []
+        with contextlib.suppress(Exception):  # Windows, odd libcs: Python-level flushing is all we do
+            import ctypes
 
-
-def _c_stdio() -> List[Any]:
-    """``[fflush, stdout, stderr]`` from libc, or ``[]`` where they cannot be found (Windows, musl oddities)."""
-    if os.name == "nt":
-        return []
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        names = ("__stdoutp", "__stderrp") if sys.platform == "darwin" else ("stdout", "stderr")
-        return [libc.fflush] + [ctypes.c_void_p.in_dll(libc, name) for name in names]
-    except Exception:  # no libc symbols: Python-level flushing is all we can do
-        return []
+            libc = ctypes.CDLL(None)
+            names = ("__stdoutp", "__stderrp") if sys.platform == "darwin" else ("stdout", "stderr")
+            _c_stdio = [libc.fflush] + [ctypes.c_void_p.in_dll(libc, name) for name in names]
+    with contextlib.suppress(Exception):
+        for stream in _c_stdio[1:]:
+            _c_stdio[0](stream)
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()
@@ -383,7 +358,15 @@ _LIVE: weakref.WeakSet = weakref.WeakSet()
 def _stop_live_taps() -> None:
     """At exit, forward what is still in our pipes: the daemon thread would die with it unsent."""
     for tap in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):
             tap.stop()
-        except Exception:
-            continue
+
+
+def _after_fork_in_child() -> None:
+    """A fork can copy a held lock; the child's taps are inactive but must still answer text_since()."""
+    for tap in list(_LIVE):
+        tap._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -36,7 +36,8 @@ _HELP_ASSERT = (
 DEVICE_ASSERT_WORDINGS: dict[str, tuple[str, str]] = {
     "0.x-1.x THC (59)": (
         "RuntimeError",
-        "cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/generic/THCTensorMath.cu:35",
+        "cuda runtime error (59) : device-side assert triggered at "
+        "/pytorch/aten/src/THC/generic/THCTensorMath.cu:35",
     ),
     "1.9 conda THC (710)": (
         "RuntimeError",
@@ -48,7 +49,8 @@ DEVICE_ASSERT_WORDINGS: dict[str, tuple[str, str]] = {
         "RuntimeError", "copy_if failed to synchronize: cudaErrorAssert: device-side assert triggered"),
     "1.5 thrust transform": (
         "RuntimeError", "transform: failed to synchronize: cudaErrorAssert: device-side assert triggered"),
-    "1.x thrust reduce": ("RuntimeError", "reduce failed to synchronize: cudaErrorAssert: device-side assert triggered"),
+    "1.x thrust reduce": (
+        "RuntimeError", "reduce failed to synchronize: cudaErrorAssert: device-side assert triggered"),
     "1.0-1.8 one line": ("RuntimeError", "CUDA error: device-side assert triggered"),
     "1.x C++ what() with origin": (
         "RuntimeError",
@@ -60,7 +62,8 @@ DEVICE_ASSERT_WORDINGS: dict[str, tuple[str, str]] = {
     "2.4-2.7": ("RuntimeError", "CUDA error: device-side assert triggered" + _ASYNC_24 + _DSA),
     "2.8": ("AcceleratorError", "CUDA error: device-side assert triggered" + _ASYNC_24 + _DSA),
     "2.9+": ("AcceleratorError", "CUDA error: device-side assert triggered" + _HELP_ASSERT + _ASYNC_24 + _DSA),
-    "main 2026 (no DSA line)": ("AcceleratorError", "CUDA error: device-side assert triggered" + _HELP_ASSERT + _ASYNC_24),
+    "main 2026 (no DSA line)": (
+        "AcceleratorError", "CUDA error: device-side assert triggered" + _HELP_ASSERT + _ASYNC_24),
 }
 
 # error_texts.md §2.6 (blocking) and §4: other sticky errors

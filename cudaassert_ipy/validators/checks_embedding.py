@@ -18,11 +18,9 @@ from cudaassert_ipy.validators.checks_common import (
     readable,
 )
 from cudaassert_ipy.validators.errors import (
-    OFFSETS_HEADLINE,
     ValidationError,
     ValidationIndexError,
     ValidationRuntimeError,
-    format_examples,
 )
 
 
@@ -134,11 +132,5 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
             "offsets are the start position of each bag in the flat input: build them with "
             "torch.cumsum of the bag lengths, starting at 0 "
             "(offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)[:-1]]))"
-        ),
-        headline=OFFSETS_HEADLINE.format(
-            op=name,
-            count=f"{n_bad} value" + ("" if n_bad == 1 else "s"),
-            valid=valid,
-            examples=format_examples("offsets", examples, n_bad),
         ),
     )

@@ -155,13 +155,13 @@ def parse_index_put_indices(self_dim: int, indices: Any) -> Optional[List[Tuple[
 
 
 # ---------------------------------------------------------------- checking parsed indices
-def _index_hint(size: int, dim: int, lo_ok: int, distinct: Sequence[int]) -> str:
+def _index_hint(where: str, size: int, lo_ok: int, distinct: Sequence[int]) -> str:
     hints = []
     too_big = [v for v in distinct if v >= size]
     too_small = [v for v in distinct if v < lo_ok]
     if too_big:
         hints.append(
-            f"dimension {dim} has size {size} but the index reaches {max(too_big)}: indices are 0-based, so "
+            f"{where} but the index reaches {max(too_big)}: indices are 0-based, so "
             f"the largest valid one is {size - 1} (off by one? a length computed before filtering?)"
         )
     if too_small:
@@ -225,7 +225,7 @@ def check_indices(
             n_bad=n_bad,
             examples=examples,
             cause_id=cause_id,
-            hint=_index_hint(size, dim, lo, distinct),
+            hint=_index_hint(where, size, lo, distinct),
             example_label=name.split(" ")[0],
         )
     return None
@@ -260,7 +260,8 @@ def check_index_put(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
     entries = parse_index_put_indices(self.dim(), indices)
     if not entries:
         return None
-    names = [f"indices[{i}]" for i in range(len(entries))]
+    position = {id(t): i for i, t in enumerate(indices)}
+    names = [f"indices[{position[id(t)]}]" for _, t in entries]
     return check_indices(op, self.shape, entries, negative_ok=True, names=names, cause_id=_ADV)
 
 
@@ -327,5 +328,5 @@ def check_take_put(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> O
         negative_ok=True,
         names=["index"],
         cause_id="take_put_out_of_range",
-        size_label="a flat index into {size} elements",
+        size_label="the tensor has {size} elements",
     )

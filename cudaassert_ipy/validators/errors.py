@@ -18,7 +18,9 @@ __all__ = [
     "GENERIC_LINE",
     "HINT_LINE",
     "NONFINITE_TEMPLATE",
+    "OUTPUT_SIZE_HEADLINE",
     "RANGE_HEADLINE",
+    "ZERO_ROWS_HEADLINE",
     "NonFiniteError",
     "ValidationError",
     "ValidationIndexError",
@@ -33,13 +35,11 @@ Example = Tuple[Position, Any]
 
 # ---------------------------------------------------------------- message templates
 #: First line of most messages.
-RANGE_HEADLINE = "{op}: {argument} has {count} outside the valid range {valid}; first bad: {examples}."
+RANGE_HEADLINE = "{op}: {argument} has {count}; valid: {valid}. First bad: {examples}."
 #: multinomial / Categorical rows whose weights sum to zero.
-ZERO_ROWS_HEADLINE = "{op}: {argument} has {count} whose weights sum to 0 (valid: {valid}); first: {examples}."
+ZERO_ROWS_HEADLINE = "{op}: {argument} has {count} whose weights sum to 0; valid: {valid}. First: {examples}."
 #: repeat_interleave with an ``output_size`` that does not match the repeats.
-OUTPUT_SIZE_HEADLINE = "{op}: output_size={output_size} but the repeats add up to {total} (valid: {valid})."
-#: embedding_bag offsets that do not describe bags.
-OFFSETS_HEADLINE = "{op}: offsets has {count} that break the rule {valid}; first bad: {examples}."
+OUTPUT_SIZE_HEADLINE = "{op}: output_size={output_size} but the repeats add up to {total}; valid: {valid}."
 #: The specific fix for this case.
 HINT_LINE = "Likely fix: {hint}"
 #: The generic fix from the causes catalogue.
@@ -69,10 +69,12 @@ def format_examples(argument: str, examples: Sequence[Example], n_bad: int, *, r
     for pos, value in examples:
         index = "[" + ", ".join(str(p) for p in pos) + "]" if pos else ""
         suffix = ".sum()" if row_sums else ""
-        parts.append(f"{argument}{index}{suffix}={value!r}")
+        shown = f"{value:.6g}" if isinstance(value, float) else repr(value)
+        parts.append(f"{argument}{index}{suffix}={shown}")
+    text = ", ".join(parts)
     if n_bad > len(examples):
-        parts.append("...")
-    return ", ".join(parts)
+        text += f" (and {n_bad - len(examples)} more)"
+    return text
 
 
 def generic_fix(cause_id: str) -> str:
@@ -80,9 +82,11 @@ def generic_fix(cause_id: str) -> str:
     try:
         from cudaassert_ipy.causes import get_cause
 
-        return str(get_cause(cause_id).fix)
-    except (ImportError, LookupError, AttributeError):
+        cause = get_cause(cause_id)
+    except (ImportError, LookupError):
         return ""
+    # an unknown id comes back as the generic cause, whose fix says nothing about this call
+    return str(cause.fix) if getattr(cause, "id", None) == cause_id else ""
 
 
 class ValidationError(Exception):
@@ -120,7 +124,7 @@ class ValidationError(Exception):
             headline = RANGE_HEADLINE.format(
                 op=op,
                 argument=argument,
-                count=_plural(self.n_bad, "value"),
+                count=_plural(self.n_bad, "bad value"),
                 valid=valid,
                 examples=format_examples(example_label or argument, self.examples, self.n_bad),
             )

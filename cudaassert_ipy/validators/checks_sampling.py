@@ -1,0 +1,129 @@
+"""Checks for sampling: ``multinomial`` (and ``Categorical.sample``, which calls it) and
+``bernoulli`` with a tensor of probabilities."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, Mapping, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from cudaassert_ipy.validators.checks_common import (
+    arg,
+    bad_details,
+    caller_name,
+    read,
+    read_minmax,
+    readable,
+)
+from cudaassert_ipy.validators.errors import (
+    ZERO_ROWS_HEADLINE,
+    ValidationError,
+    ValidationRuntimeError,
+    format_examples,
+)
+
+MULTINOMIAL_VALID = "finite values >= 0, every row with a positive sum"
+
+
+def _probs_hint(distinct: List[float]) -> str:
+    hints = []
+    if any(math.isnan(v) or math.isinf(v) for v in distinct):
+        hints.append(
+            "the probabilities hold NaN/inf, usually from NaN/inf logits (fp16 overflow, dividing by "
+            "temperature=0, weights that diverged): check torch.isfinite(logits).all() before softmax, "
+            "sample in float32, and use argmax for greedy decoding instead of temperature 0"
+        )
+    if any(v < 0 for v in distinct if not math.isnan(v)):
+        hints.append("weights cannot be negative: pass probabilities (softmax(logits)), not raw logits")
+    return "; ".join(hints)
+
+
+def check_multinomial(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+    """``multinomial``: entries finite and >= 0, every row with a positive sum."""
+    probs = arg(args, kwargs, 0, "input")
+    if not readable(probs) or not probs.is_floating_point() or probs.dim() not in (1, 2):
+        return None
+    mn, mx = torch.aminmax(probs)
+    lo, hi, row_min = read(torch.stack([mn, mx, probs.sum(-1).amin()]))
+    if lo >= 0 and hi < math.inf and row_min > 0:  # NaN fails every comparison
+        return None
+    name = caller_name(op)
+    argument = "probs" if "." in name and not name.startswith(("torch.", "Tensor.")) else "input"
+    entry_bad = ~((probs >= 0) & torch.isfinite(probs))
+    if bool(entry_bad.any()):
+        n_bad, examples, distinct = bad_details(probs, entry_bad)
+        return ValidationRuntimeError(
+            op=name,
+            argument=argument,
+            valid=MULTINOMIAL_VALID,
+            n_bad=n_bad,
+            examples=examples,
+            cause_id="multinomial_invalid_probs_async",
+            hint=_probs_hint(distinct),
+        )
+    sums = probs.sum(-1)
+    n_bad, examples, _ = bad_details(sums, sums <= 0)
+    return ValidationRuntimeError(
+        op=name,
+        argument=argument,
+        valid=MULTINOMIAL_VALID,
+        n_bad=n_bad,
+        examples=examples,
+        cause_id="multinomial_zero_sum_async",
+        hint=(
+            "a row with all-zero weights has nothing to sample (every candidate masked out by "
+            "top-k/top-p or -inf masking, or probabilities that underflowed): keep at least one "
+            "candidate per row, add a small epsilon, or fall back to argmax for such rows"
+        ),
+        headline=ZERO_ROWS_HEADLINE.format(
+            op=name,
+            argument=argument,
+            count=f"{n_bad} row" + ("" if n_bad == 1 else "s"),
+            valid=MULTINOMIAL_VALID,
+            examples=format_examples(argument, examples, n_bad, row_sums=True),
+        ),
+    )
+
+
+def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[ValidationError]:
+    if not readable(p) or not p.is_floating_point():
+        return None
+    lo, hi = read_minmax(p)
+    if lo >= 0 and hi <= 1:
+        return None
+    p_t: Tensor = p
+    n_bad, examples, distinct = bad_details(p_t, ~((p_t >= 0) & (p_t <= 1)))
+    hints = []
+    if any(not math.isnan(v) for v in distinct):
+        hints.append("p must be probabilities in [0, 1]: apply torch.sigmoid to logits, or clamp(0, 1) after arithmetic that can overshoot")
+    if any(math.isnan(v) for v in distinct):
+        hints.append("p holds NaN: find where it comes from (torch.isfinite)")
+    return ValidationRuntimeError(
+        op=caller_name(op),
+        argument=argument,
+        valid="[0, 1] (NaN is not allowed)",
+        n_bad=n_bad,
+        examples=examples,
+        cause_id="bernoulli_prob_out_of_range",
+        hint="; ".join(hints),
+    )
+
+
+def check_bernoulli(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+    """``torch.bernoulli(p)`` / ``p.bernoulli()``: the tensor itself holds the probabilities.
+
+    With a float ``p`` argument PyTorch checks ``p`` on the host itself.
+    """
+    if arg(args, kwargs, 1, "p", None) is not None:
+        return None
+    return _check_probability_tensor(op, arg(args, kwargs, 0, "input"), "input")
+
+
+def check_bernoulli_(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+    """``x.bernoulli_(p)`` with a tensor ``p`` in ``[0, 1]``."""
+    p = arg(args, kwargs, 1, "p", None)
+    if not isinstance(p, Tensor):
+        return None
+    return _check_probability_tensor(op, p, "p")

@@ -1,0 +1,164 @@
+"""The validators' ``TorchFunctionMode`` and the table from user-facing call to checker.
+
+Why a function mode: measured on CPU torch 2.13 it adds +9-15% to a training step and names
+calls the way users write them (``cross_entropy``, ``Tensor.__getitem__``); a
+``TorchDispatchMode`` costs +37-61% and silently turns ``torch.compile`` off.
+
+What it sees: every top-level torch API call, including those made inside
+``nn.Module.forward`` (``F.embedding``, ``F.cross_entropy``...). It does not see calls nested
+inside another torch function or issued from C++, nor backward ops.
+
+When it checks nothing (and so never gets in the way):
+
+* while ``torch.compile`` / ``torch.export`` trace (``torch.compiler.is_compiling()``), while
+  ``torch.jit.trace`` records, and inside the autograd engine (backward re-uses the forward's
+  indices, which autograd's version counter already protects);
+* for fake, meta, sparse, quantized, tensor-subclass and functorch-wrapped (``vmap``,
+  ``torch.func.grad``) tensors, for empty tensors, and during CUDA graph capture.
+
+Thread-locality: torch keeps the mode stack per thread. ``enable_validators()`` affects the
+calling thread only; calls made in other threads (a ``DataLoader`` worker thread, a
+``ThreadPoolExecutor``) are not checked unless that thread enables validators too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+import torch
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack, _pop_mode, _push_mode
+
+from cudaassert_ipy.validators import checks_embedding as emb
+from cudaassert_ipy.validators import checks_indexing as idx
+from cudaassert_ipy.validators import checks_losses as losses
+from cudaassert_ipy.validators import checks_misc as misc
+from cudaassert_ipy.validators import checks_sampling as sampling
+from cudaassert_ipy.validators import checks_scatter as scatter
+from cudaassert_ipy.validators.checks_common import Checker
+
+__all__ = ["CHECKED_CALLS", "ValidatorMode", "disable", "enable", "enabled"]
+
+_EMPTY: Mapping[str, Any] = {}
+
+# Tensor methods (and their torch.* twins where they exist) -> checker
+_METHODS: Sequence[Tuple[str, Checker]] = (
+    ("__getitem__", idx.check_getitem),
+    ("__setitem__", idx.check_getitem),
+    ("index_put_", idx.check_index_put),
+    ("index_put", idx.check_index_put),
+    ("index_select", idx.check_index_select),
+    ("take", idx.check_take_put),
+    ("put_", idx.check_take_put),
+    ("put", idx.check_take_put),
+    ("index_add_", idx.check_index_add),
+    ("index_add", idx.check_index_add),
+    ("index_copy_", idx.check_index_copy),
+    ("index_copy", idx.check_index_copy),
+    ("index_fill_", idx.check_index_fill),
+    ("index_fill", idx.check_index_fill),
+    ("gather", scatter.check_gather_scatter),
+    ("scatter", scatter.check_gather_scatter),
+    ("scatter_", scatter.check_gather_scatter),
+    ("scatter_add", scatter.check_gather_scatter),
+    ("scatter_add_", scatter.check_gather_scatter),
+    ("scatter_reduce", scatter.check_gather_scatter),
+    ("scatter_reduce_", scatter.check_gather_scatter),
+    ("multinomial", sampling.check_multinomial),
+    ("bernoulli", sampling.check_bernoulli),
+    ("bernoulli_", sampling.check_bernoulli_),
+    ("repeat_interleave", misc.check_repeat_interleave),
+)
+
+
+def _build_table() -> Dict[Callable[..., Any], Tuple[Checker, str]]:
+    F = torch.nn.functional
+    table: Dict[Callable[..., Any], Tuple[Checker, str]] = {
+        F.cross_entropy: (losses.check_cross_entropy, "cross_entropy"),
+        F.nll_loss: (losses.check_cross_entropy, "nll_loss"),
+        F.binary_cross_entropy: (losses.check_binary_cross_entropy, "binary_cross_entropy"),
+        F.ctc_loss: (losses.check_ctc_loss, "ctc_loss"),
+        F.embedding: (emb.check_embedding, "embedding"),
+        F.embedding_bag: (emb.check_embedding_bag, "embedding_bag"),
+        F.one_hot: (misc.check_one_hot, "one_hot"),
+    }
+    for name, checker in _METHODS:
+        for owner, prefix in ((torch._C.TensorBase, "Tensor."), (torch.Tensor, "Tensor."), (torch, "torch.")):
+            fn = getattr(owner, name, None)
+            if fn is not None and fn not in table:
+                table[fn] = (checker, prefix + name)
+    return table
+
+
+_TABLE = _build_table()
+#: The user-facing names of every checked call (for docs and tests).
+CHECKED_CALLS = tuple(sorted({name for _, name in _TABLE.values()}))
+
+_is_compiling = torch.compiler.is_compiling
+_tracing_state = torch._C._get_tracing_state
+_graph_task_id = torch._C._current_graph_task_id
+
+
+def _checks_paused() -> bool:
+    """True while tracing/compiling or inside the autograd engine: leave the call alone."""
+    return _is_compiling() or _tracing_state() is not None or _graph_task_id() != -1
+
+
+class ValidatorMode(TorchFunctionMode):
+    """Checks the inputs of the calls that would hit a device-side assert, before they launch.
+
+    Raises a :class:`~cudaassert_ipy.validators.errors.ValidationError` subclass (also an
+    ``IndexError`` / ``RuntimeError`` like CPU PyTorch) instead. Never modifies inputs.
+    """
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: Sequence[Any] = (),
+        kwargs: Optional[Mapping[str, Any]] = None,
+    ) -> Any:
+        entry = _TABLE.get(func)
+        if entry is not None and not _checks_paused():
+            error = entry[0](entry[1], args, kwargs or _EMPTY)
+            if error is not None:
+                raise error
+        if kwargs:
+            return func(*args, **kwargs)
+        return func(*args)
+
+
+def enabled() -> bool:
+    """Whether a :class:`ValidatorMode` is on this thread's torch-function mode stack."""
+    return any(isinstance(m, ValidatorMode) for m in _get_current_function_mode_stack())
+
+
+def enable() -> Optional[ValidatorMode]:
+    """Push a :class:`ValidatorMode` for this thread; None when one was already there."""
+    if enabled():
+        return None
+    mode = ValidatorMode()
+    _push_mode(mode)
+    return mode
+
+
+def disable(target: Optional[ValidatorMode] = None) -> bool:
+    """Remove ``target`` (default: the topmost :class:`ValidatorMode`) from this thread's stack.
+
+    Modes pushed above it (the user's own, ``%%cuda_debug``'s) stay, in order. Returns False
+    when there was nothing to remove.
+    """
+
+    def wanted(mode: object) -> bool:
+        return mode is target if target is not None else isinstance(mode, ValidatorMode)
+
+    if not any(wanted(m) for m in _get_current_function_mode_stack()):
+        return False
+    above = []
+    while True:
+        mode = _pop_mode()
+        if wanted(mode):
+            break
+        above.append(mode)
+    for mode in reversed(above):
+        _push_mode(mode)
+    return True
