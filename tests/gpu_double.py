@@ -130,7 +130,9 @@ def assertion_lines(cause_id: str, threads: int = 64, blocks: int = 1) -> bytes:
     sample = entry.get("sample_stderr_line")
     if sample is None:
         func = (entry.get("kernel_functions") or ["operator()"])[0]
-        sample = (f"/pytorch/{entry['kernel_file']}:100: {func}: block: [0,0,0], thread: [0,0,0] "
+        path = entry["kernel_file"] if entry["kernel_file"].startswith("aten/") else \
+            "aten/src/ATen/native/cuda/UnknownFile.cu"  # the catalogue is unsure where this one lives
+        sample = (f"/pytorch/{path}:100: {func}: block: [0,0,0], thread: [0,0,0] "
                   f"Assertion `{entry['condition']}` failed.")
     head, _, tail = sample.partition("block: [")
     tail = tail.split("Assertion", 1)[1]

@@ -328,11 +328,14 @@ def test_a_forked_childs_writes_reach_the_parents_tail_and_its_stop_changes_noth
         tap = FdTap()
         tap.start()
         m = tap.mark()
+        tap._lock.acquire()  # fork while the reader holds the lock: the child must not inherit it held
         pid = os.fork()
         if pid == 0:
+            os.write(2, b"from the child, tail %d\\n" % len(tap.text_since(m)))
+            tap.drain()
             tap.stop()
-            os.write(2, b"from the child\\n")
             os._exit(0)
+        tap._lock.release()
         os.waitpid(pid, 0)
         os.write(2, b"from the parent\\n")
         tap.drain()
@@ -341,8 +344,9 @@ def test_a_forked_childs_writes_reach_the_parents_tail_and_its_stop_changes_noth
         tap.stop()
         """,
         tmp_path,
+        timeout=15,
     )
-    assert proc.stderr == b"from the child\nfrom the parent\n"
+    assert proc.stderr == b"from the child, tail 0\nfrom the parent\n"
     assert tail == proc.stderr
     assert r["active"] is True
 

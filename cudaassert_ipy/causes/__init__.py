@@ -122,3 +122,18 @@ def _function_matches(cause: Cause, function: str | None) -> bool:
 
 def ids(causes: Iterable[Cause]) -> list[str]:
     return [c.id for c in causes]
+
+
+def markdown_table() -> str:
+    """The README's known-causes table, generated from the catalogue (a test keeps the README current)."""
+    rows = ["| kernel assertion | where | what it means | fix |", "|---|---|---|---|"]
+    seen: set[tuple[str, str]] = set()
+    for c in all_causes():
+        key = (c.conditions[0], c.title)
+        if key in seen:
+            continue
+        seen.add(key)
+        where = ", ".join(sorted(c.file_names)) or "generated"
+        cond = c.conditions[0].replace("|", "\\|").replace("`", "")
+        rows.append(f"| `{cond}` | {where} | {c.title} | {c.fix.replace('|', '/')} |")
+    return "\n".join(rows)

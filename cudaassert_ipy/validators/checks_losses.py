@@ -34,47 +34,43 @@ CLASS_TARGET_DTYPES = frozenset({torch.int64, torch.uint8})
 
 # ---------------------------------------------------------------- cross_entropy / nll_loss
 def _class_target_hint(
-    n_classes: int, distinct: List[int], ignore_index: int, segmentation: bool, class_dim: int
+    n_classes: int, distinct: List[int], ignore_index: Optional[int], segmentation: bool, class_dim: int
 ) -> str:
+    """The specific fix for class labels outside ``0..n_classes-1`` (``distinct``: the bad values)."""
     hints: List[str] = []
     too_big = [v for v in distinct if v >= n_classes]
     negative = [v for v in distinct if v < 0]
-    if too_big:
-        top = max(too_big)
-        if 255 in too_big and ignore_index != 255:
-            hints.append("VOC-style masks use 255 for 'void' pixels: pass ignore_index=255")
-        top_real = max((v for v in too_big if v != 255), default=None)
-        if top_real is not None:
-            top = top_real
-            head = (
-                f"the input has {n_classes} classes (input.shape[{class_dim}] == {n_classes}) "
-                f"but the target reaches {top}"
-            )
-            if top == n_classes:
-                hints.append(
-                    f"{head}: if you have {n_classes + 1} classes, make the last layer output "
-                    f"{n_classes + 1} logits (out_features={n_classes + 1}); if labels start at 1, subtract 1"
-                )
-            else:
-                hints.append(
-                    f"{head}: remap the labels to 0..{n_classes - 1} (for example "
-                    "torch.unique(labels, return_inverse=True)) or make the last layer output "
-                    f"{top + 1} logits (out_features={top + 1})"
-                )
-        elif not hints:
-            hints.append(f"the input has {n_classes} classes but the target reaches {top}")
-    if negative:
-        if -100 in negative:
+    if 255 in too_big and ignore_index != 255:
+        hints.append("VOC-style masks use 255 for 'void' pixels: pass ignore_index=255")
+    top = max((v for v in too_big if v != 255), default=None)
+    if top is not None:
+        head = (
+            f"the input has {n_classes} classes (input.shape[{class_dim}] == {n_classes}) "
+            f"but the target reaches {top}"
+        )
+        if top == n_classes:
             hints.append(
-                f"-100 is the usual 'ignore this position' label but ignore_index={ignore_index}: "
-                "pass ignore_index=-100 (the default) or pad with the value you ignore"
+                f"{head}: if you have {n_classes + 1} classes, make the last layer output "
+                f"{n_classes + 1} logits (out_features={n_classes + 1}); if labels start at 1, subtract 1"
             )
-        if -1 in negative:
-            hints.append("if -1 marks unlabelled items, pass ignore_index=-1")
-        if not (set(negative) <= {-1, -100}):
-            hints.append("class labels cannot be negative: find where they become negative")
-    if segmentation and any(0 < v < 255 and v >= n_classes for v in too_big):
-        hints.append("resize label masks with nearest-neighbour interpolation only (bilinear invents labels)")
+        else:
+            hints.append(
+                f"{head}: remap the labels to 0..{n_classes - 1} (for example "
+                "torch.unique(labels, return_inverse=True)) or make the last layer output "
+                f"{top + 1} logits (out_features={top + 1})"
+            )
+        if segmentation and top < 255:
+            hints.append("resize label masks with nearest-neighbour interpolation only (bilinear invents labels)")
+    if -100 in negative:
+        now = "no ignore_index is set" if ignore_index is None else f"ignore_index={ignore_index}"
+        hints.append(
+            f"-100 is the usual 'ignore this position' label but {now}: pass ignore_index=-100 "
+            "(cross_entropy's default) or pad with the value you ignore"
+        )
+    if -1 in negative:
+        hints.append("if -1 marks unlabelled items, pass ignore_index=-1")
+    if not set(negative) <= {-1, -100}:
+        hints.append("class labels cannot be negative: find where they become negative")
     return "; ".join(hints)
 
 

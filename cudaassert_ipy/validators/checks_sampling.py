@@ -97,7 +97,10 @@ def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[Valida
     n_bad, examples, distinct = bad_details(p_t, ~((p_t >= 0) & (p_t <= 1)))
     hints = []
     if any(not math.isnan(v) for v in distinct):
-        hints.append("p must be probabilities in [0, 1]: apply torch.sigmoid to logits, or clamp(0, 1) after arithmetic that can overshoot")
+        hints.append(
+            "p must be probabilities in [0, 1]: apply torch.sigmoid to logits, or clamp(0, 1) "
+            "after arithmetic that can overshoot"
+        )
     if any(math.isnan(v) for v in distinct):
         hints.append("p holds NaN: find where it comes from (torch.isfinite)")
     return ValidationRuntimeError(

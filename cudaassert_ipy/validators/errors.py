@@ -216,7 +216,10 @@ class NonFiniteError(RuntimeError):
         if inputs_finite is True:
             inputs = "Its tensor inputs were all finite, so this call created the first NaN/inf."
         elif inputs_finite is False:
-            inputs = "One of its tensor inputs already held NaN/inf: it came from outside the checked calls (your data?)."
+            inputs = (
+                "One of its tensor inputs already held NaN/inf: it came from outside the checked calls "
+                "(your data?)."
+            )
         else:
             inputs = "It had no floating-point tensor inputs."
         self.message = NONFINITE_TEMPLATE.format(

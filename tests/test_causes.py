@@ -1,0 +1,71 @@
+"""The cause catalogue: every reference entry explained, matched from its real line, and documented."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from gpu_double import CATALOGUE, assertion_lines
+
+from cudaassert_ipy.assert_lines import scan
+from cudaassert_ipy.causes import all_causes, get_cause, markdown_table, match_assert
+from cudaassert_ipy.causes.texts import TEXTS
+
+ROOT = Path(__file__).resolve().parents[1]
+IDS = [e["id"] for e in CATALOGUE]
+
+
+def test_the_packaged_catalogue_is_the_reference_catalogue():
+    reference = ROOT.parent / "shared" / "reference" / "device_asserts.json"
+    packaged = ROOT / "cudaassert_ipy" / "causes" / "device_asserts.json"
+    if reference.exists():  # beside the repository on our machines and in CI
+        assert json.loads(packaged.read_text()) == json.loads(reference.read_text())
+    assert len(all_causes()) == len(CATALOGUE) == 44
+
+
+def test_every_catalogue_entry_has_a_plain_explanation_and_a_concrete_fix():
+    assert set(TEXTS) == set(IDS)
+    for cause in all_causes():
+        assert cause.title and len(cause.explanation) > 60 and len(cause.fix) > 40, cause.id
+
+
+@pytest.mark.parametrize("cause_id", IDS)
+def test_each_assert_is_recognised_from_its_own_kernel_line(cause_id):
+    sites = scan(assertion_lines(cause_id, threads=3).decode())
+    assert len(sites) == 1 and sites[0].count == 3
+    site = sites[0]
+    assert match_assert(site.condition, site.file, site.function).id == cause_id
+
+
+@pytest.mark.parametrize("entry", [e for e in CATALOGUE if e.get("condition_variants")], ids=lambda e: e["id"])
+def test_condition_variants_match_the_same_cause(entry):
+    for variant in entry["condition_variants"]:
+        assert match_assert(variant, entry["kernel_file"]).id == entry["id"]
+
+
+def test_shared_conditions_are_told_apart_by_the_kernel_file():
+    cond = "t >= 0 && t < n_classes"
+    assert match_assert(cond, "aten/src/ATen/native/cuda/Loss.cu").id == "nll_loss_target_out_of_range"
+    assert match_assert(cond, "aten/src/ATen/native/cuda/NLLLoss2d.cu").id == "nll_loss2d_target_out_of_range"
+    assert match_assert(cond, "aten/src/THCUNN/SpatialClassNLLCriterion.cu").id == \
+        "thcunn_spatial_class_nll_target_out_of_range"
+
+
+def test_inductor_asserts_match_by_their_regex_whatever_the_temporary_and_size():
+    assert match_assert("index out of bounds: 0 <= tmp12 < 30522", "/tmp/torchinductor_me/ab/x.py").id == \
+        "inductor_triton_index_out_of_bounds"
+
+
+def test_an_unknown_condition_matches_nothing_and_unknown_ids_get_the_generic_cause():
+    assert match_assert("x < limit", "Foo.cu") is None
+    assert get_cause("no_such_id").title == "a kernel assertion failed"
+
+
+def test_the_readme_known_causes_table_is_generated_from_the_catalogue():
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- causes-table:start -->\n(.*?)\n<!-- causes-table:end -->", readme, re.S)
+    assert m, "README.md lacks the causes-table markers"
+    assert m.group(1) == markdown_table(), "regenerate: python -c 'from cudaassert_ipy.causes import " \
+        "markdown_table; print(markdown_table())'"
