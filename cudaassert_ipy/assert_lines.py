@@ -131,7 +131,7 @@ _HEAD = re.compile(
     r"(?P<marker>\[CUDA_KERNEL_ASSERT\] ?)?"
     r"(?P<path>(?:[A-Za-z]:)?[\w.~+@%=$!&/\\-]*?\.(?:cuh|cu|hpp|h|cpp|cc|cxx|c|py))"
     r":(?P<line>\d+)(?:: (?P<func>.*))?\Z",
-    re.ASCII | re.DOTALL,
+    re.ASCII,
 )
 _BLOCK_THREAD = re.compile(
     r"block: \[(\d+, ?\d+, ?\d+)\], thread: \[(\d+, ?\d+, ?\d+)\]:? Assertion (failed: )?`",
@@ -140,6 +140,7 @@ _BLOCK_THREAD = re.compile(
 _MARK = ": block: ["
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _CACHE_LIMIT = 4096
+_HEAD_LIMIT = 2048  # path + THC signature fit; bounds the regex on a long glued line
 _MISSING = object()
 _heads: dict = {}
 _tails: dict = {}
@@ -202,7 +203,8 @@ def _parse_tail(region: str, printf: bool) -> Optional[tuple]:
 
 def _one_record(line: str, i: int, end: int) -> Optional[_Record]:
     """The record whose ": block: [" is at ``line[i]`` and whose text ends before ``end``."""
-    head = _parse_head(line[:i])
+    lo = max(0, i - _HEAD_LIMIT)
+    head = _parse_head(line[lo:i])
     if head is None:
         return None
     m = _BLOCK_THREAD.match(line, i + 2)
@@ -215,7 +217,7 @@ def _one_record(line: str, i: int, end: int) -> Optional[_Record]:
     path, file, lineno, function, start = head
     condition, message, raw_len = tail
     block, thread = _dim3(m.group(1)), _dim3(m.group(2))
-    raw = line[start : m.end() + raw_len]
+    raw = line[lo + start : m.end() + raw_len]
     return (path, file, lineno, function, block, thread, condition, message, printf, raw)
 
 
@@ -323,20 +325,11 @@ def _fold(
             entry[1] = function
         if entry[2] is None and message is not None:
             entry[2] = message
-    return [
-        AssertSite(
-            file=key[0],
-            line=key[1],
-            function=function,
-            condition=key[2],
-            message=message,
-            count=count,
-            threads=len(threads),
-            blocks=len(blocks),
-            first=first if isinstance(first, AssertLine) else AssertLine(*first),
-        )
-        for key, (first, function, message, count, threads, blocks) in acc.items()
-    ]
+    sites = []
+    for (file, lineno, condition), (first, function, message, count, threads, blocks) in acc.items():
+        first = first if isinstance(first, AssertLine) else AssertLine(*first)
+        sites.append(AssertSite(file, lineno, function, condition, message, count, len(threads), len(blocks), first))
+    return sites
 
 
 def fold(lines: Iterable[AssertLine]) -> List[AssertSite]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from cudaassert_ipy.detection import Detection, classify
 from cudaassert_ipy.report import DIAGNOSIS_FAILED, PREFIX
@@ -22,9 +21,8 @@ if TYPE_CHECKING:
 __all__ = ["CellOutcome", "CellWatcher"]
 
 
-@dataclass(frozen=True)
-class CellOutcome:
-    """What one cell did, for listeners such as the cell history."""
+class CellOutcome(NamedTuple):
+    """What one cell did, for listeners such as the cell history (a NamedTuple: this is the per-cell path)."""
 
     source: str
     execution_count: int | None
@@ -45,10 +43,8 @@ class CellWatcher:
 
     def pre_run_cell(self, info: Any = None) -> None:
         tap = self.ext.tap
-        mark = tap.mark() if tap is not None else 0
-        source = getattr(info, "raw_cell", "") or ""
-        cell_id = getattr(info, "cell_id", None)
-        self._stack.append((getattr(sys, "last_value", None), mark, time.perf_counter(), source, cell_id))
+        self._stack.append((getattr(sys, "last_value", None), tap.mark() if tap is not None else 0,
+                            time.perf_counter(), getattr(info, "raw_cell", ""), getattr(info, "cell_id", None)))
 
     def post_run_cell(self, result: Any = None) -> None:
         if not self._stack:
@@ -67,9 +63,11 @@ class CellWatcher:
             except Exception as failure:  # our failure must never cost the user their traceback
                 print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=f"{type(failure).__name__}: {failure}"),
                       file=sys.stderr)
+        if not self.listeners:
+            return
         outcome = CellOutcome(source, getattr(result, "execution_count", None), cell_id, error,
                               time.perf_counter() - started, detection)
-        for listener in list(self.listeners):
+        for listener in tuple(self.listeners):
             try:
                 listener(outcome)
             except Exception as failure:

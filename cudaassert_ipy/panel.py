@@ -236,7 +236,7 @@ def bundle(widget: Any, diagnosis: Diagnosis, gpu_state: GpuInput = None) -> dic
 
 
 def display_panel(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput = None,
-                  replay_choices: Sequence[ReplayChoice] | None = None) -> Any:
+                  replay_choices: Sequence[ReplayChoice] | None = None) -> None:
     """Display ONE output: the panel where widgets render, the full report everywhere else."""
     from IPython.display import display
 
@@ -246,4 +246,3 @@ def display_panel(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: Gp
         handle = getattr(widget, "_handle_displayed", None)  # ipywidgets 7: fire on_displayed callbacks
         if callable(handle):
             handle()
-    return widget

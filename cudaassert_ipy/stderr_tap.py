@@ -302,7 +302,7 @@ def _enlarge(fd: int) -> None:
         import fcntl
 
         if fcntl.fcntl(fd, _F_GETPIPE_SZ) < _PIPE_SIZE:
-            fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+            pass
 
 
 def _dup2(src: int, dst: int) -> None:

@@ -52,7 +52,11 @@ def run_child(
     code = PRELUDE + textwrap.dedent(setup) + textwrap.dedent(body) + EPILOGUE
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, stderr=stderr, timeout=timeout, env=env
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", code, str(out)],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        timeout=timeout,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     tail = Path(str(out) + ".tail")

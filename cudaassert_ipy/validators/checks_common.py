@@ -126,16 +126,17 @@ _NN_MODULES = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
 _DISTRIBUTIONS = os.path.join(_TORCH_DIR, "distributions") + os.sep
 
 
-def caller_name(default: str) -> str:
+def caller_name(default: str, skip_files: Sequence[str] = ()) -> str:
     """Name the call the way the user wrote it (failure path only: walks the stack).
 
     ``F.embedding`` called from ``nn.Embedding.forward`` becomes ``nn.Embedding``;
     ``torch.multinomial`` called from ``Categorical.sample`` becomes ``Categorical.sample``.
+    Frames in this package, in torch's pass-through wrappers and in ``skip_files`` are skipped.
     """
     frame = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
-        if filename.startswith(_HERE) or filename in _PASS_THROUGH:
+        if filename.startswith(_HERE) or filename in _PASS_THROUGH or filename in skip_files:
             frame = frame.f_back
             continue
         break

@@ -217,8 +217,8 @@ class NonFiniteError(RuntimeError):
             inputs = "Its tensor inputs were all finite, so this call created the first NaN/inf."
         elif inputs_finite is False:
             inputs = (
-                "One of its tensor inputs already held NaN/inf: it came from outside the checked calls "
-                "(your data?)."
+                "One of its tensor inputs already held NaN/inf before this call: it got there without a "
+                "torch call this guard saw (loaded data, a value assigned in place, an earlier cell?)."
             )
         else:
             inputs = "It had no floating-point tensor inputs."

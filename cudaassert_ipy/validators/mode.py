@@ -141,8 +141,10 @@ def enable() -> Optional[ValidatorMode]:
     return mode
 
 
-def disable(target: Optional[ValidatorMode] = None) -> bool:
+def disable(target: Optional[TorchFunctionMode] = None) -> bool:
     """Remove ``target`` (default: the topmost :class:`ValidatorMode`) from this thread's stack.
+
+    ``target`` may be any mode object (``%%cuda_debug`` removes its own mode this way).
 
     Modes pushed above it (the user's own, ``%%cuda_debug``'s) stay, in order. Returns False
     when there was nothing to remove.

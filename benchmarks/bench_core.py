@@ -1,0 +1,115 @@
+"""Core figures, measured side by side in one run (not a test): prints a table with goal columns.
+
+    .venv/bin/python benchmarks/bench_core.py
+
+1. ``%load_ext cudaassert`` time in a fresh process (torch and ipywidgets must stay unimported);
+2. idle overhead per trivial cell (hooks + fd tee), with and without the extension, interleaved;
+3. exception -> report with 10,000 assertion lines captured by the tap.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LOAD_CODE = r"""
+import sys, time
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+t0 = time.perf_counter()
+ip.run_line_magic('load_ext', 'cudaassert')
+dt = time.perf_counter() - t0
+print(f"{dt*1000:.3f} {'torch' in sys.modules} {'ipywidgets' in sys.modules}")
+"""
+
+
+def bench_load(n: int = 7) -> tuple[float, bool]:
+    times, heavy = [], False
+    for _ in range(n):
+        out = subprocess.run([sys.executable, "-c", LOAD_CODE], capture_output=True, text=True, check=True)
+        ms, torch_loaded, widgets_loaded = out.stdout.split()
+        times.append(float(ms))
+        heavy |= torch_loaded == "True" or widgets_loaded == "True"
+    return statistics.median(times), heavy
+
+
+IDLE_CODE = r"""
+import os, sys, time, statistics
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+def batch(n=300):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        ip.run_cell("x = 1", store_history=False)
+    return (time.perf_counter() - t0) / n
+for _ in range(3): batch()
+off, on = [], []
+ip.run_line_magic('load_ext', 'cudaassert')
+ip.run_line_magic('unload_ext', 'cudaassert')
+for _ in range(15):
+    off.append(batch())
+    ip.run_line_magic('load_ext', 'cudaassert')
+    on.append(batch())
+    ip.run_line_magic('unload_ext', 'cudaassert')
+print(statistics.median(off) * 1e6, statistics.median(on) * 1e6)
+"""
+
+REPORT_CODE = r"""
+import os, sys, time
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+ip.run_line_magic('load_ext', 'cudaassert')
+from cudaassert_ipy import extension
+ext = extension.current(ip)
+post = ext.watcher.post_run_cell
+spent = []
+def timed(result=None):
+    t0 = time.perf_counter(); post(result); spent.append(time.perf_counter() - t0)
+ip.events.unregister('post_run_cell', post)
+ip.events.register('post_run_cell', timed)
+ip.run_cell("from gpu_double import fail_like_gpu")
+for _ in range(5):
+    ext.state.reset()
+    ip.run_cell("fail_like_gpu('nll_loss_target_out_of_range', threads=1000, blocks=10)")
+sites = ext.last.assert_sites
+sys.__stdout__.write(f"{sorted(spent[1:])[len(spent[1:]) // 2] * 1000:.2f}|{sites[0]}\n")
+"""
+
+
+def main() -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
+    load_ms, heavy = bench_load()
+    off_us, on_us = map(float, subprocess.run([sys.executable, "-c", IDLE_CODE], capture_output=True, text=True,
+                                              check=True, env=env).stdout.split())
+    # the 10,000 lines go to this child's real stderr too (that is the tee): send them to /dev/null
+    out = subprocess.run([sys.executable, "-c", REPORT_CODE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True, check=True, env=env).stdout.strip().splitlines()[-1]
+    report_ms, site = out.split("|", 1)
+    ratio = on_us / off_us
+    rows = [
+        ("%load_ext cudaassert (fresh process, median of 7)", f"{load_ms:.1f} ms", "<= 50 ms",
+         load_ms <= 50 and not heavy),
+        ("  ... imports torch or ipywidgets?", "yes" if heavy else "no", "no", not heavy),
+        ("idle cell without extension", f"{off_us:.1f} us", "", None),
+        ("idle cell with extension (hooks + fd tee)", f"{on_us:.1f} us", "", None),
+        ("  ratio / added per cell", f"{ratio:.3f}x / {on_us - off_us:+.1f} us", "<= 1.05x and <= 100 us",
+         ratio <= 1.05 and on_us - off_us <= 100),
+        ("exception -> report, 10,000 assertion lines", f"{float(report_ms):.1f} ms", "<= 50 ms",
+         float(report_ms) <= 50),
+        ("  folded into", site, "one site", "10000 threads" in site or "10,000" in site),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'result':<28}  {'goal':<24}  verdict")
+    for name, value, goal, ok in rows:
+        verdict = "" if ok is None else ("goal met" if ok else "goal MISSED")
+        print(f"{name:<{width}}  {value:<28}  {goal:<24}  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
