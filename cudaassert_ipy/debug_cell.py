@@ -95,6 +95,8 @@ def find_cell_frame(shell: Any, frame: Any = None) -> Tuple[Optional[str], Optio
         if is_cell_filename(filename, shell):
             lineno = frame.f_lineno
             number = _filename_map(shell).get(filename)
+            if number is None and filename.startswith("<ipython-input-"):
+                number = filename.split("-")[2]  # IPython 7: <ipython-input-N-hash>
             label = f"cell In[{number}]" if number is not None else "the cell"
             return filename, lineno, linecache.getline(filename, lineno).rstrip("\n"), label
         frame = frame.f_back

@@ -19,6 +19,7 @@ from cudaassert_ipy import resume_plan
 __all__ = ["STUB_NAME", "STUB_SOURCE", "StubError", "ensure_stub", "remove_if_idle", "stub_path"]
 
 STUB_NAME = "00-cudaassert-resume.py"
+STUB_MARK = "# Written by cudaassert_ipy"
 STUB_SOURCE = '''\
 # Written by cudaassert_ipy for `%cudaassert restart` (and its "Restart & replay setup" button).
 # It resumes a kernel restarted by cudaassert: it does nothing unless a resume plan for this very
@@ -90,8 +91,8 @@ def remove_if_idle(shell: Any, directory: Path | None = None) -> bool:
         with lock:
             if resume_plan.pending_keys(d):
                 return False
-            if path.read_text(encoding="utf-8") != STUB_SOURCE:
-                return False  # not ours (edited by hand): leave it
+            if STUB_MARK not in path.read_text(encoding="utf-8"):
+                return False  # not ours: leave it
             path.unlink()
     except OSError as e:
         resume_plan.log(f"could not remove the startup stub {path}: {e}", d)

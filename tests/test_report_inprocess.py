@@ -27,7 +27,7 @@ def test_label_195_with_195_outputs_names_the_last_linear_layer_and_the_dataset(
     assert "[cudaassert] CPU error · class label out of range in cross_entropy" in out
     assert ("Cause: cross_entropy got class label 195, but the model's last layer `model.2` has out_features=195, "
             "so labels must be 0..194. 2 value(s) of `labels` are out of range (first: 195 at [1], 195 at [3]). "
-            "The dataset has 196 classes: set out_features=196.") in out
+            "`train_ds.classes` has 196 entries: set out_features=196.") in out
     assert "Your code: line 1: loss = F.cross_entropy(model(torch.randn(4, 8)), labels)" in out
     assert "  train_ds.classes: 196 entries" in out
     assert "Exception: IndexError: Target 195 is out of bounds." in out
@@ -231,3 +231,39 @@ def test_last_diagnosis_is_public(loaded, shell, monkeypatch):
 def test_nothing_is_printed_for_a_successful_cell(loaded, shell, capsys):
     _run(shell, "x = 1 + 1")
     assert capsys.readouterr().out == ""
+
+
+HF_STYLE = """
+import torch, torch.nn as nn, torch.nn.functional as F
+class GPT2Config:  # the attributes a Hugging Face config carries
+    vocab_size = 50257
+    num_labels = 3
+class TinyModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = GPT2Config()
+        self.wte = nn.Embedding(50257, 4)
+        self.score = nn.Linear(4, 2)
+    def forward(self, ids):
+        return self.score(self.wte(ids).mean(1))
+hf_model = TinyModel()
+"""
+
+
+def test_hugging_face_style_config_vocab_size_is_used_for_out_of_vocabulary_ids(loaded, shell, capsys):
+    _run(shell, HF_STYLE + "ids = torch.tensor([[1, 50300]])")
+    _run(shell, "hf_model(ids)")
+    out = capsys.readouterr().out
+    assert "Token ids reach 50300, but `hf_model.wte` has num_embeddings=50257 (valid 0..50256)." in out
+    assert "`hf_model.config.vocab_size` is 50257: the ids come from a larger vocabulary than the model's" in out
+    assert "hf_model.config: vocab_size=50257" in out
+
+
+def test_hugging_face_style_num_labels_is_named_for_class_labels(loaded, shell, capsys):
+    _run(shell, HF_STYLE + "ids = torch.tensor([[1, 2]])\ny = torch.tensor([2])")
+    _run(shell, "F.cross_entropy(hf_model(ids), y)")
+    out = capsys.readouterr().out
+    assert "cross_entropy got class label 2, but the model's last layer `hf_model.score` has out_features=2, " \
+           "so labels must be 0..1." in out
+    assert "`hf_model.config.num_labels` is 3: set out_features=3." in out
+    assert "hf_model.config: num_labels=3" in out

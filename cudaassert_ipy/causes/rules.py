@@ -106,9 +106,9 @@ def class_target(ev: Evidence, value: int | None) -> Finding:
         shown = ", ".join(f"{v} at {list(p)}" for p, v in examples)
         f.sentences.append(f"{bad_count} value(s) of `{label_name}` are out of range (first: {shown}).")
         f.facts.append((label_name, f"{bad_count} bad value(s); first: {shown}"))
-    dataset_n = _dataset_classes(ev, f)
+    dataset = _dataset_classes(ev, f)
     if value is not None:
-        f.sentences.extend(_class_advice(value, n_classes, dataset_n, ignore, labels, target))
+        f.sentences.extend(_class_advice(value, n_classes, dataset, ignore, labels, target))
     return f
 
 
@@ -127,18 +127,20 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def _dataset_classes(ev: Evidence, f: Finding) -> int | None:
+def _dataset_classes(ev: Evidence, f: Finding) -> tuple[int, str] | None:
+    """How many classes the data says there are, and where that number comes from."""
     for name, n in ev.datasets:
         f.facts.append((f"{name}.classes", f"{n} entries"))
-        return n
+        return n, f"`{name}.classes` has {n} entries"
     for cfg in ev.configs:
         if cfg.get("num_labels"):
-            f.facts.append((cfg.name, f"num_labels={cfg.get('num_labels')}"))
-            return int(cfg.get("num_labels"))
+            n = int(cfg.get("num_labels"))
+            f.facts.append((cfg.name, f"num_labels={n}"))
+            return n, f"`{cfg.name}.num_labels` is {n}"
     return None
 
 
-def _class_advice(value: int, n_classes: int | None, dataset_n: int | None, ignore: Any,
+def _class_advice(value: int, n_classes: int | None, dataset: tuple[int, str] | None, ignore: Any,
                   labels: list[LabelValues], target: Any) -> list[str]:
     out = []
     dense = target is not None and hasattr(target, "shape") and len(target.shape) >= 2
@@ -148,8 +150,8 @@ def _class_advice(value: int, n_classes: int | None, dataset_n: int | None, igno
         now = ignore if ignore is not None else -100
         out.append(f"Negative labels are only allowed as the loss's ignore_index (now {now}):"
                    f" if {value} marks padding, pass ignore_index={value}.")
-    elif dataset_n is not None and n_classes is not None and dataset_n > n_classes:
-        out.append(f"The dataset has {dataset_n} classes: set out_features={dataset_n}.")
+    elif dataset is not None and n_classes is not None and dataset[0] > n_classes:
+        out.append(f"{dataset[1]}: set out_features={dataset[0]}.")
     elif n_classes is not None and value == n_classes and any(c.minimum == 1 for c in labels):
         out.append(f"The labels look 1-based (1..{n_classes}): subtract 1 so they start at 0.")
     elif n_classes is not None and value >= n_classes:
@@ -197,6 +199,10 @@ def embedding(ev: Evidence, value: int | None) -> Finding:
         vocab = cfg.get("vocab_size")
         if vocab:
             f.facts.append((cfg.name, f"vocab_size={vocab}"))
+            if value is not None and num is not None and value >= num and not ev.tokenizers:
+                f.sentences.append(f"`{cfg.name}.vocab_size` is {vocab}: the ids come from a larger vocabulary "
+                                   "than the model's (tokenizer and model from different checkpoints?); resize "
+                                   "the embeddings with model.resize_token_embeddings(<tokenizer size>).")
     return f
 
 

@@ -1,0 +1,155 @@
+"""The panel in a real browser: JupyterLab 4 on 127.0.0.1, driven by Playwright in Debian's chromium.
+
+Runs the failing story, finds the rendered panel, opens "Details", and saves docs/img/panel.png.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT, kernel_env
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+pytestmark = [pytest.mark.browser, pytest.mark.kernel]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SCREENSHOT = ROOT / "docs" / "img" / "panel.png"
+BUDGET_S = 90.0
+
+SETUP = '''import torch, torch.nn as nn
+from gpu_double import fail_like_gpu  # stands in for the GPU: real assertion lines, the exact exception
+
+class Birds:  # a 196-class dataset
+    classes = [f"species_{i}" for i in range(196)]
+
+train_ds = Birds()
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 195))  # one class short
+labels = torch.tensor([3, 195, 7, 195])'''
+TRAIN = "logits = model(torch.randn(4, 8))\nloss = fail_like_gpu()  # F.cross_entropy(logits, labels) on a GPU"
+
+
+def story_notebook() -> nbformat.NotebookNode:
+    """The user's story: load the extension, set up, then a training cell that kills the GPU context."""
+    return new_notebook(cells=[
+        new_markdown_cell("# cudaassert panel demo"),
+        new_code_cell("%load_ext cudaassert"),
+        new_code_cell(SETUP),
+        new_code_cell(TRAIN, metadata={"tags": ["raises-exception"]}),
+        new_code_cell("from cudaassert_ipy import panel, last_diagnosis\npanel.display_panel(last_diagnosis(), [], gpu_state=__import__('cudaassert_ipy.gpu_state').gpu_state.summary_line(0))"),
+    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_server(url: str, server: subprocess.Popen, log: Path, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited with {server.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError("jupyter lab did not answer in time")
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A JupyterLab server isolated from the user's settings; yields (base url, token); always killed."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    nbformat.write(story_notebook(), notebooks / "panel_demo.ipynb")
+    home = tmp_path / "home"
+    env = kernel_env(HOME=str(home), IPYTHONDIR=str(home / ".ipython"), JUPYTER_CONFIG_DIR=str(home / "config"),
+                     JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTER_DATA_DIR=str(home / "data"),
+                     JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
+                     JUPYTERLAB_WORKSPACES_DIR=str(home / "lab-workspaces"))
+    port, token = _free_port(), secrets.token_hex(16)
+    jupyter = Path(sys.executable).with_name("jupyter")
+    log_path = tmp_path / "server.log"
+    log = log_path.open("wb")
+    server = subprocess.Popen(
+        [str(jupyter), "lab", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
+         "--ServerApp.open_browser=False", f"--ServerApp.root_dir={notebooks}", "--LabApp.news_url=None",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=notebooks)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_server(f"{base}/api/status?token={token}", server, log_path, time.monotonic() + 45)
+        yield base, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=15)
+        log.close()
+
+
+def test_the_panel_renders_in_jupyterlab_and_details_reveal_the_raw_text(lab, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token = lab
+    assert shutil.which(CHROMIUM), "Debian's chromium is missing: apt-get install -y chromium (.ci/run does)"
+    deadline = time.monotonic() + BUDGET_S
+
+    def left_ms() -> float:
+        return max(1000.0, (deadline - time.monotonic()) * 1000)
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1100, "height": 1300})
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            page.goto(f"{base}/lab/tree/panel_demo.ipynb?token={token}", timeout=left_ms())
+            expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=left_ms())
+            idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+            expect(idle.first).to_be_visible(timeout=left_ms())  # the kernel is up before we run the cells
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+            panel = page.locator(".cudaassert-panel")
+            expect(panel).to_be_visible(timeout=left_ms())
+            expect(panel.locator(".ca-head")).to_have_text(
+                "GPU context dead · class label out of range in cross_entropy", timeout=left_ms())
+            expect(panel).to_contain_text("The GPU context of this kernel is dead.")
+            expect(panel).to_contain_text("The dataset has 196 classes: set out_features=196.")
+            expect(panel.get_by_role("button", name="Copy report")).to_be_enabled()
+            details = panel.locator(".cudaassert-details")
+            expect(details).to_be_hidden()
+
+            panel.get_by_role("button", name="Details").click()
+            expect(details).to_be_visible(timeout=left_ms())
+            expect(details.locator(".ca-raw")).to_contain_text(
+                "CUDA error: device-side assert triggered", timeout=left_ms())
+            expect(details.locator(".ca-raw")).to_contain_text(
+                "block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.")
+            assert "Error displaying widget" not in page.content()
+
+            panel.scroll_into_view_if_needed()
+            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+            shot = tmp_path / "panel.png"
+            panel.screenshot(path=str(shot), animations="disabled")
+            shutil.copyfile(shot, SCREENSHOT)
+            assert SCREENSHOT.stat().st_size > 10_000
+        finally:
+            context.close()
+
