@@ -58,7 +58,7 @@ def test_an_unknown_assertion_still_gets_a_generic_diagnosis_with_the_raw_line()
             "thread: [3,0,0] Assertion `x < limit` failed.\\n")
     with running_kernel() as kc:
         execute(kc, "%load_ext cudaassert")
-        reply, msgs = execute(kc, "import os, torch\n"
+        _, msgs = execute(kc, "import os, torch\n"
                                   f"os.write(2, b'{line}')\n"
                                   "raise RuntimeError('CUDA error: device-side assert triggered')")
         plain = [m for m in msgs if m["type"] == "display_data"][-1]["content"]["data"]["text/plain"]
