@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, List, Optional, Tuple
 
-__all__ = ["AssertLine", "AssertSite", "fold", "parse_line", "parse_lines", "scan"]
+__all__ = ["AssertLine", "AssertSite", "fold", "normalise_file", "parse_line", "parse_lines", "scan", "short_function"]
 
 Dim3 = Tuple[int, int, int]
 

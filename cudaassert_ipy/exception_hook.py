@@ -37,13 +37,13 @@ class CellWatcher:
 
     def __init__(self, ext: Extension) -> None:
         self.ext = ext
-        self._stack: list[tuple[Any, int, float, str, str | None]] = []
+        self._stack: list[tuple[Any, Any, float, str, str | None]] = []
         self._handled: BaseException | None = None
         self.listeners: list[Callable[[CellOutcome], None]] = []
 
     def pre_run_cell(self, info: Any = None) -> None:
         tap = self.ext.tap
-        self._stack.append((getattr(sys, "last_value", None), tap.mark() if tap is not None else 0,
+        self._stack.append((getattr(sys, "last_value", None), tap.mark() if tap is not None else (),
                             time.perf_counter(), getattr(info, "raw_cell", ""), getattr(info, "cell_id", None)))
 
     def post_run_cell(self, result: Any = None) -> None:
@@ -73,7 +73,7 @@ class CellWatcher:
             except Exception as failure:
                 print(f"{PREFIX} a cell listener failed: {failure!r}", file=sys.stderr)
 
-    def _report(self, error: BaseException, mark: int, source: str, result: Any) -> Detection | None:
+    def _report(self, error: BaseException, mark: Any, source: str, result: Any) -> Detection | None:
         ext = self.ext
         detection = classify(error, context_dead=ext.state.dead)
         if detection is None:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from traitlets import Bool, Int, List
 from traitlets.config import Configurable
 
+from cudaassert_ipy.cell_history import CellHistory
 from cudaassert_ipy.context_state import ContextState
 from cudaassert_ipy.diagnosis import Diagnosis, diagnose
 from cudaassert_ipy.exception_hook import CellWatcher
@@ -26,7 +27,8 @@ class CudaAssert(Configurable):
 
     enabled = Bool(True, help="Diagnose CUDA failures after each cell (also: %cudaassert on|off).").tag(config=True)
     tap = Bool(True, help="Tee fd 1/2 to read the kernel's assertion lines (set before loading).").tag(config=True)
-    tap_fds = List(Int(), default_value=[1, 2], help="File descriptors to tee.").tag(config=True)
+    tap_fds = List(Int(), default_value=[2, 1], help="File descriptors to tee (each keeps its own tail).").tag(
+        config=True)
     tail_bytes = Int(4 * 1024 * 1024, help="Bytes of fd output kept for parsing.").tag(config=True)
     panel = Bool(True, help="Show the ipywidgets panel when the frontend can render it.").tag(config=True)
     gpu_state = Bool(True, help="Read the GPU state through NVML (nvidia-ml-py) for the report.").tag(config=True)
@@ -43,6 +45,7 @@ class Extension:
         self.tap: Any = None
         self.tap_note: str | None = None
         self.last: Diagnosis | None = None
+        self.history = CellHistory()
         self._undo: list[Callable[[], None]] = []
 
     # -- install / uninstall ------------------------------------------------------------------
@@ -62,13 +65,18 @@ class Extension:
         shell.register_magics(magics)
         self._undo.append(lambda: unregister_magics(shell, magics))
         self._undo.append(self.state.reset)
+        self.watcher.listeners.append(self.history.record)
+        self._undo.append(lambda: self.watcher.listeners.remove(self.history.record))
+        from cudaassert_ipy.startup_stub import remove_if_idle
+
+        self._undo.append(lambda: remove_if_idle(shell))  # the resume stub stays only while a plan is pending
         if os.environ.get("CUDAASSERT_VALIDATORS", "").strip().lower() in ("1", "true", "yes", "on"):
             self.set_validators(True)
 
     def _start_tap(self) -> None:
-        from cudaassert_ipy.stderr_tap import FdTap, TapError
+        from cudaassert_ipy.stderr_tap import TapError, TapSet
 
-        tap = FdTap(fds=tuple(self.config.tap_fds), tail_bytes=self.config.tail_bytes)
+        tap = TapSet(fds=tuple(self.config.tap_fds), tail_bytes=self.config.tail_bytes)
         try:
             tap.start()
         except (TapError, OSError) as e:

@@ -22,7 +22,7 @@ import time
 import weakref
 from typing import Any, Iterable, List, Optional, Tuple
 
-__all__ = ["FdTap", "TapError"]
+__all__ = ["FdTap", "TapError", "TapSet"]
 
 _F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032  # Linux fcntl.h; absent from the fcntl module before 3.10
 _PIPE_SIZE = 1 << 20  # stock 64 KiB pipes hang a kernel when C code writes more with the GIL held
@@ -73,6 +73,10 @@ class FdTap:
     def active(self) -> bool:
         """True between ``start()`` and ``stop()`` in the process that started the tap."""
         return self._active and self._owner_pid == os.getpid()
+
+    @property
+    def fds(self) -> Tuple[int, ...]:
+        return self._fds
 
     @property
     def bytes_seen(self) -> int:
@@ -275,6 +279,51 @@ class FdTap:
                 del self._buf[: len(self._buf) - self._tail_bytes]
 
 
+class TapSet:
+    """One FdTap per fd, so fd 1 and fd 2 each keep their own tail and never split each other's lines.
+
+    ``mark()`` is cheap on purpose (it runs before every cell): it reads positions without draining.
+    Bytes still in a pipe at that moment count as this cell's, which is harmless for parsing.
+    """
+
+    def __init__(self, fds: Iterable[int] = (2, 1), tail_bytes: int = 4 * 1024 * 1024) -> None:
+        self.taps = [FdTap(fds=(fd,), tail_bytes=tail_bytes) for fd in dict.fromkeys(fds)]
+
+    @property
+    def fds(self) -> Tuple[int, ...]:
+        return tuple(fd for tap in self.taps for fd in tap.fds)
+
+    @property
+    def active(self) -> bool:
+        return any(tap.active for tap in self.taps)
+
+    def start(self) -> None:
+        started: List[FdTap] = []
+        try:
+            for tap in self.taps:
+                tap.start()
+                started.append(tap)
+        except BaseException:
+            for tap in reversed(started):
+                tap.stop()
+            raise
+
+    def stop(self) -> None:
+        for tap in reversed(self.taps):
+            tap.stop()
+
+    def mark(self) -> Tuple[int, ...]:
+        return tuple(tap.bytes_seen for tap in self.taps)
+
+    def drain(self) -> None:
+        for tap in self.taps:
+            tap.drain()
+
+    def text_since(self, mark: Tuple[int, ...]) -> str:
+        parts = [tap.text_since(m) for tap, m in zip(self.taps, mark)]
+        return "\n".join(p for p in parts if p)
+
+
 def _write_all(fd: int, data: bytes) -> bool:
     """Write every byte, waiting while a non-blocking destination is full; False if it is gone."""
     view = memoryview(data)
@@ -302,7 +351,7 @@ def _enlarge(fd: int) -> None:
         import fcntl
 
         if fcntl.fcntl(fd, _F_GETPIPE_SZ) < _PIPE_SIZE:
-            pass
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
 
 
 def _dup2(src: int, dst: int) -> None:

@@ -50,7 +50,7 @@ def test_a_device_assert_in_a_real_kernel_gets_the_folded_line_the_cause_and_the
 
         reply, msgs = execute(kc, "%cudaassert status")
         assert "GPU context: DEAD since cell [3] (class label out of range); restart the kernel" in text_of(msgs)
-        assert "fd tap: on (fds 1, 2)" in text_of(msgs)
+        assert "fd tap: on (fds 2, 1)" in text_of(msgs)
 
 
 def test_an_unknown_assertion_still_gets_a_generic_diagnosis_with_the_raw_line():

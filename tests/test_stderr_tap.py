@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import pytest
 
-from cudaassert_ipy.stderr_tap import FdTap, TapError
+from cudaassert_ipy.stderr_tap import FdTap, TapError, TapSet
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSERT_LINE = (
@@ -474,3 +474,25 @@ def test_mark_and_text_since_work_before_start_and_after_stop() -> None:
     assert tap.text_since(0) == "kept after stop\n"
     assert tap.bytes_seen == len(b"kept after stop\n")
     assert pipe.close() == b"kept after stop\n"
+
+
+def test_a_tap_set_keeps_fd1_and_fd2_apart_so_lines_are_never_split() -> None:
+    out, err = PrivatePipe(), PrivatePipe()
+    taps = TapSet(fds=(err.write, out.write))
+    taps.start()
+    try:
+        m = taps.mark()
+        for i in range(200):  # alternate partial writes on both fds
+            os.write(err.write, b"assert line %d " % i)
+            os.write(out.write, b"stdout chunk %d" % i)
+            os.write(err.write, b"failed.\n")
+        taps.drain()
+        text = taps.text_since(m)
+    finally:
+        taps.stop()
+    err_part, _, out_part = text.partition("\nstdout chunk 0")
+    assert out_part.startswith("stdout chunk 1")  # fd 1 follows fd 2, whole
+    assert err_part.splitlines() == [f"assert line {i} failed." for i in range(200)]
+    assert text.count("stdout chunk") == 200
+    assert taps.fds == (err.write, out.write) and not taps.active
+    assert err.close().count(b"failed.\n") == 200 and out.close().count(b"stdout chunk") == 200
