@@ -232,7 +232,14 @@ def _handle(nvml: Any, target: int | str) -> Any:
 
 def snapshot(device_index: int | None = None, environ: Mapping[str, str] | None = None) -> GpuState:
     """Read the GPU that CUDA device ``device_index`` (default 0) is; never raises."""
-    environ = os.environ if environ is None else environ
+    try:
+        return _snapshot(device_index, os.environ if environ is None else environ)
+    except Exception as e:  # a bug here must not cost the user their diagnosis
+        reason = NVML_FAILED.format(error=f"{type(e).__name__}: {e}")
+        return GpuState(device_index=device_index, unavailable_reason=reason)
+
+
+def _snapshot(device_index: int | None, environ: Mapping[str, str]) -> GpuState:
     state = GpuState(device_index=device_index)
     try:
         target = nvml_target(device_index, environ.get("CUDA_VISIBLE_DEVICES"))
@@ -263,7 +270,4 @@ def snapshot(device_index: int | None = None, environ: Mapping[str, str] | None 
 
 def summary_line(device_index: int | None = None) -> str:
     """ONE line about the GPU for the report; never raises."""
-    try:
-        return describe(snapshot(device_index))
-    except Exception as e:  # a bug here must not cost the user their diagnosis
-        return UNAVAILABLE.format(reason=NVML_FAILED.format(error=f"{type(e).__name__}: {e}"))
+    return describe(snapshot(device_index))

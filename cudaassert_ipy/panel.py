@@ -44,7 +44,8 @@ _CSS = """<style>
 .cudaassert-panel .ca-muted{color:var(--jp-ui-font-color2,#616161);font-size:0.92em}
 .cudaassert-panel code,.cudaassert-panel pre{font-family:var(--jp-code-font-family,monospace);
  font-size:var(--jp-code-font-size,12px)}
-.cudaassert-panel pre{white-space:pre-wrap;margin:2px 0;padding:3px 6px;background:var(--jp-layout-color2,#eee);
+.cudaassert-panel pre{white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;margin:2px 0;padding:3px 6px;
+ background:var(--jp-layout-color2,#eee);
  border:1px solid var(--jp-border-color2,#e0e0e0);color:var(--jp-content-font-color1,#212121)}
 .cudaassert-panel ul{margin:0;padding-left:1.4em}
 </style>"""
@@ -150,7 +151,8 @@ def _copy_action(widgets: Any, d: Diagnosis, gpu: str | None, box: Any) -> Actio
 
 
 def _details(widgets: Any, d: Diagnosis) -> tuple[Any, Any]:
-    toggle = widgets.ToggleButton(value=False, description=DETAILS, tooltip="Show the raw exception and assertion text")
+    toggle = widgets.ToggleButton(value=False, description=DETAILS, tooltip="Show the raw exception and assertion text",
+                                  layout=widgets.Layout(width="auto"))
     raw = widgets.HTML(details_html(d), layout=widgets.Layout(display="none"))
     raw.add_class("cudaassert-details")
 
@@ -184,10 +186,13 @@ def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput =
     gpu = gpu_line(gpu_state)
     status = widgets.HTML("")
     copy_box = widgets.VBox([])
+    if replay_choices is None:  # restart.actions_for returns a list that carries its checkboxes
+        replay_choices = getattr(actions, "replay_choices", None)
     actions = list(actions)
     if not any(a.key == "copy_report" for a in actions):
         actions.append(_copy_action(widgets, d, gpu, copy_box))
-    buttons, reasons = [], []
+    buttons: list[Any] = []
+    reasons: dict[str, list[str]] = {}  # reason -> labels: one note for buttons that share a reason
     for i, action in enumerate(actions):
         button = widgets.Button(description=action.label, tooltip=action.tooltip or action.label,
                                 layout=widgets.Layout(width="auto"))
@@ -199,7 +204,7 @@ def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput =
         else:
             button.disabled = True
             button.tooltip = action.disabled_reason or "not available here"
-            reasons.append(f"{_e(action.label)}: {_e(button.tooltip)}")
+            reasons.setdefault(button.tooltip, []).append(action.label)
         buttons.append(button)
     toggle, raw = _details(widgets, d)
     children = [widgets.HTML(header_html(d)), widgets.HTML(cause_html(d)), widgets.HTML(evidence_html(d))]
@@ -209,7 +214,8 @@ def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput =
         children.append(_checklist(widgets, replay_choices))
     children.append(widgets.HBox([*buttons, toggle], layout=widgets.Layout(flex_flow="row wrap")))
     if reasons:
-        children.append(widgets.HTML(_div(f'<span class="ca-muted">{"<br>".join(reasons)}</span>')))
+        notes = "<br>".join(f"{_e(', '.join(labels))}: {_e(reason)}" for reason, labels in reasons.items())
+        children.append(widgets.HTML(_div(f'<span class="ca-muted">{notes}</span>')))
     children += [status, copy_box, raw]
     panel = widgets.VBox(children)
     panel.add_class(PANEL_CLASS)

@@ -5,6 +5,9 @@ Runs the failing story, finds the rendered panel, opens "Details", and saves doc
 
 from __future__ import annotations
 
+import contextlib
+import json
+import re
 import secrets
 import shutil
 import socket
@@ -13,6 +16,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import nbformat
 import pytest
@@ -26,6 +30,11 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOT = ROOT / "docs" / "img" / "panel.png"
 BUDGET_S = 90.0
+THEMES = "@jupyterlab/apputils-extension/themes"
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False,
+                                                    "doNotDisturbMode": True},
+}
 
 SETUP = '''import torch, torch.nn as nn
 from gpu_double import fail_like_gpu  # stands in for the GPU: real assertion lines, the exact exception
@@ -46,7 +55,6 @@ def story_notebook() -> nbformat.NotebookNode:
         new_code_cell("%load_ext cudaassert"),
         new_code_cell(SETUP),
         new_code_cell(TRAIN, metadata={"tags": ["raises-exception"]}),
-        new_code_cell("from cudaassert_ipy import panel, last_diagnosis\npanel.display_panel(last_diagnosis(), [], gpu_state=__import__('cudaassert_ipy.gpu_state').gpu_state.summary_line(0))"),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
 
 
@@ -69,13 +77,28 @@ def _wait_for_server(url: str, server: subprocess.Popen, log: Path, deadline: fl
     raise TimeoutError("jupyter lab did not answer in time")
 
 
+def _start_session(base: str, token: str) -> None:
+    """The notebook's kernel, started before the page opens: Lab then attaches to it (no kernel dialog, no race)."""
+    body = json.dumps({"path": "panel_demo.ipynb", "type": "notebook", "name": "panel_demo.ipynb",
+                       "kernel": {"name": "python3"}}).encode()
+    request = urllib.request.Request(f"{base}/api/sessions", data=body, method="POST",
+                                     headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 201
+
+
 @pytest.fixture
-def lab(tmp_path):
+def lab(request, tmp_path):
     """A JupyterLab server isolated from the user's settings; yields (base url, token); always killed."""
+    theme = getattr(request, "param", "JupyterLab Light")
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     nbformat.write(story_notebook(), notebooks / "panel_demo.ipynb")
     home = tmp_path / "home"
+    for plugin, settings in {**LAB_SETTINGS, THEMES: {"theme": theme}}.items():  # no news prompt
+        path = home / "lab-settings" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings))
     env = kernel_env(HOME=str(home), IPYTHONDIR=str(home / ".ipython"), JUPYTER_CONFIG_DIR=str(home / "config"),
                      JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTER_DATA_DIR=str(home / "data"),
                      JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
@@ -86,12 +109,13 @@ def lab(tmp_path):
     log = log_path.open("wb")
     server = subprocess.Popen(
         [str(jupyter), "lab", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
-         "--ServerApp.open_browser=False", f"--ServerApp.root_dir={notebooks}", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+         "--ServerApp.open_browser=False", "--allow-root", f"--ServerApp.root_dir={notebooks}",
+         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=notebooks)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for_server(f"{base}/api/status?token={token}", server, log_path, time.monotonic() + 45)
+        _start_session(base, token)
         yield base, token
     finally:
         server.terminate()
@@ -104,6 +128,77 @@ def lab(tmp_path):
 
 
 def test_the_panel_renders_in_jupyterlab_and_details_reveal_the_raw_text(lab, tmp_path):
+    from playwright.sync_api import expect
+
+    with _notebook_page(lab, tmp_path) as (page, left_ms):
+        panel = page.locator(".cudaassert-panel")
+        expect(panel.locator(".ca-head")).to_have_text(
+            "GPU context dead · class label out of range in cross_entropy", timeout=left_ms())
+        expect(panel).to_contain_text("The GPU context of this kernel is dead.")
+        expect(panel).to_contain_text("set out_features=196.")
+        expect(panel.get_by_role("button", name="Copy report")).to_be_enabled()
+        details = panel.locator(".cudaassert-details")
+        expect(details).to_be_hidden()
+
+        panel.get_by_role("button", name="Details").click()
+        expect(details).to_be_visible(timeout=left_ms())
+        expect(details.locator(".ca-raw")).to_contain_text("CUDA error: device-side assert triggered")
+        expect(details.locator(".ca-raw")).to_contain_text(
+            "block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.")
+        assert "Error displaying widget" not in page.content()
+
+        panel.scroll_into_view_if_needed()
+        shot = tmp_path / "panel.png"
+        panel.screenshot(path=str(shot), animations="disabled")
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, SCREENSHOT)
+        assert SCREENSHOT.stat().st_size > 10_000
+
+        panel.get_by_role("button", name="Copy report").click()
+        expect(panel.locator(".cudaassert-copy textarea")).to_have_value(
+            re.compile(r"^\*\*The GPU context of this kernel is dead\..*### GPU context dead", re.S))
+        expect(panel.get_by_role("button", name="Hide report")).to_be_visible()
+
+
+@pytest.mark.parametrize("lab", ["JupyterLab Dark"], indirect=True)
+def test_the_panel_is_readable_in_the_dark_theme(lab, tmp_path):
+    with _notebook_page(lab, tmp_path) as (page, _):
+        assert page.locator("body").get_attribute("data-jp-theme-name") == "JupyterLab Dark"
+        panel = page.locator(".cudaassert-panel")
+        panel.get_by_role("button", name="Details").click()
+        contrasts = panel.evaluate(CONTRAST_JS, list(READABLE))
+        panel.screenshot(path=str(tmp_path / "panel-dark.png"), animations="disabled")
+    assert set(contrasts) == set(READABLE), contrasts
+    for selector, ratio in contrasts.items():
+        assert ratio >= READABLE[selector], (selector, ratio)
+
+
+# WCAG contrast of each part's text against what is behind it (alpha blended), in the rendered page.
+READABLE = {".ca-text p": 4.5, ".ca-muted": 4.5, "pre": 4.5, "code": 4.5, ".ca-head": 3.0, ".ca-label": 3.0,
+            ".widget-checkbox": 4.5}
+CONTRAST_JS = """(panel, selectors) => {
+  const rgba = c => { const v = c.match(/[\\d.]+/g).map(Number); return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
+  const background = el => {
+    for (; el; el = el.parentElement) { const c = rgba(getComputedStyle(el).backgroundColor); if (c[3] > 0) return c; }
+    return [255, 255, 255, 1];
+  };
+  const lum = c => 0.2126 * ch(c[0]) + 0.7152 * ch(c[1]) + 0.0722 * ch(c[2]);
+  const ch = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+  const out = {};
+  for (const sel of selectors) {
+    const el = panel.querySelector(sel); if (!el) continue;
+    const bg = background(el), fg = rgba(getComputedStyle(el).color);
+    const mix = [0, 1, 2].map(i => fg[i] * fg[3] + bg[i] * (1 - fg[3]));
+    const [hi, lo] = [lum(mix), lum(bg)].sort((a, b) => b - a);
+    out[sel] = (hi + 0.05) / (lo + 0.05);
+  }
+  return out;
+}"""
+
+
+@contextlib.contextmanager
+def _notebook_page(lab: tuple[str, str], tmp_path: Path) -> Iterator[tuple[Any, Callable[[], float]]]:
+    """Chromium on the story notebook, all cells run, the panel rendered; a failure leaves failure.png behind."""
     from playwright.sync_api import expect, sync_playwright
 
     base, token = lab
@@ -116,40 +211,20 @@ def test_the_panel_renders_in_jupyterlab_and_details_reveal_the_raw_text(lab, tm
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1100, "height": 1300})
+            viewport={"width": 1400, "height": 1400})
+        page = context.pages[0] if context.pages else context.new_page()
         try:
-            page = context.pages[0] if context.pages else context.new_page()
             page.goto(f"{base}/lab/tree/panel_demo.ipynb?token={token}", timeout=left_ms())
             expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=left_ms())
-            idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
-            expect(idle.first).to_be_visible(timeout=left_ms())  # the kernel is up before we run the cells
+            # Lab attaches to the session's kernel a moment after the page shows: running earlier asks for a kernel
+            expect(page.locator(".jp-StatusBar-Widget", has_text="Python 3 (ipykernel) | Idle").first).to_be_visible(
+                timeout=left_ms())
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-
-            panel = page.locator(".cudaassert-panel")
-            expect(panel).to_be_visible(timeout=left_ms())
-            expect(panel.locator(".ca-head")).to_have_text(
-                "GPU context dead · class label out of range in cross_entropy", timeout=left_ms())
-            expect(panel).to_contain_text("The GPU context of this kernel is dead.")
-            expect(panel).to_contain_text("The dataset has 196 classes: set out_features=196.")
-            expect(panel.get_by_role("button", name="Copy report")).to_be_enabled()
-            details = panel.locator(".cudaassert-details")
-            expect(details).to_be_hidden()
-
-            panel.get_by_role("button", name="Details").click()
-            expect(details).to_be_visible(timeout=left_ms())
-            expect(details.locator(".ca-raw")).to_contain_text(
-                "CUDA error: device-side assert triggered", timeout=left_ms())
-            expect(details.locator(".ca-raw")).to_contain_text(
-                "block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.")
-            assert "Error displaying widget" not in page.content()
-
-            panel.scroll_into_view_if_needed()
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            shot = tmp_path / "panel.png"
-            panel.screenshot(path=str(shot), animations="disabled")
-            shutil.copyfile(shot, SCREENSHOT)
-            assert SCREENSHOT.stat().st_size > 10_000
+            expect(page.locator(".cudaassert-panel")).to_be_visible(timeout=left_ms())
+            yield page, left_ms
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)  # kept in pytest's tmp dir
+            raise
         finally:
             context.close()
-

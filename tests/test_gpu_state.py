@@ -50,10 +50,11 @@ def test_a_device_hidden_by_cuda_visible_devices_is_named_in_the_note():
 
 
 def test_a_bug_while_reading_still_gives_one_line(monkeypatch):
-    def broken(device_index=None, environ=None):
+    def broken(device_index, environ):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(gpu_state, "snapshot", broken)
+    monkeypatch.setattr(gpu_state, "_snapshot", broken)
+    assert snapshot(0).unavailable_reason == "NVML error: RuntimeError: boom"
     assert summary_line(0) == "GPU state unavailable: NVML error: RuntimeError: boom"
 
 
