@@ -82,8 +82,26 @@ def header_html(d: Diagnosis) -> str:
     return _CSS + _div(f'<div class="ca-head">{_e(d.headline)}</div>', f"<p>{_e(d.status)}</p>")
 
 
-def cause_html(d: Diagnosis) -> str:
-    parts = [f"<p><b>Cause:</b> {_e(d.specific or d.explanation)}</p>", f"<p><b>Fix:</b> {_e(d.fix)}</p>"]
+_HEAD_BOX = ("border-left:4px solid {color};padding:2px 10px;margin:4px 0 0 0;line-height:1.45;"
+             "background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#212121);"
+             "font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,13px)")
+_RED, _ORANGE = "var(--jp-error-color1,#d32f2f)", "var(--jp-warn-color1,#f57c00)"
+
+
+def headline_bundle(d: Diagnosis) -> dict[str, str]:
+    """Status, headline and the specific cause: readable with or without the widget (inline styles)."""
+    color = _RED if d.context_dead else _ORANGE
+    cause = f"\nCause: {d.specific}" if d.specific else ""
+    html_cause = f'<p style="margin:2px 0"><b>Cause:</b> {_e(d.specific)}</p>' if d.specific else ""
+    html_out = (f'<div class="cudaassert-headline" style="{_HEAD_BOX.format(color=color)}">'
+                f'<div class="ca-head" style="font-weight:bold;font-size:1.1em;color:{color}">{_e(d.headline)}</div>'
+                f'<p style="margin:2px 0">{_e(d.status)}</p>{html_cause}</div>')
+    return {"text/plain": f"[cudaassert] {d.status}\n[cudaassert] {d.headline}{cause}", "text/html": html_out}
+
+
+def cause_html(d: Diagnosis, with_cause: bool = True) -> str:
+    parts = [f"<p><b>Cause:</b> {_e(d.specific or d.explanation)}</p>"] if with_cause or not d.specific else []
+    parts.append(f"<p><b>Fix:</b> {_e(d.fix)}</p>")
     if d.user_line is not None:
         _, lineno, code = d.user_line
         parts.append(f"<p><b>Your code</b> (line {lineno}):</p><pre>{_e(code)}</pre>")
@@ -178,8 +196,11 @@ def _checklist(widgets: Any, choices: Sequence[ReplayChoice]) -> Any:
 
 
 def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput = None,
-          replay_choices: Sequence[ReplayChoice] | None = None) -> Any:
-    """One VBox: header, cause and fix, evidence, Details, GPU state, replay checklist, buttons."""
+          replay_choices: Sequence[ReplayChoice] | None = None, header: bool = True) -> Any:
+    """One VBox: header, cause and fix, evidence, Details, GPU state, replay checklist, buttons.
+
+    ``header=False`` when the header is displayed as its own output just above (see display_panel).
+    """
     import ipywidgets as widgets
 
     d = diagnosis
@@ -207,7 +228,9 @@ def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput =
             reasons.setdefault(button.tooltip, []).append(action.label)
         buttons.append(button)
     toggle, raw = _details(widgets, d)
-    children = [widgets.HTML(header_html(d)), widgets.HTML(cause_html(d)), widgets.HTML(evidence_html(d))]
+    children = [widgets.HTML(header_html(d))] if header else []
+    style = "" if header else _CSS  # the header carries the panel's <style> block; without it, this does
+    children += [widgets.HTML(style + cause_html(d, with_cause=header)), widgets.HTML(evidence_html(d))]
     if gpu_state is not None:
         children.append(widgets.HTML(gpu_html(gpu_state)))
     if replay_choices:
@@ -243,10 +266,16 @@ def bundle(widget: Any, diagnosis: Diagnosis, gpu_state: GpuInput = None) -> dic
 
 def display_panel(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput = None,
                   replay_choices: Sequence[ReplayChoice] | None = None) -> None:
-    """Display ONE output: the panel where widgets render, the full report everywhere else."""
+    """Display the headline, then the panel where widgets render (the full report everywhere else).
+
+    The headline is its own plain output so that a notebook reopened without saved widget state
+    (Lab then shows only "Error displaying widget: model not found" for the widget) still says
+    what happened and why.
+    """
     from IPython.display import display
 
-    widget = build(diagnosis, actions, gpu_state, replay_choices)
+    display(headline_bundle(diagnosis), raw=True)
+    widget = build(diagnosis, actions, gpu_state, replay_choices, header=False)
     display(bundle(widget, diagnosis, gpu_state), raw=True)
     if not callable(getattr(type(widget), "_repr_mimebundle_", None)):
         handle = getattr(widget, "_handle_displayed", None)  # ipywidgets 7: fire on_displayed callbacks

@@ -132,10 +132,12 @@ def test_the_panel_renders_in_jupyterlab_and_details_reveal_the_raw_text(lab, tm
 
     with _notebook_page(lab, tmp_path) as (page, left_ms):
         panel = page.locator(".cudaassert-panel")
-        expect(panel.locator(".ca-head")).to_have_text(
+        # the headline is its own output just above the widget (readable even without the widget)
+        area = page.locator(".jp-Cell-outputArea").filter(has=panel)
+        expect(area.locator(".ca-head")).to_have_text(
             "GPU context dead · class label out of range in cross_entropy", timeout=left_ms())
-        expect(panel).to_contain_text("The GPU context of this kernel is dead.")
-        expect(panel).to_contain_text("set out_features=196.")
+        expect(area).to_contain_text("The GPU context of this kernel is dead.")
+        expect(area).to_contain_text("set out_features=196.")
         expect(panel.get_by_role("button", name="Copy report")).to_be_enabled()
         details = panel.locator(".cudaassert-details")
         expect(details).to_be_hidden()
@@ -149,7 +151,7 @@ def test_the_panel_renders_in_jupyterlab_and_details_reveal_the_raw_text(lab, tm
 
         panel.scroll_into_view_if_needed()
         shot = tmp_path / "panel.png"
-        panel.screenshot(path=str(shot), animations="disabled")
+        _screenshot_outputs(page, area, shot)
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, SCREENSHOT)
         assert SCREENSHOT.stat().st_size > 10_000
@@ -165,12 +167,24 @@ def test_the_panel_is_readable_in_the_dark_theme(lab, tmp_path):
     with _notebook_page(lab, tmp_path) as (page, _):
         assert page.locator("body").get_attribute("data-jp-theme-name") == "JupyterLab Dark"
         panel = page.locator(".cudaassert-panel")
+        area = page.locator(".jp-Cell-outputArea").filter(has=panel)
         panel.get_by_role("button", name="Details").click()
-        contrasts = panel.evaluate(CONTRAST_JS, list(READABLE))
-        panel.screenshot(path=str(tmp_path / "panel-dark.png"), animations="disabled")
+        head = area.locator(".jp-OutputArea-child").filter(has=page.locator(".ca-head")).last
+        contrasts = {**panel.evaluate(CONTRAST_JS, [k for k in READABLE if k != ".ca-head"]),
+                     **head.evaluate(CONTRAST_JS, [".ca-head"])}
+        _screenshot_outputs(page, area, tmp_path / "panel-dark.png")
     assert set(contrasts) == set(READABLE), contrasts
     for selector, ratio in contrasts.items():
         assert ratio >= READABLE[selector], (selector, ratio)
+
+
+def _screenshot_outputs(page: Any, area: Any, path: Path) -> None:
+    """The headline output and the panel below it (the traceback above them is left out)."""
+    head = area.locator(".jp-OutputArea-child").filter(has=page.locator(".ca-head")).last
+    top, bottom = head.bounding_box(), area.bounding_box()
+    clip = {"x": bottom["x"], "y": top["y"], "width": bottom["width"],
+            "height": bottom["y"] + bottom["height"] - top["y"]}
+    page.screenshot(path=str(path), clip=clip, full_page=True, animations="disabled")
 
 
 # WCAG contrast of each part's text against what is behind it (alpha blended), in the rendered page.

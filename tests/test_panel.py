@@ -230,10 +230,12 @@ def test_the_bundle_holds_the_widget_view_and_the_complete_report_not_a_110_char
     assert data["text/html"] == to_html(diagnosis, GPU_LINE)
 
 
-def test_display_panel_publishes_one_output_with_all_three_mimetypes(diagnosis):
+def test_display_panel_publishes_the_headline_then_one_output_with_all_three_mimetypes(diagnosis):
     with capture_output() as captured:
         assert panel.display_panel(diagnosis, [], gpu_state=H100) is None  # no second display as a cell result
-    (output,) = captured.outputs
+    headline, output = captured.outputs
+    assert set(headline.data) == {"text/plain", "text/html"}
+    assert headline.data["text/plain"].startswith(f"[cudaassert] {diagnosis.status}")
     assert set(output.data) == {"application/vnd.jupyter.widget-view+json", "text/plain", "text/html"}
     assert re.fullmatch("[0-9a-f]{32}", output.data["application/vnd.jupyter.widget-view+json"]["model_id"])
     assert "GPU: NVIDIA H100 80GB HBM3 (GPU 0); this process holds 3.0 GiB of 80.0 GiB;" in output.data["text/plain"]
@@ -241,3 +243,13 @@ def test_display_panel_publishes_one_output_with_all_three_mimetypes(diagnosis):
 
 def test_a_shell_without_a_kernel_cannot_show_widgets(shell):
     assert panel.available() is False
+
+
+def test_the_headline_is_its_own_output_so_a_missing_widget_model_never_hides_the_diagnosis(diagnosis):
+    head = panel.headline_bundle(diagnosis)
+    assert head["text/plain"].splitlines()[:2] == [f"[cudaassert] {diagnosis.status}",
+                                                   f"[cudaassert] {diagnosis.headline}"]
+    assert f"Cause: {diagnosis.specific}" in head["text/plain"]
+    assert diagnosis.headline in head["text/html"] and "Cause:" in head["text/html"]
+    root = panel.build(diagnosis, [], header=False)
+    assert all('class="ca-head"' not in getattr(c, "value", "") for c in root.children)

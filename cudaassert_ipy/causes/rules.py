@@ -210,6 +210,7 @@ def bce(ev: Evidence, which: str) -> Finding:
     f = Finding(op="binary_cross_entropy")
     t = _local(ev, which)
     if _cpu(t) and t.is_floating_point() and t.numel():
+        t = t.detach()  # reading values must not warn about (or touch) autograd
         lo, hi, nan = float(t.min()), float(t.max()), bool(t.isnan().any())
         f.facts.append((which, f"shape {tuple(t.shape)}, min {lo:.4g}, max {hi:.4g}{', contains NaN' if nan else ''}"))
         if which == "input" and (lo < 0 or hi > 1):
