@@ -1,0 +1,242 @@
+"""Every catalogued device-side assert that the installed torch can reach from Python, triggered for real.
+
+Each case runs in its own process (a device-side assert kills that process's CUDA context): an
+in-process IPython shell with the extension loaded (fd tap on), one setup cell that builds CPU
+tensors, and one cell that moves them to the GPU and calls the op, then synchronises. The child
+writes what the extension concluded as JSON; the test checks the detection (device_assert, context
+dead), that a folded site's condition is one the diagnosed cause knows, and the cause itself: the
+expected id, or another id of the same group where a build routes the op through another kernel
+(index_select through gather, index_add_ through scatter_add on CUDA >= 12.8, ...).
+
+Not reachable with a current torch, so not here: the THC / THCUNN kernels (PyTorch <= ~1.9), the
+older multinomial kernels, ``DynamicCast.h`` (an internal invariant) and the TMA scatter-add kernel
+(newest main only; accepted through its group when a build takes that path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudaassert_ipy.causes import all_causes, get_cause
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+DEVICE_VAR = "CUDAASSERT_GPU_TEST_DEVICE"  # "cuda" (default); "cpu" only to dry-run this harness
+
+CHILD = r"""
+import json, os, sys, traceback
+from IPython.core.interactiveshell import InteractiveShell
+
+out_path, setup, trigger = sys.argv[1], sys.argv[2], sys.argv[3]
+device = os.environ.get("CUDAASSERT_GPU_TEST_DEVICE", "cuda")
+shell = InteractiveShell.instance()
+shell.user_ns["device"] = device
+shell.run_line_magic("load_ext", "cudaassert")
+from cudaassert_ipy import extension
+ext = extension.current(shell)
+result = {"device": device, "tap": ext.tap is not None, "tap_note": ext.tap_note}
+ok = shell.run_cell(setup, store_history=True)
+result["setup_error"] = None if ok.success else repr(ok.error_in_exec or ok.error_before_exec)
+if ok.success:
+    sync = "\nimport torch\nif device == 'cuda':\n    torch.cuda.synchronize()\n"
+    res = shell.run_cell(trigger + sync, store_history=True)
+    err = res.error_in_exec or res.error_before_exec
+    result["error_type"] = type(err).__name__ if err is not None else None
+    result["error_first_line"] = (str(err).strip().splitlines() or [""])[0] if err is not None else None
+    d = ext.last
+    result["dead"] = bool(ext.state.dead_since is not None)
+    result["diagnosis"] = None if d is None else {
+        "kind": d.kind, "context_dead": d.context_dead, "cause_id": d.cause_id, "title": d.title,
+        "specific": d.specific, "assert_sites": list(d.assert_sites), "assert_raw": list(d.assert_raw),
+        "exception_line": d.exception_line, "error_code": d.error_code,
+    }
+with open(out_path, "w", encoding="utf-8") as f:
+    json.dump(result, f)
+"""
+
+_CONDITION = re.compile(r"`(?P<cond>.*)` failed in (?P<threads>\d+) threads?")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    setup: str  # CPU tensors only: the evidence can read their values after the crash
+    trigger: str  # moves them to `device` and calls the op
+    causes: tuple[str, ...]  # acceptable cause ids (the first is the one this torch is expected to print)
+    specific: str | None = None  # a phrase the cause's sentence must contain, where the rule has one
+
+    @property
+    def groups(self) -> set[str]:
+        return {g for g in (get_cause(c).group for c in self.causes) if g}
+
+
+IMPORTS = "import torch\nimport torch.nn.functional as F\n"
+CLASS = ("nll_loss_target_out_of_range", "nll_loss_target_out_of_range_no_reduce")
+EMBEDDING = ("index_select_out_of_range", "vectorized_gather_index_out_of_range",
+             "scatter_gather_index_out_of_range_v2")
+ADVANCED = ("advanced_indexing_out_of_range_v2", "advanced_indexing_out_of_range_v1",
+            "vectorized_gather_index_out_of_range")
+SCATTER = ("scatter_gather_index_out_of_range_v2", "scatter_gather_index_out_of_range_v1",
+           "vectorized_gather_index_out_of_range", "tma_scatter_add_index_out_of_range")
+MULTINOMIAL = ("multinomial_invalid_probs_async", "multinomial_zero_sum_async", "multinomial_zero_mass_binary_search",
+               "multinomial_sample_once_invalid_probs", "assert_async_false")
+
+
+def first(primary: str, accepted: tuple[str, ...]) -> tuple[str, ...]:
+    """``accepted`` with ``primary`` moved to the front (the id this torch is expected to print)."""
+    return (primary, *(c for c in accepted if c != primary))
+
+
+SCATTER_FILL = first("scatter_gather_index_out_of_range_v1", SCATTER)
+ROWS = first("vectorized_gather_index_out_of_range", ADVANCED)
+ZERO_SUM = first("multinomial_zero_sum_async", MULTINOMIAL)
+
+CASES = (
+    Case("cross_entropy_1d_input", IMPORTS + "logits = torch.randn(3)\nlabel = torch.tensor(3)",
+         "F.cross_entropy(logits.to(device), label.to(device))", CLASS, "class label 3"),
+    Case("cross_entropy_2d_input", IMPORTS + "logits = torch.randn(4, 3)\nlabels = torch.tensor([0, 1, 3, 2])",
+         "F.cross_entropy(logits.to(device), labels.to(device))", CLASS, "class label 3"),
+    Case("cross_entropy_no_reduce", IMPORTS + "logits = torch.randn(4, 3)\nlabels = torch.tensor([0, 1, 3, 2])",
+         "F.cross_entropy(logits.to(device), labels.to(device), reduction='none')",
+         ("nll_loss_target_out_of_range_no_reduce", "nll_loss_target_out_of_range"), "class label 3"),
+    Case("nll_loss2d_segmentation_void_255",
+         IMPORTS + "logits = torch.randn(2, 4, 8, 8)\nmask = torch.zeros(2, 8, 8, dtype=torch.long)\nmask[0, 0] = 255",
+         "F.cross_entropy(logits.to(device), mask.to(device))",
+         ("nll_loss2d_target_out_of_range", "nll_loss2d_target_out_of_range_no_reduce"), "255"),
+    Case("nll_loss2d_no_reduce",
+         IMPORTS + "logits = torch.randn(2, 4, 8, 8)\nmask = torch.zeros(2, 8, 8, dtype=torch.long)\nmask[1, 3] = 7",
+         "F.cross_entropy(logits.to(device), mask.to(device), reduction='none')",
+         ("nll_loss2d_target_out_of_range_no_reduce", "nll_loss2d_target_out_of_range"), "class label 7"),
+    Case("multi_margin_loss", IMPORTS + "scores = torch.randn(4, 3)\ny = torch.tensor([0, 1, 5, 2])",
+         "F.multi_margin_loss(scores.to(device), y.to(device))", ("multi_margin_target_out_of_range",)),
+    Case("bce_input_logits", IMPORTS + "logits = torch.linspace(-3, 3, 8)\ny = torch.rand(8)",
+         "F.binary_cross_entropy(logits.to(device), y.to(device))", ("bce_input_out_of_range",)),
+    Case("bce_target_0_255", IMPORTS + "p = torch.rand(8)\nmask = torch.full((8,), 255.0)",
+         "F.binary_cross_entropy(p.to(device), mask.to(device))", ("bce_target_out_of_range",)),
+    Case("embedding_token_id", IMPORTS + "weight = torch.randn(10, 4)\nids = torch.tensor([[1, 12, 3]])",
+         "F.embedding(ids.to(device), weight.to(device))", EMBEDDING, "Token ids reach 12"),
+    Case("index_select", IMPORTS + "x = torch.randn(10, 4)\nidx = torch.tensor([3, 10])",
+         "x.to(device).index_select(0, idx.to(device))", EMBEDDING),
+    Case("embedding_bag_index", IMPORTS + "weight = torch.randn(10, 3)\nids = torch.tensor([1, 2, 40, 4])\n"
+         "offsets = torch.tensor([0, 2])",
+         "F.embedding_bag(ids.to(device), weight.to(device), offsets.to(device))",
+         ("embedding_bag_index_out_of_range", *EMBEDDING)),
+    Case("embedding_bag_offsets_decreasing", IMPORTS + "weight = torch.randn(10, 3)\nids = torch.tensor([1, 2, 3, 4])\n"
+         "offsets = torch.tensor([0, 3, 2])",
+         "F.embedding_bag(ids.to(device), weight.to(device), offsets.to(device))",
+         ("embedding_bag_offsets_not_increasing",)),
+    Case("index_add_", IMPORTS + "idx = torch.tensor([0, 7])",
+         "torch.zeros(5, 3, device=device).index_add_(0, idx.to(device), torch.ones(2, 3, device=device))",
+         ("index_add_out_of_range", *SCATTER)),
+    Case("index_copy_", IMPORTS + "idx = torch.tensor([0, 7])",
+         "torch.zeros(5, 3, device=device).index_copy_(0, idx.to(device), torch.ones(2, 3, device=device))",
+         ("index_copy_out_of_range",)),
+    Case("index_fill_", IMPORTS + "idx = torch.tensor([0, 7])",
+         "torch.zeros(5, 3, device=device).index_fill_(0, idx.to(device), 1.0)", ("index_fill_out_of_range",)),
+    Case("advanced_indexing_get", IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 9])",
+         "x.to(device)[idx.to(device)]", ADVANCED),
+    Case("advanced_indexing_set", IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 9])",
+         "xd = x.to(device)\nxd[idx.to(device)] = 1.0", ADVANCED),
+    Case("advanced_indexing_rows", IMPORTS + "table = torch.randn(10, 8)\nrows = torch.tensor([2, 10, 4])",
+         "table.to(device)[rows.to(device)]", ROWS),
+    Case("gather", IMPORTS + "x = torch.randn(4, 3)\nidx = torch.tensor([[0], [1], [5], [2]])",
+         "x.to(device).gather(1, idx.to(device))", SCATTER),
+    Case("scatter_", IMPORTS + "idx = torch.tensor([[0], [1], [5], [2]])",
+         "torch.zeros(4, 3, device=device).scatter_(1, idx.to(device), torch.ones(4, 1, device=device))", SCATTER),
+    Case("scatter_scalar_fill", IMPORTS + "idx = torch.tensor([[0], [1], [5], [2]])",
+         "torch.zeros(4, 3, device=device).scatter_(1, idx.to(device), 1.0)", SCATTER_FILL),
+    Case("one_hot_explicit_num_classes", IMPORTS + "labels = torch.tensor([0, 5, 1])",
+         "F.one_hot(labels.to(device), num_classes=3)", SCATTER_FILL),
+    Case("take", IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 10])",
+         "x.to(device).take(idx.to(device))", ("take_put_out_of_range",)),
+    Case("put_", IMPORTS + "idx = torch.tensor([0, 10])",
+         "torch.zeros(5, device=device).put_(idx.to(device), torch.ones(2, device=device))",
+         ("take_put_out_of_range",)),
+    Case("masked_scatter_", IMPORTS + "mask = torch.tensor([1, 1, 1, 1, 0, 0], dtype=torch.bool)",
+         "torch.zeros(6, device=device).masked_scatter_(mask.to(device), torch.ones(2, device=device))",
+         ("masked_scatter_source_too_small",)),
+    Case("multinomial_nan", IMPORTS + "probs = torch.tensor([[0.5, float('nan'), 0.5]])",
+         "torch.multinomial(probs.to(device), 1)", MULTINOMIAL),
+    Case("multinomial_zero_sum", IMPORTS + "probs = torch.zeros(2, 3)\nprobs[0, 1] = 1.0",
+         "torch.multinomial(probs.to(device), 1)", ZERO_SUM),
+    Case("multinomial_zero_sum_with_replacement", IMPORTS + "probs = torch.zeros(2, 3)\nprobs[0, 1] = 1.0",
+         "torch.multinomial(probs.to(device), 4, replacement=True)", ZERO_SUM),
+    Case("bernoulli", IMPORTS + "p = torch.tensor([0.5, 1.5])", "torch.bernoulli(p.to(device))",
+         ("bernoulli_prob_out_of_range",)),
+    Case("repeat_interleave_output_size", IMPORTS + "x = torch.tensor([1, 2])\nrepeats = torch.tensor([1, 2])",
+         "torch.repeat_interleave(x.to(device), repeats.to(device), output_size=5)",
+         ("repeat_interleave_output_size_mismatch",)),
+    Case("repeat_interleave_negative", IMPORTS + "repeats = torch.tensor([-1, 2])",
+         "torch.repeat_interleave(repeats.to(device), output_size=1)",
+         ("repeat_interleave_negative_repeats", "repeat_interleave_output_size_mismatch")),
+    Case("max_unpool2d", IMPORTS + "x = torch.randn(1, 1, 2, 2)\nidx = torch.tensor([[[[0, 1], [2, 99]]]])",
+         "F.max_unpool2d(x.to(device), idx.to(device), kernel_size=2, output_size=(4, 4))",
+         ("max_unpool2d_index_out_of_range",)),
+    Case("max_unpool3d", IMPORTS + "x = torch.randn(1, 1, 1, 2, 2)\nidx = torch.tensor([[[[[0, 1], [2, 999]]]]])",
+         "F.max_unpool3d(x.to(device), idx.to(device), kernel_size=(1, 2, 2), output_size=(1, 4, 4))",
+         ("max_unpool3d_index_out_of_range",)),
+    Case("assert_async", IMPORTS + "flag = torch.tensor(0)", "torch._assert_async(flag.to(device))",
+         ("assert_async_false",)),
+    Case("torch_compile_inductor_index", IMPORTS + "table = torch.randn(4, 8)\nids = torch.tensor([1, 7])\n"
+         "lookup = torch.compile(lambda t, i: t[i] * 2)",
+         "lookup(table.to(device), ids.to(device))", ("inductor_triton_index_out_of_bounds", *ADVANCED)),
+)
+
+
+def run_child(case: Case, tmp_path: Path, device: str = "cuda") -> dict[str, Any]:
+    out = tmp_path / f"{case.name}.json"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTEST_CURRENT_TEST", "CUDA_LAUNCH_BLOCKING", "CUDAASSERT_VALIDATORS")}
+    env[DEVICE_VAR] = device
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(out), case.setup, case.trigger], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=tmp_path)
+    tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert out.exists(), f"the child wrote nothing (rc {proc.returncode}):\n{tail}"
+    result = json.loads(out.read_text(encoding="utf-8"))
+    result["stdout"], result["stderr"] = proc.stdout[-6000:], proc.stderr[-6000:]
+    return result
+
+
+def test_every_case_names_catalogued_causes_and_the_catalogue_reachable_set_is_covered():
+    known = {c.id for c in all_causes()}
+    named = {cause for case in CASES for cause in case.causes}
+    assert named <= known, named - known
+    primaries = {case.causes[0] for case in CASES}
+    unreachable = {c.id for c in all_causes() if c.id.startswith(("thc_", "thcunn_"))} | {
+        "dynamic_cast_unsupported_dtype", "tma_scatter_add_index_out_of_range",
+        "multinomial_sample_once_invalid_probs", "multinomial_renorm_negative",
+        "multinomial_zero_mass_binary_search", "advanced_indexing_out_of_range_v1",
+    }  # old kernels, internal invariants, and alternatives accepted within a group
+    assert known - primaries - unreachable == set()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_real_device_assert_is_detected_folded_and_explained(case: Case, tmp_path: Path):
+    r = run_child(case, tmp_path)
+    where = f"\n--- child stdout:\n{r['stdout']}\n--- child stderr:\n{r['stderr']}"
+    assert r["setup_error"] is None, r["setup_error"] + where
+    assert r["tap"], f"fd tap not running: {r['tap_note']}" + where
+    assert r["error_type"] is not None, f"{case.trigger!r} raised nothing on the GPU" + where
+    d = r["diagnosis"]
+    assert d is not None, "no diagnosis" + where
+    assert d["kind"] == "device_assert" and d["context_dead"] and r["dead"], d
+    assert d["assert_sites"], "no assertion line was captured" + where
+    conditions = [m.group("cond") for s in d["assert_sites"] if (m := _CONDITION.search(s))]
+    assert conditions, d["assert_sites"]
+    cause = get_cause(d["cause_id"])
+    assert any(cause.matches_condition(c) for c in conditions), (d["cause_id"], d["assert_sites"])
+    accepted = d["cause_id"] in case.causes or (cause.group is not None and cause.group in case.groups)
+    assert accepted, f"diagnosed {d['cause_id']} ({d['title']}), expected one of {case.causes}: {d['assert_sites']}"
+    if case.specific:
+        assert d["specific"] and case.specific in d["specific"], d["specific"]
