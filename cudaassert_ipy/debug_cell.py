@@ -236,19 +236,18 @@ def _compile_cell(shell: Any, cell: str, header: str) -> Tuple[List[Any], str]:
     filename = shell.compile.cache(source, shell.execution_count)
     flags = getattr(shell.compile, "flags", 0)
     try:
-        tree = ast.parse("\n" + transformed, filename=filename)
+        tree = shell.transform_ast(ast.parse("\n" + transformed, filename=filename))
+        body = list(tree.body)
+        last = body.pop() if body and isinstance(body[-1], ast.Expr) else None
+        codes = []
+        if body:
+            codes.append(compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags, True))
+        if last is not None:  # displayed like a normal cell's last expression
+            codes.append(compile(ast.Interactive(body=[last]), filename, "single", flags, True))
     except SyntaxError as e:
         if "await" in str(e.msg):
             raise UsageError(TOP_LEVEL_AWAIT) from None
         raise
-    tree = shell.transform_ast(tree)
-    body = list(tree.body)
-    last = body.pop() if body and isinstance(body[-1], ast.Expr) else None
-    codes = []
-    if body:
-        codes.append(compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags, True))
-    if last is not None:  # displayed like a normal cell's last expression
-        codes.append(compile(ast.Interactive(body=[last]), filename, "single", flags, True))
     return codes, filename
 
 

@@ -50,6 +50,9 @@ class CellWatcher:
         if not self._stack:
             return
         last_before, mark, started, source, cell_id = self._stack.pop()
+        validators = sys.modules.get("cudaassert_ipy.validators")
+        if validators is not None:  # an optimizer step that raised may have left them suspended
+            validators.resume_suspended()
         error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         if error is None:
             now = getattr(sys, "last_value", None)

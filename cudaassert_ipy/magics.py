@@ -12,6 +12,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from cudaassert_ipy.debug_cell import debug_magic_arguments, parse_debug_args, run_debug_cell
+
 if TYPE_CHECKING:
     from cudaassert_ipy.extension import Extension
 
@@ -92,13 +94,13 @@ class CudaAssertMagics(Magics):
             self.ext.set_validators(args.value == "on")
             print(f"cudaassert validators are {args.value} (in this thread).")
 
+    @debug_magic_arguments  # --sync / --nan with help=, so `%%cuda_debug?` is the manual
     @cell_magic
-    def cuda_debug(self, line: str, cell: str) -> Any:
-        """Run one cell with validators on (`--sync`: sync after each torch call; `--nan`: stop at NaN/inf)."""
-        from cudaassert_ipy import debug_cell
-
-        options = debug_cell.parse_debug_args(line)
-        return debug_cell.run_debug_cell(self.shell, cell, sync=options.sync, nan=options.nan)
+    def cuda_debug(self, line: str, cell: str) -> None:
+        """Run this cell with validators on; --sync: synchronise after each CUDA torch call; --nan: stop at the
+        first NaN/inf."""
+        options = parse_debug_args(line)  # UsageError with the usage line on bad input
+        run_debug_cell(self.shell, cell, sync=options.sync, nan=options.nan)
 
 
 def unregister_magics(shell: Any, magics: Magics) -> None:

@@ -69,3 +69,9 @@ def test_the_readme_known_causes_table_is_generated_from_the_catalogue():
     assert m, "README.md lacks the causes-table markers"
     assert m.group(1) == markdown_table(), "regenerate: python -c 'from cudaassert_ipy.causes import " \
         "markdown_table; print(markdown_table())'"
+
+
+def test_ctc_loss_has_a_cause_though_no_kernel_asserts_it():
+    cause = get_cause("ctc_loss_target_out_of_range")
+    assert cause.title == "CTC target out of range"
+    assert "blank" in cause.fix and match_assert("anything", "LossCTC.cu") is None

@@ -267,3 +267,31 @@ def test_hugging_face_style_num_labels_is_named_for_class_labels(loaded, shell, 
            "so labels must be 0..1." in out
     assert "`hf_model.config.num_labels` is 3: set out_features=3." in out
     assert "hf_model.config: num_labels=3" in out
+
+
+def test_a_validator_error_gets_the_same_diagnosis_and_says_the_gpu_is_alive(loaded, shell, capsys):
+    _run(shell, SETUP_196)
+    shell.run_line_magic("cudaassert", "validators on")
+    try:
+        result = _run(shell, "F.cross_entropy(model(torch.randn(4, 8)), labels)")
+    finally:
+        shell.run_line_magic("cudaassert", "validators off")
+    assert type(result.error_in_exec).__name__ == "ValidationIndexError"
+    assert isinstance(result.error_in_exec, IndexError)  # existing `except IndexError` still works
+    out = capsys.readouterr().out
+    assert "[cudaassert] The validator stopped this call before the kernel launched: the GPU is still alive." in out
+    assert "[cudaassert] GPU alive · class label out of range in cross_entropy" in out
+    assert "valid range: 0..194" in out
+    assert not loaded.state.dead
+
+
+def test_validators_follow_the_environment_variable_at_load(shell, monkeypatch):
+    monkeypatch.setenv("CUDAASSERT_VALIDATORS", "1")
+    shell.config.CudaAssert.tap = False
+    shell.run_line_magic("load_ext", "cudaassert")
+    from cudaassert_ipy import extension
+
+    ext = extension.current(shell)
+    assert ext.validators_on()
+    shell.run_line_magic("unload_ext", "cudaassert")
+    assert not ext.validators_on()  # unload undoes it

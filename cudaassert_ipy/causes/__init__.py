@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
-from cudaassert_ipy.causes.texts import GENERIC, TEXTS
+from cudaassert_ipy.causes.texts import EXTRA_TEXTS, GENERIC, TEXTS
 
 __all__ = ["GENERIC_ID", "Cause", "all_causes", "get_cause", "match_assert"]
 
@@ -98,7 +98,10 @@ def all_causes() -> tuple[Cause, ...]:
 
 def get_cause(cause_id: str) -> Cause:
     """The cause with this id; the generic cause for an unknown id (never raises)."""
-    return _catalogue().get(cause_id, GENERIC_CAUSE)
+    cause = _catalogue().get(cause_id)
+    if cause is None and cause_id in EXTRA_TEXTS:
+        return Cause(cause_id, *EXTRA_TEXTS[cause_id])
+    return cause or GENERIC_CAUSE
 
 
 def match_assert(condition: str, file: str = "", function: str | None = None) -> Cause | None:

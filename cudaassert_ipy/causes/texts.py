@@ -279,3 +279,17 @@ NO_LINE = Text(
     "own line with a readable message. The usual causes are class labels >= the number of "
     "outputs, token ids >= the vocabulary size, and BCELoss on values outside [0, 1].",
 )
+
+# Causes with no kernel assertion of their own (so not in device_asserts.json), which the
+# validators can still name before launch.
+EXTRA_TEXTS: dict[str, Text] = {
+    "ctc_loss_target_out_of_range": Text(
+        "CTC target out of range",
+        "ctc_loss got a target label that is negative, equal to the blank index, or not smaller than the "
+        "number of classes, or a target/input length larger than the tensors allow. Neither the CPU nor the "
+        "CUDA kernel checks this: the CPU silently returns a wrong loss, the GPU may read out of bounds "
+        "(illegal memory access).",
+        "Keep targets in 1..C-1 when blank=0 (never the blank index), input_lengths <= T and "
+        "target_lengths <= the target tensor's length; reserve index 0 (or your blank) for the blank.",
+    ),
+}

@@ -20,7 +20,8 @@ device-to-host read per checked call.
 
 Thread-local: torch keeps its mode stack per thread, so enabling affects the calling thread
 only (IPython runs cells in the main thread). Compiled regions (``torch.compile``) are not
-checked; Inductor's own bounds asserts still apply there.
+checked; Inductor's own bounds asserts still apply there. ``optimizer.step()`` runs unchecked
+(it holds no risky op and is most of a small step's calls).
 
 Importing this package does not import torch; the first enable does.
 """
@@ -37,6 +38,7 @@ from cudaassert_ipy.validators.errors import (
     NonFiniteError,
     ValidationError,
     ValidationIndexError,
+    ValidationIndexRuntimeError,
     ValidationRuntimeError,
     ValidationValueError,
 )
@@ -46,6 +48,7 @@ __all__ = [
     "NonFiniteError",
     "ValidationError",
     "ValidationIndexError",
+    "ValidationIndexRuntimeError",
     "ValidationRuntimeError",
     "ValidationValueError",
     "check_labels",
@@ -54,6 +57,7 @@ __all__ = [
     "enable_validators",
     "env_requests_validators",
     "preflight",
+    "resume_suspended",
     "validators",
     "validators_enabled",
 ]
@@ -88,6 +92,18 @@ def validators_enabled() -> bool:
     """Whether validators are on in the calling thread."""
     mode = sys.modules.get(_MODE_MODULE)
     return bool(mode is not None and mode.enabled())
+
+
+def resume_suspended() -> None:
+    """Put validators back if an ``optimizer.step()`` that raised left them off (cheap; no torch import).
+
+    Validators step aside during optimizer steps; a step that raises skips the hook that puts
+    them back. The next step, or any enable/disable/enabled call, does it too; the IPython
+    extension is meant to call this after each cell.
+    """
+    mode = sys.modules.get(_MODE_MODULE)
+    if mode is not None:
+        mode.resume_suspended()
 
 
 @contextlib.contextmanager

@@ -79,9 +79,11 @@ def read_minmax(*tensors: Tensor) -> List[Any]:
     for t in tensors:
         parts.extend(aminmax_pair(t))
     dtype = parts[0].dtype
-    for p in parts[1:]:
-        dtype = torch.promote_types(dtype, p.dtype)
-    return read(torch.stack([p.to(dtype) for p in parts]))
+    if any(p.dtype is not dtype for p in parts):
+        for p in parts[1:]:
+            dtype = torch.promote_types(dtype, p.dtype)
+        parts = [p.to(dtype) for p in parts]
+    return read(torch.stack(parts))
 
 
 def unravel(flat: int, shape: Sequence[int]) -> Tuple[int, ...]:

@@ -18,9 +18,13 @@ from cudaassert_ipy.validators.checks_common import (
     readable,
 )
 from cudaassert_ipy.validators.errors import (
+    HINT_EMBEDDING_MINUS_100,
+    HINT_EMBEDDING_NEGATIVE,
+    HINT_EMBEDDING_TOO_BIG,
+    HINT_OFFSETS,
     ValidationError,
     ValidationIndexError,
-    ValidationRuntimeError,
+    ValidationIndexRuntimeError,
 )
 
 
@@ -29,22 +33,11 @@ def _embedding_hint(num_embeddings: int, distinct: List[int]) -> str:
     too_big = [v for v in distinct if v >= num_embeddings]
     if too_big:
         top = max(too_big)
-        hints.append(
-            f"the embedding has num_embeddings={num_embeddings} (ids 0..{num_embeddings - 1}) but the ids "
-            f"reach {top}: if the ids come from a tokenizer with added tokens, resize the embedding "
-            "(model.resize_token_embeddings(len(tokenizer))) or build it with "
-            f"num_embeddings={top + 1}; if they are positions, truncate sequences to the model's maximum length"
-        )
+        hints.append(HINT_EMBEDDING_TOO_BIG.format(num=num_embeddings, last=num_embeddings - 1, top=top, more=top + 1))
     if -100 in distinct:
-        hints.append(
-            "-100 is the 'ignore' value for labels, not an input id: pad input_ids with the "
-            "tokenizer's pad_token_id instead"
-        )
+        hints.append(HINT_EMBEDDING_MINUS_100)
     if any(v < 0 and v != -100 for v in distinct):
-        hints.append(
-            "embedding ids cannot be negative (a negative padding_idx is normalised on the module, "
-            "the ids themselves are not): pad with a real id such as padding_idx"
-        )
+        hints.append(HINT_EMBEDDING_NEGATIVE)
     return "; ".join(hints)
 
 
@@ -74,7 +67,12 @@ def check_embedding(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
 
 
 def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
-    """``embedding_bag``: ids in ``[0, num_embeddings)``; offsets start at 0, never decrease, stay <= len(input)."""
+    """``embedding_bag``: ids in ``[0, num_embeddings)``; offsets start at 0, never decrease, stay <= len(input).
+
+    With ``include_last_offset=True`` ids after the last offset are never read, so not checked
+    (except with ``mode="max"``, where CPU PyTorch checks them anyway).
+    Errors are both ``IndexError`` and ``RuntimeError`` (CPU raises either, depending on the case).
+    """
     ids = arg(args, kwargs, 0, "input")
     weight = arg(args, kwargs, 1, "weight")
     offsets = arg(args, kwargs, 2, "offsets", None)
@@ -90,12 +88,18 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
         return None
     num = weight.shape[0]
     n_ids = ids.numel()
+    checked_ids = ids
     if offsets is None:
         lo, hi = read_minmax(ids)
         offsets_ok = True
     else:
         as_long = torch.int64
-        mn, mx = torch.aminmax(ids)
+        if arg(args, kwargs, 9, "include_last_offset", False) and arg(args, kwargs, 6, "mode", "mean") != "max":
+            # the last offset ends the last bag: ids after it are never read (mode="max" still
+            # checks them on the CPU, so they stay checked there)
+            unused = torch.arange(n_ids, device=ids.device) >= offsets[-1]
+            checked_ids = ids.masked_fill(unused, 0)
+        mn, mx = torch.aminmax(checked_ids)
         off_mn, off_mx = torch.aminmax(offsets)
         min_step = (offsets[1:] - offsets[:-1]).amin() if offsets.numel() > 1 else offsets.new_zeros(())
         parts = (mn, mx, off_mn, off_mx, offsets[0], min_step)
@@ -105,8 +109,11 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
         return None
     name = caller_name(op)
     if not (lo >= 0 and hi < num):
-        n_bad, examples, distinct = bad_details(ids, (ids < 0) | (ids >= num))
-        return ValidationRuntimeError(
+        bad = (ids < 0) | (ids >= num)
+        if offsets is not None and checked_ids is not ids:
+            bad &= checked_ids == ids
+        n_bad, examples, distinct = bad_details(ids, bad)
+        return ValidationIndexRuntimeError(
             op=name,
             argument="input",
             valid=f"{range_text(0, num)} (num_embeddings={num})",
@@ -115,22 +122,20 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
             cause_id="embedding_bag_index_out_of_range",
             hint=_embedding_hint(num, distinct),
         )
+    # CPU raises RuntimeError, IndexError for a negative offset, and nothing at all for a decreasing
+    # last offset with include_last_offset=True, which the CUDA kernel asserts on (end >= begin)
     assert offsets is not None
     prev = torch.cat([offsets.new_zeros(1), offsets[:-1]])
     bad = (offsets < prev) | (offsets > n_ids) | (offsets < 0)
     bad[0] = offsets[0] != 0
     n_bad, examples, _ = bad_details(offsets, bad)
     valid = f"offsets[0] == 0, never decreasing, at most len(input)={n_ids}"
-    return ValidationRuntimeError(
+    return ValidationIndexRuntimeError(
         op=name,
         argument="offsets",
         valid=valid,
         n_bad=n_bad,
         examples=examples,
         cause_id="embedding_bag_offsets_not_increasing",
-        hint=(
-            "offsets are the start position of each bag in the flat input: build them with "
-            "torch.cumsum of the bag lengths, starting at 0 "
-            "(offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)[:-1]]))"
-        ),
+        hint=HINT_OFFSETS,
     )

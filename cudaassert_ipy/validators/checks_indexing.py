@@ -25,13 +25,19 @@ from cudaassert_ipy.validators.checks_common import (
     readable,
 )
 from cudaassert_ipy.validators.errors import (
+    HINT_INDEX_NEGATIVE_FLOOR,
+    HINT_INDEX_NO_NEGATIVES,
+    HINT_INDEX_TOO_BIG,
     MAX_EXAMPLES,
     Example,
     ValidationError,
     ValidationIndexError,
+    ValidationIndexRuntimeError,
 )
 
 _MASK_DTYPES = (torch.bool, torch.uint8)
+#: Key items that never hold an index to check (Python ints are bounds-checked by torch itself).
+_PLAIN_KEY_TYPES = frozenset({int, slice, bool, type(None), type(Ellipsis)})
 #: Above this length PyTorch never treats a list key as a tuple of indices (NumPy's legacy rule).
 _LEGACY_TUPLE_MAX = 32
 
@@ -99,6 +105,13 @@ def _classify(item: Any) -> Optional[Tuple[str, int, Any]]:
         return None
     if isinstance(item, (int, slice)) or type(item).__name__ == "SymInt":
         return ("dim", 1, None)  # a Python int is bounds-checked on the host by torch itself
+    if hasattr(item, "__array__") and hasattr(item, "dtype") and not isinstance(item, (list, tuple)):
+        kind = getattr(item.dtype, "kind", "")  # a NumPy array: torch turns it into an index tensor
+        if kind == "b":
+            return ("mask", getattr(item, "ndim", 1), None)
+        if kind in ("i", "u"):
+            return ("index", 1, torch.as_tensor(item))
+        return None
     if isinstance(item, (list, tuple)):
         flat = _flatten(item)
         if flat is None:
@@ -158,20 +171,10 @@ def parse_index_put_indices(self_dim: int, indices: Any) -> Optional[List[Tuple[
 def _index_hint(where: str, size: int, lo_ok: int, distinct: Sequence[int]) -> str:
     hints = []
     too_big = [v for v in distinct if v >= size]
-    too_small = [v for v in distinct if v < lo_ok]
     if too_big:
-        hints.append(
-            f"{where} but the index reaches {max(too_big)}: indices are 0-based, so "
-            f"the largest valid one is {size - 1} (off by one? a length computed before filtering?)"
-        )
-    if too_small:
-        if lo_ok == 0:
-            hints.append(
-                "this call does not accept negative indices (x[idx] does): wrap them with idx % size "
-                "if you meant counting from the end"
-            )
-        else:
-            hints.append(f"negative indices count from the end and stop at {lo_ok}")
+        hints.append(HINT_INDEX_TOO_BIG.format(where=where, top=max(too_big), last=size - 1))
+    if any(v < lo_ok for v in distinct):
+        hints.append(HINT_INDEX_NO_NEGATIVES if lo_ok == 0 else HINT_INDEX_NEGATIVE_FLOOR.format(lowest=lo_ok))
     return "; ".join(hints)
 
 
@@ -240,10 +243,13 @@ def check_getitem(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Op
     if len(args) < 2:
         return None
     self, key = args[0], args[1]
+    if type(key) is tuple:
+        if all(type(item) in _PLAIN_KEY_TYPES for item in key):
+            return None  # x[:, 0], x[..., :3]: the common case, nothing to check
+    elif type(key) in _PLAIN_KEY_TYPES:
+        return None  # x[0], x[1:], x[None]
     if not plain(self) or self.numel() == 0:
         return None
-    if isinstance(key, (int, slice)) or key is None or key is Ellipsis:
-        return None  # the common fast case: nothing to check
     entries = parse_getitem_key(self.dim(), key)
     if not entries:
         return None
@@ -273,6 +279,7 @@ def _dim_index_check(
     dtypes: frozenset,
     negative_ok: bool,
     cause_id: str,
+    exc: Type[ValidationError] = ValidationIndexError,
 ) -> Optional[ValidationError]:
     self = arg(args, kwargs, 0, "input")
     dim = arg(args, kwargs, 1, "dim")
@@ -283,21 +290,23 @@ def _dim_index_check(
         return None
     dim %= self.dim()
     return check_indices(
-        op, self.shape, [(dim, index)], negative_ok=negative_ok, names=["index"], cause_id=cause_id
+        op, self.shape, [(dim, index)], negative_ok=negative_ok, names=["index"], cause_id=cause_id, exc=exc
     )
 
 
 def check_index_select(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
-    """``index_select``: ``[0, size)``, no negatives."""
+    """``index_select``: ``[0, size)``, no negatives. CPU raises IndexError or RuntimeError: both."""
     return _dim_index_check(
-        op, args, kwargs, dtypes=INDEX_DTYPES, negative_ok=False, cause_id="index_select_out_of_range"
+        op, args, kwargs, dtypes=INDEX_DTYPES, negative_ok=False, cause_id="index_select_out_of_range",
+        exc=ValidationIndexRuntimeError,
     )
 
 
 def check_index_add(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
-    """``index_add_``: ``[0, size)``, no negatives."""
+    """``index_add_``: ``[0, size)``, no negatives. CPU raises IndexError or RuntimeError: both."""
     return _dim_index_check(
-        op, args, kwargs, dtypes=INDEX_DTYPES, negative_ok=False, cause_id="index_add_out_of_range"
+        op, args, kwargs, dtypes=INDEX_DTYPES, negative_ok=False, cause_id="index_add_out_of_range",
+        exc=ValidationIndexRuntimeError,
     )
 
 

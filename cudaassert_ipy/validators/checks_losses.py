@@ -23,54 +23,71 @@ from cudaassert_ipy.validators.checks_common import (
     readable,
 )
 from cudaassert_ipy.validators.errors import (
+    CLASSES_OF_INPUT,
+    HINT_BCE_LOGITS,
+    HINT_BCE_MASK_PIXELS,
+    HINT_BCE_MULTICLASS,
+    HINT_BCE_NAN_INPUT,
+    HINT_BCE_NAN_TARGET,
+    HINT_BCE_NEGATIVE_TARGETS,
+    HINT_BCE_SCALE_TARGETS,
+    HINT_CTC_BLANK,
+    HINT_CTC_CPU_SILENT,
+    HINT_CTC_NEGATIVE,
+    HINT_CTC_TOO_BIG,
+    HINT_MINUS_100,
+    HINT_MINUS_ONE,
+    HINT_NEAREST_RESIZE,
+    HINT_NEGATIVE_LABELS,
+    HINT_ONE_MORE_CLASS,
+    HINT_REMAP_LABELS,
+    HINT_VOC_VOID,
     ValidationError,
     ValidationIndexError,
     ValidationRuntimeError,
 )
 
-#: dtypes nll_loss accepts for class targets ("expected target dtype to be Long or Byte").
+#: dtypes nll_loss accepts for class targets ("expected target dtype to be Long or Byte");
+#: the N-D (nll_loss2d) kernels take Long only.
 CLASS_TARGET_DTYPES = frozenset({torch.int64, torch.uint8})
+ND_CLASS_TARGET_DTYPES = frozenset({torch.int64})
 
 
 # ---------------------------------------------------------------- cross_entropy / nll_loss
 def _class_target_hint(
-    n_classes: int, distinct: List[int], ignore_index: Optional[int], segmentation: bool, class_dim: int
+    n_classes: int,
+    distinct: List[int],
+    ignore_index: Optional[int],
+    segmentation: bool,
+    class_dim: int,
+    classes_phrase: Optional[str] = None,
+    reaches_phrase: str = "the target reaches",
 ) -> str:
-    """The specific fix for class labels outside ``0..n_classes-1`` (``distinct``: the bad values)."""
+    """The specific fix for class labels outside ``0..n_classes-1`` (``distinct``: the bad values).
+
+    ``classes_phrase`` replaces "the input has C classes (input.shape[1] == C)".
+    """
     hints: List[str] = []
     too_big = [v for v in distinct if v >= n_classes]
     negative = [v for v in distinct if v < 0]
     if 255 in too_big and ignore_index != 255:
-        hints.append("VOC-style masks use 255 for 'void' pixels: pass ignore_index=255")
+        hints.append(HINT_VOC_VOID)
     top = max((v for v in too_big if v != 255), default=None)
     if top is not None:
-        head = (
-            f"the input has {n_classes} classes (input.shape[{class_dim}] == {n_classes}) "
-            f"but the target reaches {top}"
+        classes = classes_phrase or CLASSES_OF_INPUT.format(n=n_classes, dim=class_dim)
+        template = HINT_ONE_MORE_CLASS if top == n_classes else HINT_REMAP_LABELS
+        hints.append(
+            template.format(classes=classes, reaches=reaches_phrase, top=top, more=top + 1, last=n_classes - 1)
         )
-        if top == n_classes:
-            hints.append(
-                f"{head}: if you have {n_classes + 1} classes, make the last layer output "
-                f"{n_classes + 1} logits (out_features={n_classes + 1}); if labels start at 1, subtract 1"
-            )
-        else:
-            hints.append(
-                f"{head}: remap the labels to 0..{n_classes - 1} (for example "
-                "torch.unique(labels, return_inverse=True)) or make the last layer output "
-                f"{top + 1} logits (out_features={top + 1})"
-            )
         if segmentation and top < 255:
-            hints.append("resize label masks with nearest-neighbour interpolation only (bilinear invents labels)")
+            hints.append(HINT_NEAREST_RESIZE)
     if -100 in negative:
         now = "no ignore_index is set" if ignore_index is None else f"ignore_index={ignore_index}"
-        hints.append(
-            f"-100 is the usual 'ignore this position' label but {now}: pass ignore_index=-100 "
-            "(cross_entropy's default) or pad with the value you ignore"
-        )
+        hints.append(HINT_MINUS_100.format(now=now))
     if -1 in negative:
-        hints.append("if -1 marks unlabelled items, pass ignore_index=-1")
+        hints.append(HINT_MINUS_ONE)
     if not set(negative) <= {-1, -100}:
-        hints.append("class labels cannot be negative: find where they become negative")
+        hints.append(HINT_NEGATIVE_LABELS)
     return "; ".join(hints)
 
 
@@ -86,6 +103,8 @@ def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
     elif inp.dim() >= 2:
         if tuple(target.shape) != (inp.shape[0], *inp.shape[2:]):
             return None  # torch raises its own shape error on the host
+        if inp.dim() >= 3 and target.dtype not in ND_CLASS_TARGET_DTYPES:
+            return None
         n_classes, class_dim = inp.shape[1], 1
     else:
         return None
@@ -135,33 +154,25 @@ def _unit_interval_bad(t: Tensor) -> Tensor:
 
 def _bce_hint(argument: str, distinct: List[float], n_nan: int) -> str:
     finite = [v for v in distinct if not math.isnan(v)]
-    if argument == "input":
-        hints = []
-        if finite:
-            hints.append(
-                "the input must be probabilities in [0, 1], not logits: pass the raw logits to "
-                "nn.BCEWithLogitsLoss / F.binary_cross_entropy_with_logits (numerically stable), "
-                "or apply torch.sigmoid first"
-            )
-        if n_nan:
-            hints.append(
-                "the input holds NaN: the model's outputs diverged or the data has NaN "
-                "(lower the learning rate, clip gradients, check the inputs with torch.isfinite)"
-            )
-        return "; ".join(hints)
     hints = []
+    if argument == "input":
+        if finite:
+            hints.append(HINT_BCE_LOGITS)
+        if n_nan:
+            hints.append(HINT_BCE_NAN_INPUT)
+        return "; ".join(hints)
     if finite and all(float(v).is_integer() for v in finite):
         top = max(finite)
         if 1 < top <= 255:
-            hints.append("targets look like 0..255 mask pixels: divide by 255 or binarise with (mask > 0).float()")
+            hints.append(HINT_BCE_MASK_PIXELS)
         if top > 1:
-            hints.append("for integer class labels with more than two classes use CrossEntropyLoss instead")
+            hints.append(HINT_BCE_MULTICLASS)
         if min(finite) < 0:
-            hints.append("targets cannot be negative: mask padding (-1/-100) out with a weight instead")
+            hints.append(HINT_BCE_NEGATIVE_TARGETS)
     elif finite:
-        hints.append("scale the targets into [0, 1] (label smoothing must stay inside [0, 1] too)")
+        hints.append(HINT_BCE_SCALE_TARGETS)
     if n_nan:
-        hints.append("the target holds NaN: check how the labels are built")
+        hints.append(HINT_BCE_NAN_TARGET)
     return "; ".join(hints)
 
 
@@ -208,6 +219,15 @@ def _ctc_used_mask(targets: Tensor, target_lengths: Tensor, batched: bool) -> Op
     return None
 
 
+def _to_device_without_sync(t: Tensor, device: torch.device) -> Tensor:
+    """A plain ``.to(cuda)`` of a CPU tensor waits for the stream; a pinned, non-blocking copy does not."""
+    if t.device == device:
+        return t
+    if t.device.type == "cpu" and device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
     """``ctc_loss``: targets (up to each target length) in ``[0, C)`` and never the blank label."""
     log_probs = arg(args, kwargs, 0, "log_probs")
@@ -224,16 +244,14 @@ def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> O
     if isinstance(target_lengths, Tensor):
         if not plain(target_lengths) or target_lengths.is_floating_point():
             return None
-        lengths = target_lengths.to(device=targets.device, dtype=torch.int64)
+        lengths = target_lengths
     else:
         try:
-            lengths = torch.as_tensor(
-                [int(v) for v in (target_lengths if isinstance(target_lengths, (list, tuple)) else [target_lengths])],
-                dtype=torch.int64,
-                device=targets.device,
-            )
+            items = target_lengths if isinstance(target_lengths, (list, tuple)) else [target_lengths]
+            lengths = torch.as_tensor([int(v) for v in items], dtype=torch.int64)
         except (TypeError, ValueError):
             return None
+    lengths = _to_device_without_sync(lengths.to(torch.int64), targets.device)
     used = _ctc_used_mask(targets, lengths, batched=log_probs.dim() == 3)
     if used is None:
         return None
@@ -243,17 +261,12 @@ def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> O
     n_bad, examples, distinct = bad_details(targets, bad)
     hints = []
     if blank in distinct:
-        hints.append(
-            f"the targets contain the blank label {blank}, which CTC reserves: shift 0-based labels "
-            f"by one (labels 1..C-1 with blank=0) or choose another blank index"
-        )
+        hints.append(HINT_CTC_BLANK.format(blank=blank))
     if any(v >= n_classes for v in distinct):
-        hints.append(
-            f"log_probs has C={n_classes} classes but the targets reach {max(distinct)}: the output "
-            "layer needs one unit per label plus one for blank"
-        )
+        hints.append(HINT_CTC_TOO_BIG.format(n_classes=n_classes, top=max(distinct)))
     if any(v < 0 for v in distinct):
-        hints.append("negative padding must lie beyond each target length (check target_lengths)")
+        hints.append(HINT_CTC_NEGATIVE)
+    hints.append(HINT_CTC_CPU_SILENT)
     return ValidationRuntimeError(
         op=caller_name(op),
         argument="targets",
@@ -261,7 +274,5 @@ def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> O
         n_bad=n_bad,
         examples=examples,
         cause_id="ctc_loss_target_out_of_range",
-        hint="; ".join(hints) + (
-            "; CPU PyTorch does not check this and silently returns a wrong loss" if hints else ""
-        ),
+        hint="; ".join(hints),
     )

@@ -20,6 +20,10 @@ from cudaassert_ipy.validators.checks_common import (
     readable,
 )
 from cudaassert_ipy.validators.errors import (
+    HINT_ONE_HOT_NEGATIVE,
+    HINT_ONE_HOT_TOO_BIG,
+    HINT_OUTPUT_SIZE,
+    HINT_REPEATS_NEGATIVE,
     OUTPUT_SIZE_HEADLINE,
     ValidationError,
     ValidationRuntimeError,
@@ -48,17 +52,11 @@ def check_one_hot(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Op
     n_bad, examples, distinct = bad_details(labels, bad)
     hints = []
     if any(v < 0 for v in distinct):
-        hints.append(
-            "one_hot cannot encode negative labels (often -1/-100 padding): encode only the valid "
-            "positions, e.g. F.one_hot(t.clamp(min=0), C) * (t >= 0).unsqueeze(-1)"
-        )
+        hints.append(HINT_ONE_HOT_NEGATIVE)
     too_big = [v for v in distinct if num_classes != -1 and v >= num_classes]
     if too_big:
         top = max(too_big)
-        hints.append(
-            f"num_classes={num_classes} but the labels reach {top}: pass num_classes={top + 1} if there "
-            f"are that many classes, or remap the labels to 0..{num_classes - 1} (1-based labels: subtract 1)"
-        )
+        hints.append(HINT_ONE_HOT_TOO_BIG.format(num_classes=num_classes, top=top, more=top + 1, last=num_classes - 1))
     return ValidationRuntimeError(
         op=caller_name(op),
         argument="tensor",
@@ -113,8 +111,7 @@ def check_repeat_interleave(
             n_bad=n_bad,
             examples=examples,
             cause_id="repeat_interleave_negative_repeats",
-            hint="repeat counts cannot be negative: clamp(min=0) them or find where they go below 0 "
-            "(lengths computed as end - start with swapped ends?)",
+            hint=HINT_REPEATS_NEGATIVE,
         )
     required = total * copies
     if output_size is None or output_size == required:
@@ -127,6 +124,6 @@ def check_repeat_interleave(
         n_bad=1,
         examples=[((), output_size)],
         cause_id="repeat_interleave_output_size_mismatch",
-        hint=f"pass output_size={required}, or leave it out (PyTorch then computes it, with one sync)",
+        hint=HINT_OUTPUT_SIZE.format(required=required),
         headline=OUTPUT_SIZE_HEADLINE.format(op=name, output_size=output_size, total=required, valid=valid),
     )

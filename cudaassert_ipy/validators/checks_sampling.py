@@ -18,6 +18,11 @@ from cudaassert_ipy.validators.checks_common import (
     readable,
 )
 from cudaassert_ipy.validators.errors import (
+    HINT_BERNOULLI_NAN,
+    HINT_BERNOULLI_RANGE,
+    HINT_PROBS_NEGATIVE,
+    HINT_PROBS_NONFINITE,
+    HINT_PROBS_ZERO_ROWS,
     ZERO_ROWS_HEADLINE,
     ValidationError,
     ValidationRuntimeError,
@@ -30,13 +35,9 @@ MULTINOMIAL_VALID = "finite values >= 0, every row with a positive sum"
 def _probs_hint(distinct: List[float]) -> str:
     hints = []
     if any(math.isnan(v) or math.isinf(v) for v in distinct):
-        hints.append(
-            "the probabilities hold NaN/inf, usually from NaN/inf logits (fp16 overflow, dividing by "
-            "temperature=0, weights that diverged): check torch.isfinite(logits).all() before softmax, "
-            "sample in float32, and use argmax for greedy decoding instead of temperature 0"
-        )
+        hints.append(HINT_PROBS_NONFINITE)
     if any(v < 0 for v in distinct if not math.isnan(v)):
-        hints.append("weights cannot be negative: pass probabilities (softmax(logits)), not raw logits")
+        hints.append(HINT_PROBS_NEGATIVE)
     return "; ".join(hints)
 
 
@@ -72,11 +73,7 @@ def check_multinomial(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -
         n_bad=n_bad,
         examples=examples,
         cause_id="multinomial_zero_sum_async",
-        hint=(
-            "a row with all-zero weights has nothing to sample (every candidate masked out by "
-            "top-k/top-p or -inf masking, or probabilities that underflowed): keep at least one "
-            "candidate per row, add a small epsilon, or fall back to argmax for such rows"
-        ),
+        hint=HINT_PROBS_ZERO_ROWS,
         headline=ZERO_ROWS_HEADLINE.format(
             op=name,
             argument=argument,
@@ -97,12 +94,9 @@ def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[Valida
     n_bad, examples, distinct = bad_details(p_t, ~((p_t >= 0) & (p_t <= 1)))
     hints = []
     if any(not math.isnan(v) for v in distinct):
-        hints.append(
-            "p must be probabilities in [0, 1]: apply torch.sigmoid to logits, or clamp(0, 1) "
-            "after arithmetic that can overshoot"
-        )
+        hints.append(HINT_BERNOULLI_RANGE)
     if any(math.isnan(v) for v in distinct):
-        hints.append("p holds NaN: find where it comes from (torch.isfinite)")
+        hints.append(HINT_BERNOULLI_NAN)
     return ValidationRuntimeError(
         op=caller_name(op),
         argument=argument,

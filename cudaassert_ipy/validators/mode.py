@@ -14,7 +14,9 @@ When it checks nothing (and so never gets in the way):
   ``torch.jit.trace`` records, and inside the autograd engine (backward re-uses the forward's
   indices, which autograd's version counter already protects);
 * for fake, meta, sparse, quantized, tensor-subclass and functorch-wrapped (``vmap``,
-  ``torch.func.grad``) tensors, for empty tensors, and during CUDA graph capture.
+  ``torch.func.grad``) tensors, for empty tensors, and during CUDA graph capture;
+* during ``optimizer.step()``: the mode leaves the stack for the step (no risky op there, and
+  most of a small training step's calls are there).
 
 Thread-locality: torch keeps the mode stack per thread. ``enable_validators()`` affects the
 calling thread only; calls made in other threads (a ``DataLoader`` worker thread, a
@@ -23,7 +25,9 @@ calling thread only; calls made in other threads (a ``DataLoader`` worker thread
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+import threading
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack, _pop_mode, _push_mode
@@ -36,7 +40,7 @@ from cudaassert_ipy.validators import checks_sampling as sampling
 from cudaassert_ipy.validators import checks_scatter as scatter
 from cudaassert_ipy.validators.checks_common import Checker
 
-__all__ = ["CHECKED_CALLS", "ValidatorMode", "disable", "enable", "enabled"]
+__all__ = ["CHECKED_CALLS", "ValidatorMode", "disable", "enable", "enabled", "resume_suspended"]
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -96,6 +100,8 @@ CHECKED_CALLS = tuple(sorted({name for _, name in _TABLE.values()}))
 _is_compiling = torch.compiler.is_compiling
 _tracing_state = torch._C._get_tracing_state
 _graph_task_id = torch._C._current_graph_task_id
+_stack_depth = torch._C._len_torch_function_stack
+_stack_at = torch._C._get_function_stack_at
 
 
 def _checks_paused() -> bool:
@@ -127,8 +133,64 @@ class ValidatorMode(TorchFunctionMode):
         return func(*args)
 
 
+# ---------------------------------------------------------------- optimizer steps run unchecked
+# An optimizer step is most of the calls a small training step makes (Adam on the 3-layer MLP:
+# 110 of 128 intercepted calls) and holds no op that can hit an index assert, so the mode steps
+# off the stack for its duration: global step hooks, installed while any ValidatorMode is live.
+# If a step raises, its post-hook never runs; the mode is put back by the next step's post-hook,
+# by any enable/disable/enabled call in this thread, or by resume_suspended(), which the IPython
+# extension is meant to call after each cell.
+_state = threading.local()
+_live: weakref.WeakSet[ValidatorMode] = weakref.WeakSet()
+_hook_handles: List[Any] = []
+_hook_lock = threading.Lock()
+
+
+def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    if _is_compiling() or getattr(_state, "suspended", None) is not None:
+        return
+    depth = _stack_depth()
+    if depth and isinstance(_stack_at(depth - 1), ValidatorMode):
+        _state.suspended = _pop_mode()
+
+
+def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    if not _is_compiling():
+        resume_suspended()
+
+
+def resume_suspended() -> bool:
+    """Put back a mode an optimizer step took off this thread's stack (True if there was one)."""
+    mode = getattr(_state, "suspended", None)
+    if mode is None:
+        return False
+    _state.suspended = None
+    _push_mode(mode)
+    return True
+
+
+def _track(mode: ValidatorMode) -> None:
+    with _hook_lock:
+        _live.add(mode)
+        if not _hook_handles:
+            from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+            _hook_handles.append(register_optimizer_step_pre_hook(_before_optimizer_step))
+            _hook_handles.append(register_optimizer_step_post_hook(_after_optimizer_step))
+
+
+def _untrack(mode: object) -> None:
+    with _hook_lock:
+        _live.discard(mode)  # type: ignore[arg-type]
+        if not _live:
+            while _hook_handles:
+                _hook_handles.pop().remove()
+
+
+# ---------------------------------------------------------------- enable / disable
 def enabled() -> bool:
     """Whether a :class:`ValidatorMode` is on this thread's torch-function mode stack."""
+    resume_suspended()
     return any(isinstance(m, ValidatorMode) for m in _get_current_function_mode_stack())
 
 
@@ -138,6 +200,7 @@ def enable() -> Optional[ValidatorMode]:
         return None
     mode = ValidatorMode()
     _push_mode(mode)
+    _track(mode)
     return mode
 
 
@@ -145,10 +208,10 @@ def disable(target: Optional[TorchFunctionMode] = None) -> bool:
     """Remove ``target`` (default: the topmost :class:`ValidatorMode`) from this thread's stack.
 
     ``target`` may be any mode object (``%%cuda_debug`` removes its own mode this way).
-
     Modes pushed above it (the user's own, ``%%cuda_debug``'s) stay, in order. Returns False
     when there was nothing to remove.
     """
+    resume_suspended()
 
     def wanted(mode: object) -> bool:
         return mode is target if target is not None else isinstance(mode, ValidatorMode)
@@ -161,6 +224,7 @@ def disable(target: Optional[TorchFunctionMode] = None) -> bool:
         if wanted(mode):
             break
         above.append(mode)
-    for mode in reversed(above):
-        _push_mode(mode)
+    for other in reversed(above):
+        _push_mode(other)
+    _untrack(mode)
     return True

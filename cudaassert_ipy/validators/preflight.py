@@ -20,7 +20,14 @@ from torch import Tensor
 from cudaassert_ipy.validators.checks_common import bad_details, range_text
 from cudaassert_ipy.validators.checks_embedding import _embedding_hint
 from cudaassert_ipy.validators.checks_losses import _class_target_hint
-from cudaassert_ipy.validators.errors import ValidationIndexError
+from cudaassert_ipy.validators.errors import (
+    CLASSES_OF_PREFLIGHT,
+    HINT_NOT_INTEGER_LABELS,
+    PREFLIGHT_FOOTER,
+    PREFLIGHT_HEADLINE,
+    ValidationIndexError,
+    format_examples,
+)
 
 __all__ = ["PreflightReport", "check_labels", "check_token_ids", "preflight"]
 
@@ -61,9 +68,12 @@ def _integers(values: List[Any]) -> List[int]:
 
 
 def _label_hint(num_classes: int, distinct: List[Any], ignore_index: Optional[int], segmentation: bool) -> str:
-    hint = _class_target_hint(num_classes, _integers(distinct), ignore_index, segmentation, class_dim=1)
+    hint = _class_target_hint(
+        num_classes, _integers(distinct), ignore_index, segmentation, class_dim=1,
+        classes_phrase=CLASSES_OF_PREFLIGHT.format(n=num_classes), reaches_phrase="the labels reach",
+    )
     if any(isinstance(v, float) and not v.is_integer() for v in distinct):
-        hint = "labels must be whole class ids, not fractions, NaN or inf" + ("; " + hint if hint else "")
+        hint = HINT_NOT_INTEGER_LABELS + ("; " + hint if hint else "")
     return hint
 
 
@@ -91,6 +101,7 @@ def check_labels(labels: Any, num_classes: int, ignore_index: Optional[int] = No
         examples=examples,
         cause_id="nll_loss2d_target_out_of_range" if t.dim() >= 2 else "nll_loss_target_out_of_range",
         hint=_label_hint(num_classes, distinct, ignore_index, segmentation=t.dim() >= 2),
+        footer=PREFLIGHT_FOOTER,
     )
 
 
@@ -111,6 +122,7 @@ def check_token_ids(ids: Any, vocab_size: int) -> None:
         examples=examples,
         cause_id="index_select_out_of_range",
         hint=_embedding_hint(vocab_size, _integers(distinct)),
+        footer=PREFLIGHT_FOOTER,
     )
 
 
@@ -184,15 +196,15 @@ class PreflightReport:
 
     def _section(self, what: str, valid: str, bad: Dict[int, List[Any]], counts: Counter, hint: str) -> List[str]:
         if not bad:
-            return [f"{what} (valid: {valid}): all good."]
+            return [f"{what} (valid: {valid}): all in range."]
         indices = sorted(bad)
         shown = ", ".join(str(i) for i in indices[:SUMMARY_INDICES])
         if len(indices) > SUMMARY_INDICES:
             shown += f", ... ({len(indices) - SUMMARY_INDICES} more)"
         attr = "bad_labels" if what == "labels" else "bad_ids"
-        top = ", ".join(f"{v!r} in {n} sample{'s' if n != 1 else ''}" for v, n in counts.most_common(8))
+        top = ", ".join(f"{v!r} in {_count(n, 'sample')}" for v, n in counts.most_common(8))
         lines = [
-            f"{what} (valid: {valid}): {len(indices)} sample{'s' if len(indices) != 1 else ''} with bad values.",
+            f"{what} (valid: {valid}): {_count(len(indices), 'sample')} with bad values.",
             f"  sample indices: {shown}   (all in report.{attr})",
             f"  bad values: {top}",
         ]
@@ -200,18 +212,24 @@ class PreflightReport:
             lines.append(f"  Likely fix: {hint}")
         return lines
 
+    def _label_hint(self) -> str:
+        assert self.num_classes is not None
+        return _label_hint(self.num_classes, list(self.label_value_counts), self.ignore_index, self.segmentation)
+
+    def _ids_hint(self) -> str:
+        assert self.vocab_size is not None
+        return _embedding_hint(self.vocab_size, _integers(list(self.id_value_counts)))
+
     def summary(self) -> str:
-        lines = [f"preflight: scanned {self.n_samples} samples of {self.source}."]
+        lines = [f"preflight: scanned {_count(self.n_samples, 'sample')} of {self.source}."]
         if self.num_classes is not None:
             valid = range_text(0, self.num_classes)
             if self.ignore_index is not None:
                 valid += f" or ignore_index={self.ignore_index}"
-            hint = _label_hint(self.num_classes, list(self.label_value_counts), self.ignore_index, self.segmentation)
-            lines += self._section("labels", valid, self.bad_labels, self.label_value_counts, hint)
+            lines += self._section("labels", valid, self.bad_labels, self.label_value_counts, self._label_hint())
         if self.vocab_size is not None:
-            hint = _embedding_hint(self.vocab_size, _integers(list(self.id_value_counts)))
             valid = range_text(0, self.vocab_size)
-            lines += self._section("token ids", valid, self.bad_ids, self.id_value_counts, hint)
+            lines += self._section("token ids", valid, self.bad_ids, self.id_value_counts, self._ids_hint())
         if self.ok:
             lines.append("Nothing out of range: these labels and ids cannot trigger an index device-side assert.")
         return "\n".join(lines)
@@ -222,22 +240,35 @@ class PreflightReport:
         printer.text(self.summary())
 
     def raise_if_bad(self) -> None:
-        """Raise a ``ValidationIndexError`` summarising the problems (nothing if :attr:`ok`)."""
+        """Raise a ``ValidationIndexError`` naming the offending samples (nothing if :attr:`ok`)."""
         if self.ok:
             return
         labels = bool(self.bad_labels)
         bad = self.bad_labels if labels else self.bad_ids
-        examples = [((i,), v[0]) for i, v in sorted(bad.items())[:5]]
+        examples = [((i,), values[0]) for i, values in sorted(bad.items())[:5]]
+        argument = "labels" if labels else "token ids"
+        limit = self.num_classes if labels else self.vocab_size
+        valid = range_text(0, limit or 0)
+        if labels and self.ignore_index is not None:
+            valid += f" (or ignore_index={self.ignore_index})"
         raise ValidationIndexError(
             op="preflight",
-            argument="labels" if labels else "token ids",
-            valid=range_text(0, (self.num_classes if labels else self.vocab_size) or 0),
+            argument=argument,
+            valid=valid,
             n_bad=len(bad),
             examples=examples,
             cause_id="nll_loss_target_out_of_range" if labels else "index_select_out_of_range",
-            hint=self.summary(),
-            example_label="sample",
+            hint=self._label_hint() if labels else self._ids_hint(),
+            headline=PREFLIGHT_HEADLINE.format(
+                op="preflight", count=_count(len(bad), "sample"), argument=argument, valid=valid,
+                examples=format_examples("sample", examples, len(bad)),
+            ),
+            footer=PREFLIGHT_FOOTER,
         )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 # ---------------------------------------------------------------- scanning

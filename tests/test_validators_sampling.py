@@ -1,0 +1,242 @@
+"""Validators for sampling (multinomial, Categorical, bernoulli) and misc ops (one_hot,
+repeat_interleave): raise exactly when CPU PyTorch raises, with an exception of its type."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Callable, Optional
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.distributions import Bernoulli, Categorical
+
+from cudaassert_ipy.validators import ValidationError, ValidationRuntimeError, validators
+
+SETTINGS = settings(max_examples=60, deadline=None)
+
+
+def outcome(fn: Callable[[], Any]) -> tuple[Optional[BaseException], Any]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return None, fn()
+    except Exception as e:  # the outcome itself is what the tests compare
+        return e, None
+
+
+def assert_same_verdict(fn: Callable[[], Any]) -> Optional[ValidationError]:
+    """Random ops: compare raising, not values."""
+    plain_error, _ = outcome(fn)
+    with validators():
+        checked_error, _ = outcome(fn)
+    if plain_error is None:
+        assert checked_error is None, f"false positive: {checked_error}"
+        return None
+    assert isinstance(checked_error, ValidationError), f"missed: CPU raised {plain_error!r}"
+    assert isinstance(checked_error, type(plain_error))
+    return checked_error
+
+
+weights = st.one_of(
+    st.floats(0.0, 5.0),
+    st.floats(-1.0, 2.0),
+    st.sampled_from([0.0, 0.0, float("nan"), float("inf"), -0.0, 1e-30]),
+)
+
+
+@SETTINGS
+@given(
+    st.integers(1, 3),
+    st.integers(1, 4),
+    st.data(),
+    st.sampled_from([torch.float32, torch.float64, torch.float16, torch.bfloat16]),
+    st.booleans(),
+)
+def test_multinomial_raises_exactly_when_cpu_does(
+    rows: int, cols: int, data: Any, dtype: torch.dtype, one_d: bool
+) -> None:
+    valid = st.lists(st.floats(0.01, 3.0), min_size=cols, max_size=cols)
+    anything = st.lists(weights, min_size=cols, max_size=cols)
+    table = [data.draw(st.one_of(valid, anything)) for _ in range(rows)]
+    probs = torch.tensor(table[0] if one_d else table, dtype=dtype)
+    replacement = data.draw(st.booleans())
+    n = data.draw(st.integers(1, cols if not replacement else 4))
+    error = assert_same_verdict(lambda: torch.multinomial(probs, n, replacement=replacement))
+    if error is not None:
+        assert error.cause_id in ("multinomial_invalid_probs_async", "multinomial_zero_sum_async")
+        assert error.op == "torch.multinomial"
+
+
+@SETTINGS
+@given(st.lists(weights, min_size=1, max_size=4))
+def test_categorical_without_validation_is_checked_when_it_samples(values: list[float]) -> None:
+    probs = torch.tensor([values])
+    error = assert_same_verdict(lambda: Categorical(probs=probs, validate_args=False).sample())
+    if error is not None:
+        assert (error.op, error.argument) == ("Categorical.sample", "probs")
+
+
+def test_multinomial_messages_for_negative_nan_and_all_zero_rows() -> None:
+    with validators(), pytest.raises(RuntimeError) as info:
+        torch.multinomial(torch.tensor([[0.2, -0.1], [0.5, 0.5]]), 1)
+    error = info.value
+    assert isinstance(error, ValidationRuntimeError)
+    assert str(error).startswith(
+        "torch.multinomial: input has 1 bad value; valid: finite values >= 0, every row with a positive sum. "
+        "First bad: input[0, 1]=-0.1."
+    )
+    assert "pass probabilities (softmax(logits)), not raw logits" in error.hint
+    with validators(), pytest.raises(ValidationRuntimeError) as info:
+        torch.tensor([float("nan"), 1.0]).multinomial(1)
+    assert info.value.op == "Tensor.multinomial"
+    assert "check torch.isfinite(logits).all() before softmax" in info.value.hint
+    with validators(), pytest.raises(ValidationRuntimeError) as info:
+        torch.multinomial(torch.tensor([[0.2, 0.1], [0.0, 0.0], [0.0, 0.0]]), 1)
+    error = info.value
+    assert (error.cause_id, error.n_bad) == ("multinomial_zero_sum_async", 2)
+    assert error.examples == [((1,), 0.0), ((2,), 0.0)]
+    assert str(error).startswith(
+        "torch.multinomial: input has 2 rows whose weights sum to 0; valid: finite values >= 0, every row with a "
+        "positive sum. First: input[1].sum()=0, input[2].sum()=0."
+    )
+    assert "keep at least one candidate per row" in error.hint
+
+
+def test_categorical_with_validation_keeps_raising_its_own_value_error() -> None:
+    # explicit: once torch._dynamo has been set up, PyTorch turns the default validation off
+    with validators(), pytest.raises(ValueError) as info:
+        Categorical(probs=torch.tensor([-1.0, 2.0]), validate_args=True)
+    assert not isinstance(info.value, ValidationError)
+
+
+probabilities = st.one_of(st.floats(0.0, 1.0), st.sampled_from([-0.5, 1.5, float("nan"), 0.0, 1.0, float("inf")]))
+
+
+@SETTINGS
+@given(st.lists(probabilities, min_size=1, max_size=5), st.sampled_from(["torch", "method", "inplace", "float_p"]))
+def test_bernoulli_with_tensor_p_raises_exactly_when_cpu_does(values: list[float], form: str) -> None:
+    p = torch.tensor(values)
+    call = {
+        "torch": lambda: torch.bernoulli(p),
+        "method": lambda: p.bernoulli(),
+        "inplace": lambda: torch.zeros(len(values)).bernoulli_(p),
+        "float_p": lambda: torch.zeros(2).bernoulli_(0.5),
+    }[form]
+    error = assert_same_verdict(call)
+    if error is not None:
+        assert error.cause_id == "bernoulli_prob_out_of_range"
+        assert error.argument == ("p" if form == "inplace" else "input")
+
+
+def test_bernoulli_distribution_sample_is_named_and_explained() -> None:
+    with validators(), pytest.raises(ValidationRuntimeError) as info:
+        Bernoulli(probs=torch.tensor([0.5, 1.5]), validate_args=False).sample()
+    error = info.value
+    assert error.op == "Bernoulli.sample"
+    assert str(error).startswith(
+        "Bernoulli.sample: input has 1 bad value; valid: [0, 1] (NaN is not allowed). First bad: input[1]=1.5."
+    )
+    assert "apply torch.sigmoid to logits" in error.hint
+
+
+# ---------------------------------------------------------------- one_hot
+@SETTINGS
+@given(st.integers(1, 6), st.data(), st.booleans())
+def test_one_hot_raises_exactly_when_cpu_does(num_classes: int, data: Any, infer: bool) -> None:
+    values = data.draw(st.one_of(
+        st.lists(st.integers(0, num_classes - 1), min_size=1, max_size=5),
+        st.lists(st.integers(-2, num_classes + 2), min_size=1, max_size=5),
+    ))
+    labels = torch.tensor(values)
+    error = assert_same_verdict(lambda: F.one_hot(labels, -1 if infer else num_classes))
+    if error is not None:
+        assert error.cause_id == "scatter_gather_index_out_of_range_v1"
+
+
+def test_one_hot_messages_for_too_large_and_negative_labels() -> None:
+    with validators(), pytest.raises(RuntimeError) as info:
+        F.one_hot(torch.tensor([0, 3, 4]), 4)
+    error = info.value
+    assert isinstance(error, ValidationRuntimeError)
+    assert str(error).startswith(
+        "one_hot: tensor has 1 bad value; valid: 0..3 (num_classes=4). First bad: tensor[2]=4.\n"
+    )
+    assert "pass num_classes=5 if there are that many classes" in error.hint
+    with validators(), pytest.raises(ValidationRuntimeError) as info:
+        F.one_hot(torch.tensor([-1, 2]))
+    assert info.value.valid == ">= 0 (num_classes=-1 means max + 1)"
+    assert "one_hot cannot encode negative labels" in info.value.hint
+
+
+# ---------------------------------------------------------------- repeat_interleave
+@SETTINGS
+@given(
+    st.data(),
+    st.sampled_from(["single", "torch_dim", "method_flat", "broadcast"]),
+    st.booleans(),
+    st.sampled_from([torch.int64, torch.int32]),
+)
+def test_repeat_interleave_raises_exactly_when_cpu_does(
+    data: Any, form: str, with_size: bool, dtype: torch.dtype
+) -> None:
+    counts = data.draw(st.one_of(
+        st.lists(st.integers(0, 3), min_size=1, max_size=4),
+        st.lists(st.integers(-2, 3), min_size=1, max_size=4),
+    ))
+    if form == "broadcast":
+        counts = counts[:1]
+    repeats = torch.tensor(counts, dtype=dtype)
+    x = torch.arange(len(counts) if form != "broadcast" else 3)
+    total = sum(counts) if form != "broadcast" else counts[0] * 3
+    kwargs = {"output_size": data.draw(st.sampled_from([total, total + 1, max(total - 1, 0)]))} if with_size else {}
+    call = {
+        "single": lambda: torch.repeat_interleave(repeats, **kwargs),
+        "torch_dim": lambda: torch.repeat_interleave(x, repeats, dim=0, **kwargs),
+        "method_flat": lambda: x.repeat_interleave(repeats, **kwargs),
+        "broadcast": lambda: x.repeat_interleave(repeats, dim=0, **kwargs),
+    }[form]
+    if with_size and min(counts) < 0:
+        # CPU PyTorch 2.13 can crash the process here (repeat_interleave(tensor([-2, -1, 3]),
+        # output_size=0) is a segfault): never run it unchecked; the validator must stop it
+        with validators():
+            error, _ = outcome(call)
+        assert isinstance(error, ValidationRuntimeError)
+        assert error.cause_id == "repeat_interleave_negative_repeats"
+        return
+    error = assert_same_verdict(call)
+    if error is not None:
+        assert error.cause_id in ("repeat_interleave_negative_repeats", "repeat_interleave_output_size_mismatch")
+
+
+def test_repeat_interleave_messages() -> None:
+    with validators(), pytest.raises(ValidationRuntimeError) as info:
+        torch.repeat_interleave(torch.tensor([1, -2]))
+    assert str(info.value).startswith(
+        "torch.repeat_interleave: repeats has 1 bad value; valid: >= 0. First bad: repeats[1]=-2."
+    )
+    with validators(), pytest.raises(ValidationRuntimeError) as info:
+        torch.arange(2).repeat_interleave(torch.tensor([1, 2]), dim=0, output_size=5)
+    error = info.value
+    assert (error.argument, error.n_bad, error.examples) == ("output_size", 1, [((), 5)])
+    assert str(error).startswith(
+        "Tensor.repeat_interleave: output_size=5 but the repeats add up to 3; valid: output_size == 3"
+    )
+    assert error.hint.startswith("pass output_size=3")
+
+
+def test_nan_comparisons_are_treated_as_bad_everywhere() -> None:
+    nan = float("nan")
+    assert math.isnan(nan)
+    with validators():
+        for call in (
+            lambda: torch.multinomial(torch.tensor([nan, 1.0]), 1),
+            lambda: torch.bernoulli(torch.tensor([nan])),
+            lambda: F.binary_cross_entropy(torch.tensor([nan]), torch.tensor([1.0])),
+        ):
+            error, _ = outcome(call)
+            assert isinstance(error, ValidationError)
+            assert "nan" in str(error)
