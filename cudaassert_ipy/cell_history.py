@@ -11,6 +11,7 @@ minus the extension's own magics and cells that only display something. A first 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -95,6 +96,7 @@ def _is_display_call(call: ast.Call) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
 def is_display_only(source: str) -> bool:
     """True when every statement only shows something (``df.head()``, ``print(x)``, ``!nvidia-smi``, ``%whos``).
 
@@ -142,8 +144,10 @@ class CellRecord:
 
     @property
     def first_line(self) -> str:
+        """The first line of code (comments only when the cell has nothing else), as the panel lists it."""
         lines = [ln.strip() for ln in self.source.splitlines() if ln.strip() and not _MARK.match(ln)]
-        return (lines[0] if lines else "(empty)")[:80]
+        code = [ln for ln in lines if not ln.startswith("#")]
+        return ((code or lines)[0] if lines else "(empty)")[:80]
 
     @property
     def own_magic(self) -> bool:
@@ -182,6 +186,19 @@ class CellHistory:
                                        float(outcome.duration), text, origin is not None))
         self._next += 1
         del self.records[:-MAX_RECORDS]
+
+    def note_loading_cell(self, shell: Any) -> None:
+        """The cell running ``%load_ext cudaassert`` is past its pre_run_cell: take it from the running result.
+
+        Its outcome is not known yet; it is counted as succeeded (it usually holds imports too).
+        """
+        result = getattr(getattr(shell, "displayhook", None), "exec_result", None)  # the cell running now
+        info = getattr(result, "info", None)
+        number = getattr(result, "execution_count", None)
+        if info is not None and isinstance(number, int) and not self.records:
+            self.records.append(CellRecord(self._next, number, info.raw_cell or "", getattr(info, "cell_id", None),
+                                           True, 0.0))
+            self._next += 1
 
     @contextmanager
     def replaying(self, plan_cell: dict[str, Any]) -> Iterator[None]:

@@ -65,6 +65,7 @@ class Extension:
         shell.register_magics(magics)
         self._undo.append(lambda: unregister_magics(shell, magics))
         self._undo.append(self.state.reset)
+        self.history.note_loading_cell(shell)
         self.watcher.listeners.append(self.history.record)
         self._undo.append(lambda: self.watcher.listeners.remove(self.history.record))
         from cudaassert_ipy.startup_stub import remove_if_idle
@@ -145,7 +146,9 @@ class Extension:
                 except Exception as e:  # the diagnosis must still reach the user
                     print(f"{PREFIX} panel failed ({type(e).__name__}: {e}); showing the text report.",
                           file=sys.stderr)
-        display(Report(diagnosis, gpu))
+        from cudaassert_ipy.gpu_state import GpuState, describe
+
+        display(Report(diagnosis, describe(gpu) if isinstance(gpu, GpuState) else gpu))
 
     def actions(self, diagnosis: Diagnosis) -> list[Any]:
         """The panel's buttons: restart actions from the restart module, plus copying the report."""
@@ -153,14 +156,13 @@ class Extension:
 
         return restart.actions_for(self, diagnosis)
 
-    def gpu_summary(self, diagnosis: Diagnosis) -> str | None:
+    def gpu_summary(self, diagnosis: Diagnosis) -> Any:
+        """NVML's view of the device (a GpuState; never raises), only when the context died."""
         if not self.config.gpu_state or not diagnosis.context_dead:
             return None
-        try:
-            from cudaassert_ipy import gpu_state
-        except ImportError:
-            return None
-        return gpu_state.summary_line(diagnosis.cuda_device)
+        from cudaassert_ipy import gpu_state
+
+        return gpu_state.snapshot(diagnosis.cuda_device)
 
     def show_banner(self) -> None:
         if not self.config.enabled or self.state.dead_since is None:

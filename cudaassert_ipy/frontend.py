@@ -17,13 +17,11 @@ import hashlib
 import json
 import os
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Frontend", "check_server", "detect", "kernel_id", "terminal_key"]
+__all__ = ["Frontend", "check_server", "detect", "kernel_id", "kernel_key", "terminal_key", "vscode_key"]
 
 _HEADLESS_PARENTS = ("papermill", "nbconvert", "nbclient", "testbook")
 
@@ -76,6 +74,21 @@ def kernel_id(path: str | None = None) -> str | None:
     return None
 
 
+def kernel_key(conn: str | None = None) -> str:
+    """The plan key the restarted kernel will compute too: its id; else its connection file; else this host.
+
+    The fallbacks are for launchers that name connection files otherwise (Colab's, perhaps): one
+    notebook per machine there, and the plan still needs a dead writer and an unexpired plan.
+    """
+    conn = conn or connection_file()
+    kid = kernel_id(conn)
+    if kid:
+        return kid
+    if conn:
+        return "conn-" + _hash(os.path.abspath(conn))
+    return "host-" + _hash(str(os.getuid()))
+
+
 def _runtime_dir() -> Path | None:
     try:
         from jupyter_core.paths import jupyter_runtime_dir
@@ -117,8 +130,7 @@ def detect(shell: Any) -> Frontend:
     if getattr(shell, "kernel", None) is None:
         return Frontend("terminal", terminal_key(), detail="plain IPython")
     conn = connection_file()
-    kid = kernel_id(conn)
-    key = kid or ("vsc-" + _hash(notebook) if notebook else "proc-" + _hash(f"{os.getppid()}|{conn}"))
+    kid, key = kernel_id(conn), kernel_key(conn)
     run_type = os.environ.get("KAGGLE_KERNEL_RUN_TYPE", "")
     if run_type == "Batch":
         return Frontend("headless", key, kid, notebook, detail="KAGGLE_KERNEL_RUN_TYPE=Batch")
@@ -139,6 +151,9 @@ def detect(shell: Any) -> Frontend:
 
 def check_server(server: dict[str, Any], kid: str, timeout: float = 2.0) -> tuple[str, str]:
     """Ask the server whether it manages this kernel id: ``ok``, ``unknown``, ``refused`` or ``unreachable``."""
+    import urllib.error  # here, not at the top: the restarted kernel imports this module at startup
+    import urllib.request
+
     url = str(server.get("url") or "")
     if not url.startswith(("http://", "https://")):
         return "unreachable", f"no http URL in the server's runtime file ({url or 'empty'})"
@@ -146,7 +161,7 @@ def check_server(server: dict[str, Any], kid: str, timeout: float = 2.0) -> tupl
     if server.get("token"):
         request.add_header("Authorization", f"token {server['token']}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (our own server)
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # our own server, from its runtime file
             body = json.loads(response.read().decode("utf-8") or "{}")
         return ("ok", "") if body.get("id") == kid else ("unknown", "the server answered for another id")
     except urllib.error.HTTPError as e:

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["PLAN_TTL", "Claim", "PlanError", "claim", "has_plan_files", "log", "pending_keys", "plan_dir",
-           "plan_lock", "write_plan"]
+__all__ = ["PLAN_TTL", "Claim", "PlanError", "claim", "ensure_dir", "has_plan_files", "log", "pending_keys",
+           "plan_dir", "plan_lock", "write_plan"]
 
 PREFIX = "[cudaassert]"
 PLAN_VERSION = 1
@@ -85,7 +85,9 @@ def _why_unsafe(st: os.stat_result, is_dir: bool) -> str | None:
     return None
 
 
-def _ensure_dir(directory: Path) -> Path:
+def ensure_dir(directory: Path | None = None) -> Path:
+    """The plan directory, created 0700; PlanError when it cannot be, or is not safely ours."""
+    directory = directory or plan_dir()
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         why = _why_unsafe(os.lstat(directory), True)
@@ -141,7 +143,7 @@ def write_plan(plan: dict[str, Any], directory: Path | None = None) -> Path:
     key = str(plan.get("key", ""))
     if not _KEY.match(key):
         raise PlanError(PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=f"bad key {key!r}"))
-    d = _ensure_dir(directory or plan_dir())
+    d = ensure_dir(directory)
     plan = {**plan, "version": PLAN_VERSION, "writer_pid": os.getpid(), "writer_start": process_start(os.getpid())}
     tmp = d / f".plan-{key}.{os.getpid()}.tmp"
     try:
@@ -228,6 +230,9 @@ def claim(key: str, directory: Path | None = None, now: float | None = None) -> 
         if why is not None:
             out.notes.append(UNSAFE.format(prefix=PREFIX, path=d, why=why))
             return out
+        if os.path.islink(path):
+            out.notes.append(UNSAFE.format(prefix=PREFIX, path=path, why="it is a symbolic link, not a file"))
+            return out
         with plan_lock(d):
             plan, why, error = _read(path)
             error = error or (None if why else _check(plan, key))
@@ -259,7 +264,7 @@ def claim(key: str, directory: Path | None = None, now: float | None = None) -> 
 
 
 def pending_keys(directory: Path | None = None, now: float | None = None) -> list[str]:
-    """Keys of plans that could still be claimed (valid, unexpired); expired ones we own are removed."""
+    """Keys of plans a kernel may still claim (or report, when broken by hand); expired ones are removed."""
     d = directory or plan_dir()
     now = time.time() if now is None else now
     keys = []
@@ -273,9 +278,14 @@ def pending_keys(directory: Path | None = None, now: float | None = None) -> lis
         key = name[5:-5]
         try:
             plan, why, error = _read(d / name)
+            age = now - os.stat(d / name).st_mtime
         except OSError:
             continue
-        if why or error or _check(plan, key):
+        if why:
+            continue
+        if error or _check(plan, key):  # broken by hand: its kernel still has to say so, for a while
+            if age < PLAN_TTL:
+                keys.append(key)
             continue
         if now > plan["expires"]:
             with contextlib.suppress(OSError):

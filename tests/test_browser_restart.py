@@ -1,0 +1,163 @@
+"""One click in a real browser: JupyterLab 4 on 127.0.0.1, Debian's chromium driven by Playwright.
+
+Run All fails on the GPU test double and shows the panel; "Restart & replay setup" turns into
+"Restarting…", Lab shows its "Kernel Restarting" dialog, the kernel comes back with the same id;
+running the failing cell again replays the setup inside it (progress bar, collapsed outputs) and
+the validator stops the bad label with the GPU alive. Screenshots go to docs/img/restart-*.png.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from server_harness import ROOT, jupyter_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.kernel]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+IMG = ROOT / "docs" / "img"
+BUDGET_S = 150.0
+NOTEBOOK = "restart_demo.ipynb"
+CELLS = [
+    "%load_ext cudaassert",
+    "import os\nBLOCKING_AT_IMPORT = os.environ.get('CUDA_LAUNCH_BLOCKING')\nimport torch",
+    "# Stands in for the GPU: on the CPU it runs F.cross_entropy for real; without validators a bad label\n"
+    "# fails as a GPU does (real assertion lines, the exact AcceleratorError).\n"
+    "from fake_cuda_session import make_batch, cross_entropy\nlogits, labels = make_batch()  # labels reach 195",
+    "import time\ntime.sleep(0.5)  # a slow data-loading step\nprint('setup done')",
+    "loss = cross_entropy(logits, labels)  # the training step",
+]
+LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False,
+                                                                "doNotDisturbMode": True}}
+
+
+def story() -> nbformat.NotebookNode:
+    return new_notebook(cells=[new_markdown_cell("# Restart & replay demo"), *map(new_code_cell, CELLS)],
+                        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                                 "language": "python"}})
+
+
+@pytest.fixture
+def lab(tmp_path):
+    home = tmp_path / "home"
+    for plugin, settings in LAB_SETTINGS.items():
+        path = home / "lab-settings" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings))
+    (home / "root").mkdir(parents=True)
+    nbformat.write(story(), home / "root" / NOTEBOOK)
+    args = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
+    with jupyter_server(home, app="jupyterlab", args=args, CUDAASSERT_TEST_PRETEND_GPU="1",
+                        JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
+                        JUPYTERLAB_WORKSPACES_DIR=str(home / "lab-workspaces")) as server:
+        # the notebook's kernel exists before the page opens: Lab attaches to it (no kernel dialog, no race)
+        session = server.rest("POST", "api/sessions", {"path": NOTEBOOK, "type": "notebook", "name": NOTEBOOK,
+                                                       "kernel": {"name": "python3"}})
+        yield server, session["kernel"]["id"]
+
+
+@contextlib.contextmanager
+def notebook_page(server: Any, tmp_path: Path) -> Iterator[tuple[Any, Callable[[], float]]]:
+    from playwright.sync_api import expect, sync_playwright
+
+    assert shutil.which(CHROMIUM), "Debian's chromium is missing: apt-get install -y chromium (.ci/run does)"
+    deadline = time.monotonic() + BUDGET_S
+
+    def left_ms() -> float:
+        return max(1000.0, (deadline - time.monotonic()) * 1000)
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1300, "height": 2400})
+        page = context.pages[0] if context.pages else context.new_page()
+        try:
+            page.goto(f"{server.url}lab/tree/{NOTEBOOK}?token={server.token}", timeout=left_ms())
+            expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=left_ms())
+            idle(page, left_ms)
+            yield page, left_ms
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)  # kept in pytest's tmp dir
+            raise
+        finally:
+            context.close()
+
+
+def idle(page: Any, left_ms: Callable[[], float]) -> None:
+    from playwright.sync_api import expect
+
+    expect(page.locator(".jp-StatusBar-Widget", has_text="Python 3 (ipykernel) | Idle").first).to_be_visible(
+        timeout=left_ms())
+
+
+def shoot(locator: Any, tmp_path: Path, name: str, first: Any = None) -> None:
+    """A screenshot of ``locator`` (from the top of ``first`` when given) into docs/img."""
+    shot = tmp_path / name
+    if first is None:
+        locator.scroll_into_view_if_needed()
+        locator.screenshot(path=str(shot), animations="disabled")
+    else:
+        first.scroll_into_view_if_needed()
+        top, box = first.bounding_box(), locator.bounding_box()
+        clip = {"x": box["x"], "y": top["y"], "width": box["width"], "height": box["y"] + box["height"] - top["y"]}
+        locator.page.screenshot(path=str(shot), clip=clip, animations="disabled")
+    IMG.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, IMG / name)
+    assert (IMG / name).stat().st_size > 5_000
+
+
+def test_one_click_restarts_replays_the_setup_and_the_validator_names_the_bad_label(lab, tmp_path):
+    from playwright.sync_api import expect
+
+    server, kernel_id = lab
+    with notebook_page(server, tmp_path) as (page, left_ms):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        failing = page.locator(".jp-Notebook .jp-Cell").nth(len(CELLS))
+        panel = failing.locator(".cudaassert-panel")
+        expect(panel).to_be_visible(timeout=left_ms())
+        expect(panel).to_contain_text("AcceleratorError: CUDA error: device-side assert triggered", timeout=left_ms())
+        expect(panel.locator(".widget-checkbox")).to_have_count(3)  # the setup cells, ticked
+        idle(page, left_ms)
+        outputs = failing.locator(".jp-OutputArea-child")
+        shoot(panel, tmp_path, "restart-1-panel.png", first=outputs.nth(outputs.count() - 2))  # headline + panel
+
+        button = panel.locator(".cudaassert-action-restart-replay")
+        button.click()
+        expect(button).to_have_text("Restarting…", timeout=left_ms())
+        expect(button).to_be_disabled()
+        dialog = page.locator(".jp-Dialog-content", has_text="Kernel Restarting")
+        expect(dialog).to_be_visible(timeout=left_ms())
+        expect(dialog).to_contain_text("appears to have died. It will restart automatically.")
+        shoot(dialog, tmp_path, "restart-2-dialog.png")
+        dialog.get_by_role("button", name="Ok").click()
+        expect(panel.locator(".jupyter-widgets-disconnected").first).to_be_attached(timeout=left_ms())
+        idle(page, left_ms)
+        assert kernel_id in [k["id"] for k in server.rest("GET", "api/kernels")]
+
+        failing.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        output = failing.locator(".jp-Cell-outputArea")
+        expect(output).to_contain_text("This kernel was restarted by cudaassert after cell [5] failed",
+                                       timeout=left_ms())
+        expect(output.locator(".widget-label", has_text="Setup replayed: 3/3")).to_be_visible(timeout=left_ms())
+        traceback = output.locator('[data-mime-type="application/vnd.jupyter.stderr"]', has_text="Traceback")
+        expect(traceback.first).to_contain_text("ValidationIndexError", timeout=left_ms())
+        new_panel = output.locator(".cudaassert-panel")
+        expect(new_panel).to_contain_text("target has 1 bad value; valid: 0..194", timeout=left_ms())
+        expect(output).to_contain_text("On in this kernel:")
+        expect(output).to_contain_text("%cudaassert restart --normal")
+        expect(new_panel.locator(".cudaassert-action-restart-normal")).to_have_text("Back to normal speed")
+        idle(page, left_ms)
+        shoot(output, tmp_path, "restart-3-replayed.png")
+        assert "Error displaying widget" not in page.content()
