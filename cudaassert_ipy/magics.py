@@ -37,6 +37,11 @@ def status_text(ext: Extension) -> str:
     else:
         lines.append(f"fd tap: off{' - ' + ext.tap_note if ext.tap_note else ''}")
     lines.append(f"validators: {'on' if ext.validators_on() else 'off'} in this thread")
+    from cudaassert_ipy import replay
+
+    mode = replay.resumed_mode(ext.shell)
+    if mode is not None:
+        lines.append(f"restarted by cudaassert: {mode} mode (`%cudaassert restart --normal` for normal speed)")
     return "\n".join(lines)
 
 
