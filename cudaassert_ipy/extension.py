@@ -6,7 +6,6 @@ Loading imports neither torch nor ipywidgets and never touches CUDA. Loading twi
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Callable
 
@@ -71,7 +70,9 @@ class Extension:
         from cudaassert_ipy.startup_stub import remove_if_idle
 
         self._undo.append(lambda: remove_if_idle(shell))  # the resume stub stays only while a plan is pending
-        if os.environ.get("CUDAASSERT_VALIDATORS", "").strip().lower() in ("1", "true", "yes", "on"):
+        from cudaassert_ipy.validators import env_requests_validators  # light: torch only when turned on
+
+        if env_requests_validators():  # CUDAASSERT_VALIDATORS=1, set by the restart flow
             self.set_validators(True)
 
     def _start_tap(self) -> None:
@@ -107,11 +108,9 @@ class Extension:
         return bool(mod is not None and mod.validators_enabled())
 
     def set_validators(self, on: bool) -> None:
-        from cudaassert_ipy import validators as v
+        from cudaassert_ipy.validators import disable_validators, enable_validators
 
-        mod = sys.modules["cudaassert_ipy.validators"]
-        (mod.enable_validators if on else mod.disable_validators)()
-        del v
+        (enable_validators if on else disable_validators)()
 
     # -- reporting ---------------------------------------------------------------------------
     def diagnose_and_show(self, detection: Any, source: str, execution_count: int | None, stderr_text: str) -> None:
