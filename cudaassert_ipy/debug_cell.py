@@ -139,6 +139,40 @@ def call_name(func: Any) -> str:
     return name
 
 
+# Calls that hand back memory nobody has written yet: whatever bytes it holds (NaN included) are not a result.
+_UNINITIALISED = frozenset({
+    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided", "resize_",
+    "resize_as_",
+})
+
+
+def _writes_in_place(name: str, kwargs: Any) -> bool:
+    """``add_``, ``__iadd__``, ``out=``: the result is an input's memory written by this call."""
+    if kwargs and kwargs.get("out") is not None:
+        return True
+    if name.startswith("__i") and name.endswith("__"):
+        return True
+    return name.endswith("_") and not name.endswith("__")
+
+
+def _aliases_an_input(t: Any, args: Any, kwargs: Any) -> bool:
+    """A view (``x[0]``, ``.view``, ``Parameter(x)``) shares an input's memory: it cannot have made the NaN."""
+    import torch
+
+    try:
+        ptr = t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # meta / sparse / functional tensors
+        return False
+    for a in (*args, *(kwargs or {}).values()):
+        if isinstance(a, torch.Tensor) and a.layout == torch.strided:
+            try:
+                if a.untyped_storage().data_ptr() == ptr:
+                    return True
+            except (RuntimeError, NotImplementedError):
+                continue
+    return False
+
+
 def _tensors(out: Any) -> List[Any]:
     import torch
 
@@ -204,11 +238,16 @@ def _debug_mode_class() -> type:
                 raise
 
         def _check_finite(self, func: Any, args: Any, kwargs: Any, tensors: List[Any]) -> Optional[Exception]:
+            name = getattr(func, "__name__", "")
+            if name in _UNINITIALISED:
+                return None
             for t in tensors:
                 if not readable(t) or not (t.is_floating_point() or t.is_complex()):
                     continue
                 if bool(torch.isfinite(t).all()):
                     continue
+                if not _writes_in_place(name, kwargs) and _aliases_an_input(t, args, kwargs):
+                    continue  # a view of memory that already held NaN/inf; the next call that computes with it is named
                 n_nan = int(torch.isnan(t).sum())
                 n_inf = int(torch.isinf(t).sum())
                 inputs = [

@@ -164,6 +164,34 @@ def test_nan_guard_names_the_module_and_says_when_inputs_were_already_bad(shell:
     assert "One of its tensor inputs already held NaN/inf before this call" in str(error)
 
 
+def test_nan_guard_ignores_uninitialised_memory_and_views(shell: InteractiveShell) -> None:
+    # torch.empty(out=...) / resize_ hand back the bytes already there: NaN here, as garbage can be by chance
+    # (nn.Linear's own torch.empty once tripped the guard in CI). Views of bad memory made nothing either.
+    shell.user_ns["buf"] = torch.full((4,), float("nan"))
+    cell = (
+        "e = torch.empty(4, out=buf)\n"
+        "r = buf.resize_(4)\n"
+        "v = buf[:2].view(2, 1).t()\n"
+        "w = v * 2\n"
+    )
+    with pytest.raises(NonFiniteError) as info:
+        debug_cell.run_debug_cell(shell, cell, nan=True)
+    error = info.value
+    assert (error.lineno, error.line, error.n_nan, error.inputs_finite) == (5, "w = v * 2", 2, False)
+    assert "v" in shell.user_ns and "w" not in shell.user_ns
+
+
+def test_nan_guard_still_names_in_place_and_out_writes(shell: InteractiveShell) -> None:
+    shell.user_ns["x"] = torch.tensor([-1.0, 1.0])
+    with pytest.raises(NonFiniteError) as info:
+        debug_cell.run_debug_cell(shell, "x.log_()\n", nan=True)
+    assert (info.value.op, info.value.n_nan) == ("Tensor.log_", 1)
+    shell.user_ns["y"] = torch.zeros(2)
+    with pytest.raises(NonFiniteError) as info:
+        debug_cell.run_debug_cell(shell, "torch.log(torch.tensor([-1.0, 2.0]), out=y)\n", nan=True)
+    assert (info.value.op, info.value.n_nan) == ("torch.log", 1)
+
+
 def test_nan_guard_ignores_finite_and_integer_results(shell: InteractiveShell) -> None:
     debug_cell.run_debug_cell(shell, "i = torch.arange(3) // 1\nf = torch.randn(3).exp()\n", nan=True)
     assert shell.user_ns["i"].tolist() == [0, 1, 2]
