@@ -13,8 +13,12 @@ shared machine).
 * CPU training step, MLP (784-256-128-10, batch 64, Adam): goal <= 1.10x
 * CPU training step, tiny transformer LM (Embedding 1000x64, 2 encoder layers, 16x32 tokens, Adam):
   goal <= 1.25x
+* the same two steps with every checked call checked before it runs, as on CUDA
+  (``ValidatorMode.trust_cpu_kernels = False``; by default an exact CPU kernel checks its own
+  inputs and the validator only explains its failures): no goal, it shows what the checks
+  themselves cost on CPU
 * micro: cost of one intercepted but unchecked call (``torch.add`` on 1-element tensors), of one
-  checked ``F.cross_entropy(64x10)``, and of each intercepted call inside the real steps
+  ``F.cross_entropy(64x10)`` both ways, and of each intercepted call inside the real steps
 * with a CUDA device: the same steps on the GPU, validators on (goal <= 1.5x) and, in a child
   process, with ``CUDA_LAUNCH_BLOCKING=1`` (what the restart flow would otherwise use)
 
@@ -41,6 +45,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from cudaassert_ipy.validators import disable_validators, enable_validators, mode
 from cudaassert_ipy.validators.mode import ValidatorMode
+
+
+class checks_first:
+    """Inside: every checked call is checked before it runs, as on CUDA."""
+
+    def __enter__(self) -> None:
+        ValidatorMode.trust_cpu_kernels = False
+
+    def __exit__(self, *exc: object) -> None:
+        ValidatorMode.trust_cpu_kernels = True
 
 Step = Callable[[], Any]
 
@@ -240,18 +254,27 @@ def main() -> None:
         line, off, on = row(name, *side_by_side(step, "cpu", args.rounds, args.steps), "ms", goal)
         intercepted[name] = (intercepted_per_step(step), off, on)
         print(line)
+    for name, make in (("CPU step, MLP", mlp_step), ("CPU step, tiny transformer LM", lm_step)):
+        step = make("cpu")
+        with checks_first():
+            print(row(name + ", every call checked first (as on CUDA)",
+                      *side_by_side(step, "cpu", args.rounds, args.steps), "ms")[0])
 
     a, b = torch.ones(1), torch.ones(1)
     line, add_off, add_on = row("micro: torch.add, intercepted, unchecked (per call)",
                                 *micro_us(lambda: torch.add(a, b), 20000, args.rounds), "µs")
     print(line)
     logits, target = torch.randn(64, 10), torch.randint(0, 10, (64,))
-    line, ce_off, ce_on = row("micro: F.cross_entropy(64x10), checked (per call)",
+    line, ce_off, ce_on = row("micro: F.cross_entropy(64x10), CPU kernel checks (per call)",
                               *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds), "µs")
     print(line)
+    with checks_first():
+        line, first_off, first_on = row("micro: F.cross_entropy(64x10), checked first (per call)",
+                                        *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds), "µs")
+    print(line)
     print()
-    print(f"cost per intercepted unchecked call (micro): {add_on - add_off:.2f} µs; "
-          f"per checked cross_entropy: {ce_on - ce_off:.2f} µs")
+    print(f"cost per intercepted unchecked call (micro): {add_on - add_off:.2f} µs; per cross_entropy: "
+          f"{ce_on - ce_off:.2f} µs left to the CPU kernel, {first_on - first_off:.2f} µs checked first")
     for name, (calls, off, on) in intercepted.items():
         print(f"{name}: {calls} intercepted calls per step (optimizer.step runs unchecked), "
               f"{1000 * (on - off) / calls:.2f} µs of added step time per intercepted call")

@@ -44,3 +44,15 @@ def kernel_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(extra)
     return env
+
+
+@pytest.fixture(params=["checks-first", "cpu-kernel-first"])
+def validator_strategy(request, monkeypatch):
+    """Run a validator test both ways: every call checked before it runs (the CUDA path, forced on
+    CPU), and the CPU default, where an exact CPU kernel checks first and only its failures are
+    explained. The property tests then prove both that a checker has no false positives and that
+    the CPU kernel it trusts raises exactly when the checker would."""
+    from cudaassert_ipy.validators.mode import ValidatorMode
+
+    monkeypatch.setattr(ValidatorMode, "trust_cpu_kernels", request.param == "cpu-kernel-first")
+    return request.param

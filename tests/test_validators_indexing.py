@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from cudaassert_ipy.validators import ValidationError, ValidationIndexError, ValidationRuntimeError, validators
 
+pytestmark = pytest.mark.usefixtures("validator_strategy")
+
 SETTINGS = settings(max_examples=60, deadline=None)
 
 
@@ -219,13 +221,15 @@ def test_setitem_raises_exactly_when_cpu_does_and_leaves_the_tensor_alone(case: 
 
 
 @SETTINGS
-@given(st.integers(1, 5), st.integers(1, 4), st.data(), st.booleans())
-def test_index_put_accepts_negative_indices_exactly_like_cpu(rows: int, cols: int, data: Any, accumulate: bool) -> None:
+@given(st.integers(1, 5), st.integers(1, 4), st.data(), st.booleans(), st.booleans())
+def test_index_put_accepts_negative_indices_exactly_like_cpu(
+    rows: int, cols: int, data: Any, accumulate: bool, in_place: bool
+) -> None:
     i0 = torch.tensor(data.draw(index_values(rows, 3)))
     i1 = torch.tensor(data.draw(index_values(cols, 3)), dtype=data.draw(INDEX_DTYPE))
-    error = assert_same_outcome(
-        lambda: torch.zeros(rows, cols).index_put_((i0, i1), torch.tensor(1.0), accumulate=accumulate)
-    )
+    x = torch.zeros(rows, cols)
+    put = x.index_put_ if in_place else x.index_put
+    error = assert_same_outcome(lambda: put((i0, i1), torch.tensor(1.0), accumulate=accumulate))
     if error is not None:
         assert error.argument in ("indices[0]", "indices[1]")
 
@@ -283,12 +287,13 @@ def test_index_select_rejects_negatives_exactly_like_cpu(case: Any, dtype: torch
 
 
 @SETTINGS
-@given(dim_op_case(), st.sampled_from(["add", "copy", "fill"]))
+@given(dim_op_case(), st.sampled_from(["add", "copy", "fill", "add out of place", "copy out of place",
+                                       "fill out of place"]))
 def test_index_add_copy_fill_raise_exactly_when_cpu_does(case: Any, which: str) -> None:
     rows, cols, dim, data = case
     x = torch.zeros(rows, cols)
     size = x.shape[dim]
-    dtype = data.draw(INDEX_DTYPE) if which == "add" else torch.int64
+    dtype = data.draw(INDEX_DTYPE) if which.startswith("add") else torch.int64
     index = torch.tensor(data.draw(index_values(size, 2)), dtype=dtype)
     source_shape = list(x.shape)
     source_shape[dim] = 2
@@ -297,15 +302,19 @@ def test_index_add_copy_fill_raise_exactly_when_cpu_does(case: Any, which: str) 
         "add": lambda: x.clone().index_add_(dim, index, source),
         "copy": lambda: x.clone().index_copy_(dim, index, source),
         "fill": lambda: x.clone().index_fill_(dim, index, 3.0),
+        "add out of place": lambda: x.index_add(dim, index, source),
+        "copy out of place": lambda: x.index_copy(dim, index, source),
+        "fill out of place": lambda: x.index_fill(dim, index, 3.0),
     }[which]
     error = assert_same_outcome(call)
     if error is not None:
-        assert error.cause_id == f"index_{which}_out_of_range"
-        assert error.valid.startswith(f"-{size}.." if which == "fill" else "0..")
+        kind = which.split()[0]
+        assert error.cause_id == f"index_{kind}_out_of_range"
+        assert error.valid.startswith(f"-{size}.." if kind == "fill" else "0..")
 
 
 @SETTINGS
-@given(st.integers(1, 12), st.data(), st.sampled_from(["take", "put_", "torch.take"]))
+@given(st.integers(1, 12), st.data(), st.sampled_from(["take", "put_", "put", "torch.take"]))
 def test_take_and_put_accept_flat_negative_indices_like_cpu(numel: int, data: Any, which: str) -> None:
     x = torch.arange(float(numel))
     index = torch.tensor(data.draw(index_values(numel, 3)))
@@ -313,6 +322,7 @@ def test_take_and_put_accept_flat_negative_indices_like_cpu(numel: int, data: An
         "take": lambda: x.take(index),
         "torch.take": lambda: torch.take(x, index),
         "put_": lambda: x.clone().put_(index, torch.ones(3), accumulate=True),
+        "put": lambda: x.put(index, torch.ones(3), accumulate=True),
     }[which]
     error = assert_same_outcome(call)
     if error is not None:
@@ -330,7 +340,7 @@ def test_index_select_message_explains_negative_indices_are_not_accepted() -> No
 # ---------------------------------------------------------------- gather / scatter
 @SETTINGS
 @given(dim_op_case(4), INDEX_DTYPE, st.sampled_from(["gather", "scatter_", "scatter_value", "scatter_add_",
-                                                    "scatter_reduce", "torch.scatter"]))
+                                                    "scatter_add", "scatter_reduce", "torch.scatter"]))
 def test_gather_and_scatter_family_raise_exactly_when_cpu_does(case: Any, dtype: torch.dtype, which: str) -> None:
     rows, cols, dim, data = case
     x = torch.zeros(rows, cols)
@@ -342,6 +352,7 @@ def test_gather_and_scatter_family_raise_exactly_when_cpu_does(case: Any, dtype:
         "scatter_": lambda: x.clone().scatter_(dim, index, src),
         "scatter_value": lambda: x.clone().scatter_(dim, index, 2.0),
         "scatter_add_": lambda: x.clone().scatter_add_(dim, index, src),
+        "scatter_add": lambda: x.scatter_add(dim, index, src),
         "scatter_reduce": lambda: x.scatter_reduce(dim, index, src, "amax"),
         "torch.scatter": lambda: torch.scatter(x, dim, index, src),
     }[which]

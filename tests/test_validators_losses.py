@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from cudaassert_ipy.validators import ValidationError, ValidationIndexError, ValidationRuntimeError, validators
 
+pytestmark = pytest.mark.usefixtures("validator_strategy")
+
 SETTINGS = settings(max_examples=60, deadline=None)
 #: CPU messages for bad values (the rest are host-side dtype/shape checks torch keeps doing)
 VALUE_ERRORS = ("out of bounds", "should be between 0 and 1")

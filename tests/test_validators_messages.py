@@ -15,6 +15,8 @@ from torch.distributions import Categorical
 from cudaassert_ipy.validators import ValidationError, errors, validators
 from cudaassert_ipy.validators.preflight import check_labels
 
+pytestmark = pytest.mark.usefixtures("validator_strategy")
+
 
 def embedding_bag_bad_offsets() -> Any:
     return F.embedding_bag(torch.tensor([1, 2, 3]), torch.randn(5, 2), torch.tensor([0, 2, 1]))

@@ -195,33 +195,41 @@ class HostReadCounter(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-VALID_CALLS: List[tuple[str, Callable[[], Any], int]] = [
-    ("cross_entropy", lambda: F.cross_entropy(torch.randn(4, 5), torch.tensor([0, 4, -100, 2])), 1),
+#: (name, valid call, host reads when checked first, whether its CPU kernel checks it instead)
+VALID_CALLS: List[tuple[str, Callable[[], Any], int, bool]] = [
+    ("cross_entropy", lambda: F.cross_entropy(torch.randn(4, 5), torch.tensor([0, 4, -100, 2])), 1, True),
     ("segmentation", lambda: F.cross_entropy(torch.randn(1, 3, 2, 2), torch.tensor([[[0, 255], [1, 2]]]),
-                                             ignore_index=255), 1),
-    ("embedding", lambda: F.embedding(torch.tensor([[1, 2]]), torch.randn(5, 2)), 1),
-    ("embedding_bag", lambda: F.embedding_bag(torch.tensor([1, 2, 3]), torch.randn(5, 2), torch.tensor([0, 2])), 1),
-    ("getitem", lambda: torch.zeros(5, 3)[torch.tensor([0, -1]), torch.tensor([1, 2])], 1),
-    ("getitem list", lambda: torch.zeros(5, 3)[[0, -1]], 0),
-    ("setitem", lambda: torch.zeros(5).__setitem__(torch.tensor([1]), 2.0), 1),
-    ("index_put_", lambda: torch.zeros(5).index_put_((torch.tensor([4]),), torch.tensor(1.0)), 1),
-    ("index_select", lambda: torch.zeros(5).index_select(0, torch.tensor([4])), 1),
-    ("gather", lambda: torch.zeros(2, 3).gather(1, torch.tensor([[2], [0]])), 1),
-    ("scatter_", lambda: torch.zeros(2, 3).scatter_(1, torch.tensor([[2], [0]]), 1.0), 1),
-    ("take", lambda: torch.zeros(2, 3).take(torch.tensor([-6, 5])), 1),
-    ("index_add_", lambda: torch.zeros(3).index_add_(0, torch.tensor([2]), torch.ones(1)), 1),
-    ("one_hot", lambda: F.one_hot(torch.tensor([0, 2]), 3), 1),
-    ("bce", lambda: F.binary_cross_entropy(torch.tensor([0.2, 1.0]), torch.tensor([0.0, 1.0])), 1),
-    ("multinomial", lambda: torch.multinomial(torch.tensor([[0.2, 0.8], [1.0, 0.0]]), 1), 1),
-    ("bernoulli", lambda: torch.bernoulli(torch.tensor([0.2, 1.0])), 1),
-    ("repeat_interleave", lambda: torch.repeat_interleave(torch.tensor([1, 2]), output_size=3), 1),
-    ("ctc_loss", lambda: F.ctc_loss(torch.randn(6, 1, 4).log_softmax(2), torch.tensor([[1, 2]]), [6], [2]), 1),
+                                             ignore_index=255), 1, True),
+    ("embedding", lambda: F.embedding(torch.tensor([[1, 2]]), torch.randn(5, 2)), 1, True),
+    ("embedding_bag", lambda: F.embedding_bag(torch.tensor([1, 2, 3]), torch.randn(5, 2), torch.tensor([0, 2])),
+     1, False),
+    ("getitem", lambda: torch.zeros(5, 3)[torch.tensor([0, -1]), torch.tensor([1, 2])], 1, True),
+    ("getitem list", lambda: torch.zeros(5, 3)[[0, -1]], 0, True),
+    ("setitem", lambda: torch.zeros(5).__setitem__(torch.tensor([1]), 2.0), 1, False),
+    ("index_put_", lambda: torch.zeros(5).index_put_((torch.tensor([4]),), torch.tensor(1.0)), 1, False),
+    ("index_select", lambda: torch.zeros(5).index_select(0, torch.tensor([4])), 1, True),
+    ("gather", lambda: torch.zeros(2, 3).gather(1, torch.tensor([[2], [0]])), 1, True),
+    ("scatter_", lambda: torch.zeros(2, 3).scatter_(1, torch.tensor([[2], [0]]), 1.0), 1, False),
+    ("take", lambda: torch.zeros(2, 3).take(torch.tensor([-6, 5])), 1, True),
+    ("index_add_", lambda: torch.zeros(3).index_add_(0, torch.tensor([2]), torch.ones(1)), 1, False),
+    ("one_hot", lambda: F.one_hot(torch.tensor([0, 2]), 3), 1, True),
+    ("bce", lambda: F.binary_cross_entropy(torch.tensor([0.2, 1.0]), torch.tensor([0.0, 1.0])), 1, True),
+    ("multinomial", lambda: torch.multinomial(torch.tensor([[0.2, 0.8], [1.0, 0.0]]), 1), 1, True),
+    ("bernoulli", lambda: torch.bernoulli(torch.tensor([0.2, 1.0])), 1, True),
+    ("repeat_interleave", lambda: torch.repeat_interleave(torch.tensor([1, 2]), output_size=3), 1, False),
+    ("ctc_loss", lambda: F.ctc_loss(torch.randn(6, 1, 4).log_softmax(2), torch.tensor([[1, 2]]), [6], [2]), 1, False),
 ]
 
 
-@pytest.mark.parametrize("name, call, expected_reads", VALID_CALLS, ids=[c[0] for c in VALID_CALLS])
-def test_a_valid_checked_call_reads_back_to_the_host_at_most_once(name: str, call: Callable[[], Any],
-                                                                    expected_reads: int) -> None:
+@pytest.mark.parametrize("name, call, expected_reads, cpu_self_checked", VALID_CALLS, ids=[c[0] for c in VALID_CALLS])
+@pytest.mark.parametrize("trust_cpu", [False, True], ids=["checks-first", "cpu-kernel-first"])
+def test_a_valid_checked_call_reads_back_to_the_host_at_most_once(
+    name: str, call: Callable[[], Any], expected_reads: int, cpu_self_checked: bool, trust_cpu: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Checked first (the CUDA path) a valid call costs one host read; on CPU, a call whose CPU
+    kernel checks the same range costs none."""
+    monkeypatch.setattr(ValidatorMode, "trust_cpu_kernels", trust_cpu)
     counter = HostReadCounter()
     with counter:
         call()  # warm up (lazy imports, first-call paths)
@@ -232,7 +240,7 @@ def test_a_valid_checked_call_reads_back_to_the_host_at_most_once(name: str, cal
             before = counter.reads
             call()
             checked_reads = counter.reads - before
-    assert checked_reads - unchecked_reads == expected_reads
+    assert checked_reads - unchecked_reads == (0 if trust_cpu and cpu_self_checked else expected_reads)
 
 
 # ---------------------------------------------------------------- staying out of the way
@@ -332,7 +340,8 @@ def test_a_rejected_in_place_call_leaves_its_tensor_untouched() -> None:
     assert bool((x == 0).all())
 
 
-def test_user_modes_keep_working_above_and_below_validators() -> None:
+def test_user_modes_keep_working_above_and_below_validators(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ValidatorMode, "trust_cpu_kernels", False)  # rejected before it runs, as on CUDA
     calls: List[str] = []
 
     class Recorder(TorchFunctionMode):
@@ -391,3 +400,60 @@ def test_a_step_that_raises_gets_the_mode_back_at_the_next_validators_call() -> 
         bad_cross_entropy()
     disable_validators()
     assert getattr(mode._state, "suspended", None) is None
+
+
+def test_zero_grad_runs_without_the_mode_even_when_it_raises_and_the_wrapper_goes_away() -> None:
+    from cudaassert_ipy.validators import mode
+
+    original = torch.optim.Optimizer.zero_grad
+    seen: List[bool] = []
+
+    param = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([param], lr=0.1)
+    param.grad = torch.ones(2)
+
+    def spying_zero_grad(self: Any, set_to_none: bool = True) -> None:
+        seen.append(any(isinstance(m, ValidatorMode) for m in _get_current_function_mode_stack()))
+        if set_to_none is False:
+            raise RuntimeError("zero_grad failed")
+        original(self, set_to_none)
+
+    torch.optim.Optimizer.zero_grad = spying_zero_grad  # type: ignore[method-assign]
+    try:
+        with validators():
+            assert torch.optim.Optimizer.zero_grad is not spying_zero_grad
+            opt.zero_grad()
+            assert validators_enabled() and isinstance(_get_current_function_mode_stack()[-1], ValidatorMode)
+            with pytest.raises(RuntimeError, match="zero_grad failed"):
+                opt.zero_grad(set_to_none=False)
+            assert isinstance(_get_current_function_mode_stack()[-1], ValidatorMode)
+            with pytest.raises(ValidationIndexError):
+                bad_cross_entropy()
+        assert torch.optim.Optimizer.zero_grad is spying_zero_grad, "restored when the last validators go"
+        assert not mode._hook_handles
+        opt.zero_grad()
+    finally:
+        torch.optim.Optimizer.zero_grad = original  # type: ignore[method-assign]
+    assert seen == [False, False, False]
+    assert param.grad is None
+
+
+def test_zero_grad_keeps_a_user_mode_above_validators_and_a_later_wrapper() -> None:
+    original = torch.optim.Optimizer.zero_grad
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)
+    seen: List[str] = []
+
+    class Recorder(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen.append(getattr(func, "__name__", "?"))
+            return func(*args, **(kwargs or {}))
+
+    with validators(), Recorder():
+        opt.zero_grad()  # validators are not on top: nothing is taken off, the user's mode sees the call
+        theirs = torch.optim.Optimizer.zero_grad
+        torch.optim.Optimizer.zero_grad = lambda self, set_to_none=True: theirs(self, set_to_none)  # type: ignore
+    try:
+        assert seen, "the user's mode saw zero_grad's calls"
+        assert torch.optim.Optimizer.zero_grad is not original, "someone else's wrapper is left in place"
+    finally:
+        torch.optim.Optimizer.zero_grad = original  # type: ignore[method-assign]

@@ -16,6 +16,8 @@ from torch.distributions import Bernoulli, Categorical
 
 from cudaassert_ipy.validators import ValidationError, ValidationRuntimeError, validators
 
+pytestmark = pytest.mark.usefixtures("validator_strategy")
+
 SETTINGS = settings(max_examples=60, deadline=None)
 
 

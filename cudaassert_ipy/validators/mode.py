@@ -15,8 +15,18 @@ When it checks nothing (and so never gets in the way):
   indices, which autograd's version counter already protects);
 * for fake, meta, sparse, quantized, tensor-subclass and functorch-wrapped (``vmap``,
   ``torch.func.grad``) tensors, for empty tensors, and during CUDA graph capture;
-* during ``optimizer.step()``: the mode leaves the stack for the step (no risky op there, and
-  most of a small training step's calls are there).
+* during ``optimizer.step()`` and ``optimizer.zero_grad()``: the mode leaves the stack for them
+  (no risky op there, and most of a small training step's calls are there).
+
+On CPU, the functional calls whose CPU kernel checks the very range the checker checks, raises
+before writing anything and leaves its inputs alone (``cross_entropy``, ``embedding`` without
+``max_norm``, ``x[idx]``, ``gather``, ``index_select``, ``one_hot``, ``multinomial`` ...) run
+first, and the checker runs only if the kernel raised, to replace its error with the full
+diagnosis: the same error as checking first, at no cost on valid input (a CPU failure kills no
+context). In-place calls, and those CPU does not check (``ctc_loss``, ``embedding_bag``,
+``repeat_interleave``, ``embedding`` with ``max_norm``), are checked first on every device.
+``ValidatorMode.trust_cpu_kernels = False`` checks everything first (the tests use it to run
+the CUDA path on CPU).
 
 Thread-locality: torch keeps the mode stack per thread. ``enable_validators()`` affects the
 calling thread only; calls made in other threads (a ``DataLoader`` worker thread, a
@@ -25,6 +35,7 @@ calling thread only; calls made in other threads (a ``DataLoader`` worker thread
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -38,7 +49,7 @@ from cudaassert_ipy.validators import checks_losses as losses
 from cudaassert_ipy.validators import checks_misc as misc
 from cudaassert_ipy.validators import checks_sampling as sampling
 from cudaassert_ipy.validators import checks_scatter as scatter
-from cudaassert_ipy.validators.checks_common import Checker
+from cudaassert_ipy.validators.checks_common import Checker, arg
 
 __all__ = ["CHECKED_CALLS", "ValidatorMode", "disable", "enable", "enabled", "resume_suspended"]
 
@@ -74,28 +85,51 @@ _METHODS: Sequence[Tuple[str, Checker]] = (
 )
 
 
-def _build_table() -> Dict[Callable[..., Any], Tuple[Checker, str]]:
+# When a call's CPU kernel is its own exact validator (see the module docstring): a predicate on
+# (args, kwargs). Established by the "raises exactly when CPU does" property tests of each op.
+CpuSelfChecked = Optional[Callable[[Sequence[Any], Mapping[str, Any]], bool]]
+
+
+def _always(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _embedding_without_max_norm(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    return arg(args, kwargs, 3, "max_norm") is None  # max_norm renormalises weight rows in place first
+
+
+#: functional calls CPU checks exactly (in-place ones may have written part of the result when they raise)
+_CPU_SELF_CHECKED_METHODS = frozenset({
+    "__getitem__", "index_put", "index_select", "take", "put", "index_add", "index_copy", "index_fill",
+    "gather", "scatter", "scatter_add", "scatter_reduce", "multinomial", "bernoulli",
+})
+
+
+def _build_table() -> Dict[Callable[..., Any], Tuple[Checker, str, CpuSelfChecked]]:
     F = torch.nn.functional
-    table: Dict[Callable[..., Any], Tuple[Checker, str]] = {
-        F.cross_entropy: (losses.check_cross_entropy, "cross_entropy"),
-        F.nll_loss: (losses.check_cross_entropy, "nll_loss"),
-        F.binary_cross_entropy: (losses.check_binary_cross_entropy, "binary_cross_entropy"),
-        F.ctc_loss: (losses.check_ctc_loss, "ctc_loss"),
-        F.embedding: (emb.check_embedding, "embedding"),
-        F.embedding_bag: (emb.check_embedding_bag, "embedding_bag"),
-        F.one_hot: (misc.check_one_hot, "one_hot"),
+    table: Dict[Callable[..., Any], Tuple[Checker, str, CpuSelfChecked]] = {
+        F.cross_entropy: (losses.check_cross_entropy, "cross_entropy", _always),
+        F.nll_loss: (losses.check_cross_entropy, "nll_loss", _always),
+        F.binary_cross_entropy: (losses.check_binary_cross_entropy, "binary_cross_entropy", _always),
+        F.ctc_loss: (losses.check_ctc_loss, "ctc_loss", None),
+        F.embedding: (emb.check_embedding, "embedding", _embedding_without_max_norm),
+        F.embedding_bag: (emb.check_embedding_bag, "embedding_bag", None),
+        F.one_hot: (misc.check_one_hot, "one_hot", _always),
     }
     for name, checker in _METHODS:
+        self_checked = _always if name in _CPU_SELF_CHECKED_METHODS else None
         for owner, prefix in ((torch._C.TensorBase, "Tensor."), (torch.Tensor, "Tensor."), (torch, "torch.")):
             fn = getattr(owner, name, None)
             if fn is not None and fn not in table:
-                table[fn] = (checker, prefix + name)
+                table[fn] = (checker, prefix + name, self_checked)
     return table
 
 
 _TABLE = _build_table()
 #: The user-facing names of every checked call (for docs and tests).
-CHECKED_CALLS = tuple(sorted({name for _, name in _TABLE.values()}))
+CHECKED_CALLS = tuple(sorted({entry[1] for entry in _TABLE.values()}))
+#: Those whose CPU kernel checks them (for some arguments: see ``_build_table``).
+CPU_SELF_CHECKED_CALLS = tuple(sorted({entry[1] for entry in _TABLE.values() if entry[2] is not None}))
 
 _is_compiling = torch.compiler.is_compiling
 _tracing_state = torch._C._get_tracing_state
@@ -109,12 +143,26 @@ def _checks_paused() -> bool:
     return _is_compiling() or _tracing_state() is not None or _graph_task_id() != -1
 
 
+def _all_on_cpu(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """Every tensor argument (also inside an index tuple) lives on the CPU: the CPU kernel runs."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            if not value.is_cpu:
+                return False
+        elif isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) and not v.is_cpu for v in value):
+            return False
+    return True
+
+
 class ValidatorMode(TorchFunctionMode):
     """Checks the inputs of the calls that would hit a device-side assert, before they launch.
 
     Raises a :class:`~cudaassert_ipy.validators.errors.ValidationError` subclass (also an
     ``IndexError`` / ``RuntimeError`` like CPU PyTorch) instead. Never modifies inputs.
     """
+
+    #: let an exact CPU kernel check first and explain only its failures (module docstring)
+    trust_cpu_kernels = True
 
     def __torch_function__(
         self,
@@ -123,23 +171,35 @@ class ValidatorMode(TorchFunctionMode):
         args: Sequence[Any] = (),
         kwargs: Optional[Mapping[str, Any]] = None,
     ) -> Any:
+        kwargs = kwargs or _EMPTY
         entry = _TABLE.get(func)
-        if entry is not None and not _checks_paused():
-            error = entry[0](entry[1], args, kwargs or _EMPTY)
+        if entry is None or _checks_paused():
+            return func(*args, **kwargs)
+        checker, name, self_checked = entry
+        if self_checked is None or not self.trust_cpu_kernels or not _all_on_cpu(args, kwargs) \
+                or not self_checked(args, kwargs):
+            error = checker(name, args, kwargs)
             if error is not None:
                 raise error
-        if kwargs:
             return func(*args, **kwargs)
-        return func(*args)
+        try:
+            return func(*args, **kwargs)
+        except Exception:
+            error = checker(name, args, kwargs)
+            if error is None:
+                raise  # not a bad value: torch's own error, unchanged
+        raise error from None
 
 
 # ---------------------------------------------------------------- optimizer steps run unchecked
 # An optimizer step is most of the calls a small training step makes (Adam on the 3-layer MLP:
-# 110 of 128 intercepted calls) and holds no op that can hit an index assert, so the mode steps
-# off the stack for its duration: global step hooks, installed while any ValidatorMode is live.
-# If a step raises, its post-hook never runs; the mode is put back by the next step's post-hook,
-# by any enable/disable/enabled call in this thread, or by resume_suspended(), which the IPython
-# extension is meant to call after each cell.
+# 110 of 134 intercepted calls; zero_grad another 8) and holds no op that can hit an index
+# assert, so the mode steps off the stack for its duration: global step hooks, installed while
+# any ValidatorMode is live. If a step raises, its post-hook never runs; the mode is put back by
+# the next step's post-hook, by any enable/disable/enabled call in this thread, or by
+# resume_suspended(), which the IPython extension is meant to call after each cell.
+# zero_grad has no hook: Optimizer.zero_grad is wrapped while any ValidatorMode is live (and
+# restored after, unless someone wrapped it again meanwhile).
 _state = threading.local()
 _live: weakref.WeakSet[ValidatorMode] = weakref.WeakSet()
 _hook_handles: List[Any] = []
@@ -169,6 +229,38 @@ def resume_suspended() -> bool:
     return True
 
 
+def _unchecked_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Optimizer.zero_grad`` with a ValidatorMode on top of the stack taken off for the call."""
+
+    @functools.wraps(original)
+    def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _is_compiling():  # first: dynamo then calls the original, which it does not trace
+            return original(self, *args, **kwargs)
+        depth = _stack_depth()
+        if not depth or not isinstance(_stack_at(depth - 1), ValidatorMode):
+            return original(self, *args, **kwargs)
+        mode = _pop_mode()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _push_mode(mode)
+
+    return zero_grad
+
+
+class _ZeroGradPatch:
+    """Undo for the wrapped ``Optimizer.zero_grad``."""
+
+    def __init__(self) -> None:
+        self.original = torch.optim.Optimizer.zero_grad
+        self.wrapper = _unchecked_zero_grad(self.original)
+        torch.optim.Optimizer.zero_grad = self.wrapper  # type: ignore[method-assign]
+
+    def remove(self) -> None:
+        if torch.optim.Optimizer.zero_grad is self.wrapper:  # someone re-wrapped it: keep theirs (and ours)
+            torch.optim.Optimizer.zero_grad = self.original  # type: ignore[method-assign]
+
+
 def _track(mode: ValidatorMode) -> None:
     with _hook_lock:
         _live.add(mode)
@@ -177,6 +269,7 @@ def _track(mode: ValidatorMode) -> None:
 
             _hook_handles.append(register_optimizer_step_pre_hook(_before_optimizer_step))
             _hook_handles.append(register_optimizer_step_post_hook(_after_optimizer_step))
+            _hook_handles.append(_ZeroGradPatch())
 
 
 def _untrack(mode: object) -> None:
