@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -166,26 +167,28 @@ class CellRecord:
 class CellHistory:
     """The listener ``CellWatcher`` calls after every cell; plus the user's explicit choice of setup cells."""
 
-    records: list[CellRecord] = field(default_factory=list)
+    records: deque[CellRecord] = field(default_factory=lambda: deque(maxlen=MAX_RECORDS))  # oldest drop out
     pinned: list[int] | None = None  # `%cudaassert setup 2,3,5`: exactly these, in this order of execution
     _origin: dict[str, Any] | None = None  # the plan cell being replayed right now
     _next: int = 0
 
     def record(self, outcome: Any) -> None:
+        """Runs after every cell: plain attribute work only."""
         error = outcome.error
         origin = self._origin
-        number = outcome.execution_count if origin is None else origin.get("number")
-        cell_id = outcome.cell_id if origin is None else origin.get("cell_id")
-        if number is None and origin is None:
-            return  # a nested run_cell of some tool, not a cell the user ran
+        if origin is None:
+            number, cell_id = outcome.execution_count, outcome.cell_id
+            if number is None:
+                return  # a nested run_cell of some tool, not a cell the user ran
+        else:
+            number, cell_id = origin.get("number"), origin.get("cell_id")
         text = None
         if error is not None:
             head = (str(error).strip().splitlines() or [""])[0]
             text = f"{type(error).__name__}: {head}".rstrip(": ")
         self.records.append(CellRecord(self._next, number, outcome.source, cell_id, error is None,
-                                       float(outcome.duration), text, origin is not None))
+                                       outcome.duration, text, origin is not None))
         self._next += 1
-        del self.records[:-MAX_RECORDS]
 
     def note_loading_cell(self, shell: Any) -> None:
         """The cell running ``%load_ext cudaassert`` is past its pre_run_cell: take it from the running result.
