@@ -457,3 +457,30 @@ def test_zero_grad_keeps_a_user_mode_above_validators_and_a_later_wrapper() -> N
         assert torch.optim.Optimizer.zero_grad is not original, "someone else's wrapper is left in place"
     finally:
         torch.optim.Optimizer.zero_grad = original  # type: ignore[method-assign]
+
+
+def test_only_functional_calls_are_left_to_the_cpu_kernel() -> None:
+    """An in-place kernel may have written part of its result when it raises: those are checked first."""
+    from cudaassert_ipy.validators.mode import CPU_SELF_CHECKED_CALLS
+
+    assert "cross_entropy" in CPU_SELF_CHECKED_CALLS and "Tensor.__getitem__" in CPU_SELF_CHECKED_CALLS
+    in_place = [name for name in CPU_SELF_CHECKED_CALLS
+                if (name.endswith("_") and not name.endswith("__")) or name.endswith("__setitem__")]
+    assert in_place == []
+    for never in ("ctc_loss", "embedding_bag", "torch.repeat_interleave", "Tensor.scatter_", "Tensor.index_put_"):
+        assert never in CHECKED_CALLS and never not in CPU_SELF_CHECKED_CALLS
+
+
+def test_on_cpu_a_bad_call_still_gets_the_full_error_without_torchs_own_in_its_context() -> None:
+    logits, target = torch.randn(2, 3), torch.tensor([0, 3])
+    with validators(), pytest.raises(ValidationIndexError) as info:
+        F.cross_entropy(logits, target)
+    assert info.value.__suppress_context__ and info.value.__cause__ is None
+    assert "valid: 0..2" in str(info.value)
+    ValidatorMode.trust_cpu_kernels = False
+    try:
+        with validators(), pytest.raises(ValidationIndexError) as first:
+            F.cross_entropy(logits, target)
+    finally:
+        ValidatorMode.trust_cpu_kernels = True
+    assert str(first.value) == str(info.value)
