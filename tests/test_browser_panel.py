@@ -6,35 +6,22 @@ Runs the failing story, finds the rendered panel, opens "Details", and saves doc
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-import secrets
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import nbformat
 import pytest
-from conftest import ROOT, kernel_env
+from browser_harness import lab_server, notebook_page
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from server_harness import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.kernel]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOT = ROOT / "docs" / "img" / "panel.png"
 BUDGET_S = 90.0
-THEMES = "@jupyterlab/apputils-extension/themes"
-LAB_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False,
-                                                    "doNotDisturbMode": True},
-}
+NOTEBOOK = "panel_demo.ipynb"
 
 SETUP = '''import torch, torch.nn as nn
 from gpu_double import fail_like_gpu  # stands in for the GPU: real assertion lines, the exact exception
@@ -58,73 +45,12 @@ def story_notebook() -> nbformat.NotebookNode:
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_server(url: str, server: subprocess.Popen, log: Path, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited with {server.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError("jupyter lab did not answer in time")
-
-
-def _start_session(base: str, token: str) -> None:
-    """The notebook's kernel, started before the page opens: Lab then attaches to it (no kernel dialog, no race)."""
-    body = json.dumps({"path": "panel_demo.ipynb", "type": "notebook", "name": "panel_demo.ipynb",
-                       "kernel": {"name": "python3"}}).encode()
-    request = urllib.request.Request(f"{base}/api/sessions", data=body, method="POST",
-                                     headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 201
-
-
 @pytest.fixture
 def lab(request, tmp_path):
-    """A JupyterLab server isolated from the user's settings; yields (base url, token); always killed."""
-    theme = getattr(request, "param", "JupyterLab Light")
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    nbformat.write(story_notebook(), notebooks / "panel_demo.ipynb")
-    home = tmp_path / "home"
-    for plugin, settings in {**LAB_SETTINGS, THEMES: {"theme": theme}}.items():  # no news prompt
-        path = home / "lab-settings" / f"{plugin}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(settings))
-    env = kernel_env(HOME=str(home), IPYTHONDIR=str(home / ".ipython"), JUPYTER_CONFIG_DIR=str(home / "config"),
-                     JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTER_DATA_DIR=str(home / "data"),
-                     JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
-                     JUPYTERLAB_WORKSPACES_DIR=str(home / "lab-workspaces"))
-    port, token = _free_port(), secrets.token_hex(16)
-    jupyter = Path(sys.executable).with_name("jupyter")
-    log_path = tmp_path / "server.log"
-    log = log_path.open("wb")
-    server = subprocess.Popen(
-        [str(jupyter), "lab", "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
-         "--ServerApp.open_browser=False", "--allow-root", f"--ServerApp.root_dir={notebooks}",
-         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=notebooks)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for_server(f"{base}/api/status?token={token}", server, log_path, time.monotonic() + 45)
-        _start_session(base, token)
-        yield base, token
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=15)
-        log.close()
+    """JupyterLab (light theme unless parametrized) with the story notebook and its kernel running."""
+    with lab_server(tmp_path / "home", NOTEBOOK, story_notebook(),
+                    theme=getattr(request, "param", "JupyterLab Light")) as (server, _):
+        yield server
 
 
 def test_the_panel_renders_in_jupyterlab_and_details_reveal_the_raw_text(lab, tmp_path):
@@ -211,34 +137,12 @@ CONTRAST_JS = """(panel, selectors) => {
 
 
 @contextlib.contextmanager
-def _notebook_page(lab: tuple[str, str], tmp_path: Path) -> Iterator[tuple[Any, Callable[[], float]]]:
-    """Chromium on the story notebook, all cells run, the panel rendered; a failure leaves failure.png behind."""
-    from playwright.sync_api import expect, sync_playwright
+def _notebook_page(server: Any, tmp_path: Path) -> Iterator[tuple[Any, Callable[[], float]]]:
+    """Chromium on the story notebook, all cells run, the panel rendered."""
+    from playwright.sync_api import expect
 
-    base, token = lab
-    assert shutil.which(CHROMIUM), "Debian's chromium is missing: apt-get install -y chromium (.ci/run does)"
-    deadline = time.monotonic() + BUDGET_S
-
-    def left_ms() -> float:
-        return max(1000.0, (deadline - time.monotonic()) * 1000)
-
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1400})
-        page = context.pages[0] if context.pages else context.new_page()
-        try:
-            page.goto(f"{base}/lab/tree/panel_demo.ipynb?token={token}", timeout=left_ms())
-            expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=left_ms())
-            # Lab attaches to the session's kernel a moment after the page shows: running earlier asks for a kernel
-            expect(page.locator(".jp-StatusBar-Widget", has_text="Python 3 (ipykernel) | Idle").first).to_be_visible(
-                timeout=left_ms())
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-            expect(page.locator(".cudaassert-panel")).to_be_visible(timeout=left_ms())
-            yield page, left_ms
-        except Exception:
-            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)  # kept in pytest's tmp dir
-            raise
-        finally:
-            context.close()
+    with notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1400, "height": 1400}) as (page, left_ms):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        expect(page.locator(".cudaassert-panel")).to_be_visible(timeout=left_ms())
+        yield page, left_ms

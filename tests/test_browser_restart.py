@@ -8,23 +8,19 @@ the validator stops the bad label with the GPU alive. Screenshots go to docs/img
 
 from __future__ import annotations
 
-import contextlib
-import json
 import shutil
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import nbformat
 import pytest
+from browser_harness import lab_server, notebook_page
+from browser_harness import wait_idle as idle
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from server_harness import ROOT, jupyter_server
+from server_harness import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.kernel]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 IMG = ROOT / "docs" / "img"
 BUDGET_S = 150.0
 NOTEBOOK = "restart_demo.ipynb"
@@ -37,8 +33,6 @@ CELLS = [
     "import time\ntime.sleep(0.5)  # a slow data-loading step\nprint('setup done')",
     "loss = cross_entropy(logits, labels)  # the training step",
 ]
-LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False,
-                                                                "doNotDisturbMode": True}}
 
 
 def story() -> nbformat.NotebookNode:
@@ -49,55 +43,9 @@ def story() -> nbformat.NotebookNode:
 
 @pytest.fixture
 def lab(tmp_path):
-    home = tmp_path / "home"
-    for plugin, settings in LAB_SETTINGS.items():
-        path = home / "lab-settings" / f"{plugin}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(settings))
-    (home / "root").mkdir(parents=True)
-    nbformat.write(story(), home / "root" / NOTEBOOK)
-    args = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
-    with jupyter_server(home, app="jupyterlab", args=args, CUDAASSERT_TEST_PRETEND_GPU="1",
-                        JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
-                        JUPYTERLAB_WORKSPACES_DIR=str(home / "lab-workspaces")) as server:
-        # the notebook's kernel exists before the page opens: Lab attaches to it (no kernel dialog, no race)
-        session = server.rest("POST", "api/sessions", {"path": NOTEBOOK, "type": "notebook", "name": NOTEBOOK,
-                                                       "kernel": {"name": "python3"}})
-        yield server, session["kernel"]["id"]
-
-
-@contextlib.contextmanager
-def notebook_page(server: Any, tmp_path: Path) -> Iterator[tuple[Any, Callable[[], float]]]:
-    from playwright.sync_api import expect, sync_playwright
-
-    assert shutil.which(CHROMIUM), "Debian's chromium is missing: apt-get install -y chromium (.ci/run does)"
-    deadline = time.monotonic() + BUDGET_S
-
-    def left_ms() -> float:
-        return max(1000.0, (deadline - time.monotonic()) * 1000)
-
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1300, "height": 2400})
-        page = context.pages[0] if context.pages else context.new_page()
-        try:
-            page.goto(f"{server.url}lab/tree/{NOTEBOOK}?token={server.token}", timeout=left_ms())
-            expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=left_ms())
-            idle(page, left_ms)
-            yield page, left_ms
-        except Exception:
-            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)  # kept in pytest's tmp dir
-            raise
-        finally:
-            context.close()
-
-
-def idle(page: Any, left_ms: Callable[[], float]) -> None:
-    from playwright.sync_api import expect
-
-    expect(page.locator(".jp-StatusBar-Widget", has_text="Python 3 (ipykernel) | Idle").first).to_be_visible(
-        timeout=left_ms())
+    """JupyterLab with the story notebook; its kernel pretends a GPU is there (the restart flow's checks)."""
+    with lab_server(tmp_path / "home", NOTEBOOK, story(), CUDAASSERT_TEST_PRETEND_GPU="1") as (server, kernel_id):
+        yield server, kernel_id
 
 
 def shoot(locator: Any, tmp_path: Path, name: str, first: Any = None) -> None:
@@ -120,7 +68,7 @@ def test_one_click_restarts_replays_the_setup_and_the_validator_names_the_bad_la
     from playwright.sync_api import expect
 
     server, kernel_id = lab
-    with notebook_page(server, tmp_path) as (page, left_ms):
+    with notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2400}) as (page, left_ms):
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
         failing = page.locator(".jp-Notebook .jp-Cell").nth(len(CELLS))
