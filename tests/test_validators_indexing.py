@@ -8,29 +8,18 @@ them."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Optional
 
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from validator_outcomes import SETTINGS, outcome
 
 from cudaassert_ipy.validators import ValidationError, ValidationIndexError, ValidationRuntimeError, validators
 
 pytestmark = pytest.mark.usefixtures("validator_strategy")
-
-SETTINGS = settings(max_examples=60, deadline=None)
-
-
-def outcome(fn: Callable[[], Any]) -> tuple[Optional[BaseException], Any]:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return None, fn()
-    except Exception as e:  # the outcome itself is what the tests compare
-        return e, None
 
 
 #: CPU messages for bad index *values* (the rest are host-side shape/dtype checks torch keeps doing)

@@ -3,31 +3,21 @@ targets leave the documented range), with the same exception type, and never cha
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Optional
 
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from validator_outcomes import SETTINGS, outcome
 
 from cudaassert_ipy.validators import ValidationError, ValidationIndexError, ValidationRuntimeError, validators
 
 pytestmark = pytest.mark.usefixtures("validator_strategy")
 
-SETTINGS = settings(max_examples=60, deadline=None)
 #: CPU messages for bad values (the rest are host-side dtype/shape checks torch keeps doing)
 VALUE_ERRORS = ("out of bounds", "should be between 0 and 1")
-
-
-def outcome(fn: Callable[[], Any]) -> tuple[Optional[BaseException], Any]:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return None, fn()
-    except Exception as e:  # the outcome itself is what the tests compare
-        return e, None
 
 
 def assert_same_outcome(fn: Callable[[], Any]) -> Optional[ValidationError]:

@@ -4,30 +4,19 @@ repeat_interleave): raise exactly when CPU PyTorch raises, with an exception of 
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Callable, Optional
 
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch.distributions import Bernoulli, Categorical
+from validator_outcomes import SETTINGS, outcome
 
 from cudaassert_ipy.validators import ValidationError, ValidationRuntimeError, validators
 
 pytestmark = pytest.mark.usefixtures("validator_strategy")
-
-SETTINGS = settings(max_examples=60, deadline=None)
-
-
-def outcome(fn: Callable[[], Any]) -> tuple[Optional[BaseException], Any]:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return None, fn()
-    except Exception as e:  # the outcome itself is what the tests compare
-        return e, None
 
 
 def assert_same_verdict(fn: Callable[[], Any]) -> Optional[ValidationError]:

@@ -1,0 +1,21 @@
+"""Shared by the validators' property tests: run a call and keep what happened, error or result."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Optional
+
+from hypothesis import settings
+
+#: hypothesis settings for the "raises exactly when CPU does" tests (each example runs the call twice)
+SETTINGS = settings(max_examples=60, deadline=None)
+
+
+def outcome(fn: Callable[[], Any]) -> tuple[Optional[BaseException], Any]:
+    """(the exception ``fn`` raised or None, its result or None), warnings silenced."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return None, fn()
+    except Exception as e:  # the outcome itself is what the tests compare
+        return e, None
