@@ -19,7 +19,7 @@ DEAD_CONTEXT = (
     "The GPU context of this kernel is dead. Nothing on the GPU can be used again in this process; "
     "restart the kernel."
 )
-ALIVE_AFTER_VALIDATOR = "The validator stopped this call before the kernel launched: the GPU is still alive."
+ALIVE_AFTER_VALIDATOR = "A validator caught this input before any device-side assert: the GPU is still alive."
 ALIVE_CPU = "This error was raised on the CPU, so no GPU context was harmed."
 
 

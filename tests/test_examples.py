@@ -27,7 +27,7 @@ FIX = "fix"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 CPU_ALIVE = "[cudaassert] This error was raised on the CPU, so no GPU context was harmed."
-VALIDATOR_ALIVE = "[cudaassert] The validator stopped this call before the kernel launched: the GPU is still alive."
+VALIDATOR_ALIVE = "[cudaassert] A validator caught this input before any device-side assert: the GPU is still alive."
 
 
 @dataclass(frozen=True)
@@ -129,8 +129,8 @@ EXPECTED: dict[str, Expected] = {
                 "cross_entropy: target has 1 bad value; valid: 0..9 (or ignore_index=-100). First bad: "
                 "target[17]=10.",
                 VALIDATOR_ALIVE,
-                "(Stopped by cudaassert validators before the kernel launched: no device-side assert was "
-                "triggered and the GPU is still usable.)",
+                "(Caught by cudaassert validators: on a GPU this input triggers a device-side assert; raised as "
+                "this Python error instead, so no GPU context is harmed.)",
             ),
             "preflight": (
                 "preflight: scanned 1000 samples",

@@ -279,7 +279,7 @@ def test_a_validator_error_gets_the_same_diagnosis_and_says_the_gpu_is_alive(loa
     assert type(result.error_in_exec).__name__ == "ValidationIndexError"
     assert isinstance(result.error_in_exec, IndexError)  # existing `except IndexError` still works
     out = capsys.readouterr().out
-    assert "[cudaassert] The validator stopped this call before the kernel launched: the GPU is still alive." in out
+    assert "[cudaassert] A validator caught this input before any device-side assert: the GPU is still alive." in out
     assert "[cudaassert] GPU alive · class label out of range in cross_entropy" in out
     assert "valid range: 0..194" in out
     assert not loaded.state.dead

@@ -131,8 +131,8 @@ def test_cross_entropy_message_names_target_range_positions_and_the_fix() -> Non
     assert "Likely fix: the input has 195 classes (input.shape[1] == 195) but the target reaches 195" in text
     assert "\nIn general: " in text
     assert text.endswith(
-        "(Stopped by cudaassert validators before the kernel launched: no device-side assert was "
-        "triggered and the GPU is still usable.)"
+        "(Caught by cudaassert validators: on a GPU this input triggers a device-side assert; raised as "
+        "this Python error instead, so no GPU context is harmed.)"
     )
 
 

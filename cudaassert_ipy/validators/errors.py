@@ -49,8 +49,8 @@ HINT_LINE = "Likely fix: {hint}"
 GENERIC_LINE = "In general: {fix}"
 #: Last line: what happened to the GPU.
 FOOTER = (
-    "(Stopped by cudaassert validators before the kernel launched: no device-side assert was "
-    "triggered and the GPU is still usable.)"
+    "(Caught by cudaassert validators: on a GPU this input triggers a device-side assert; raised as this "
+    "Python error instead, so no GPU context is harmed.)"
 )
 #: Errors from check_labels / check_token_ids / preflight: nothing ran on the GPU.
 PREFLIGHT_FOOTER = "(Found by cudaassert on the CPU, before anything ran on the GPU.)"
@@ -202,7 +202,7 @@ def generic_fix(cause_id: str) -> str:
 
 
 class ValidationError(Exception):
-    """A bad input found before the kernel launched. See the module docstring."""
+    """A bad input, raised as a Python error instead of a device-side assert. See the module docstring."""
 
     op: str
     argument: str

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.kernel]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 DEAD = ("[cudaassert] The GPU context of this kernel is dead. Nothing on the GPU can be used again in this process; "
         "restart the kernel.")
-ALIVE = "[cudaassert] The validator stopped this call before the kernel launched: the GPU is still alive."
+ALIVE = "[cudaassert] A validator caught this input before any device-side assert: the GPU is still alive."
 
 SETUP = """
 import os
