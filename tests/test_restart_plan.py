@@ -764,7 +764,8 @@ def test_the_what_is_on_banner_names_each_setting_its_cost_and_the_way_back():
         "  - CUDA_LAUNCH_BLOCKING=1: each CUDA call waits for the GPU, so an error is raised at the line that caused "
         "it. Cost: GPU work runs slower (often 1.2–3x).\n"
         "  - validators: cross_entropy, indexing, embedding, gather, one_hot … check their inputs before the kernel "
-        "launches, so a bad value is a Python error and the GPU stays alive. Cost: about +10–15% per training step.\n"
+        "launches, so a bad value is a Python error and the GPU stays alive. Cost: one small check and one GPU sync "
+        "per checked call (one to a few per training step).\n"
         "  Back to normal speed: `%cudaassert restart --normal` (restarts and replays your setup without these).")
     html = OnBanner("cpu")._repr_mimebundle_()["text/html"]
     assert "<code>%cudaassert restart --normal</code>" in html and "CPU mode: CUDA_VISIBLE_DEVICES= hides" in html
