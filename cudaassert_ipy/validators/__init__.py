@@ -17,7 +17,7 @@ Usage::
 
 Cost: on CUDA one small reduction and one device-to-host read per checked call. On CPU an
 exact CPU kernel checks first and only its failures are explained (see ``mode``), so a CPU
-training step pays only for the interception (MLP step +5-8%).
+training step pays only for the interception (MLP step +4-10%).
 
 Thread-local: torch keeps its mode stack per thread, so enabling affects the calling thread
 only (IPython runs cells in the main thread). Compiled regions (``torch.compile``) are not
