@@ -54,6 +54,9 @@ class CellWatcher:
         if not self._stack:
             return
         last_before, mark, started, info = self._stack.pop()
+        tap = self.ext.tap
+        if mark and tap is not None:  # keep this cell's fd output in this cell: ipykernel publishes it from a thread
+            tap.settle(mark)
         validator_mode = _modules.get("cudaassert_ipy.validators.mode")  # loaded once validators were on
         if validator_mode is not None:  # an optimizer step that raised may have left them suspended
             validator_mode.resume_suspended()

@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import errno
 import os
+import select
 import selectors
 import stat
 import sys
@@ -30,6 +31,13 @@ _CHUNK = 1 << 16
 _DRAIN_LIMIT = 64 << 20  # drain() stops after this much so a writer in a loop cannot pin it
 _IDLE_S = 0.05  # stop() waits for this much quiet; a child still writing to our pipe gets a lingering forwarder
 _STOP_TIMEOUT_S = 5.0
+_SETTLE_S = 1.0  # settle() waits at most this long for the next reader; one that is slower is not waited for again
+
+try:  # Linux and macOS: how many bytes a pipe holds, asked through either end
+    from fcntl import ioctl as _ioctl
+    from termios import FIONREAD as _FIONREAD
+except ImportError:  # Windows: the tap does not start there
+    _ioctl, _FIONREAD = None, 0
 
 
 class TapError(RuntimeError):
@@ -39,12 +47,13 @@ class TapError(RuntimeError):
 class _Channel:
     """One tapped fd: our pipe's read end and a duplicate of what the fd pointed to before."""
 
-    __slots__ = ("broken", "eof", "fd", "prev", "read")
+    __slots__ = ("broken", "eof", "fd", "prev", "read", "waits")
 
-    def __init__(self, fd: int, prev: int, read: int) -> None:
+    def __init__(self, fd: int, prev: int, read: int, waits: bool = False) -> None:
         self.fd, self.prev, self.read = fd, prev, read
         self.eof = False  # every write end is closed
         self.broken = False  # the old destination refuses bytes (EPIPE, EBADF); we still record
+        self.waits = waits  # the old destination is a pipe whose reader settle() waits for
 
 
 class FdTap:
@@ -112,10 +121,11 @@ class FdTap:
                 read, write = os.pipe()
                 opened += [read, write]
                 _enlarge(write)
-                if stat.S_ISFIFO(os.fstat(prev).st_mode):
+                fifo = stat.S_ISFIFO(os.fstat(prev).st_mode)
+                if fifo:
                     _enlarge(prev)
                 os.set_blocking(read, False)
-                pending.append((_Channel(fd, prev, read), write))
+                pending.append((_Channel(fd, prev, read, waits=fifo and _ioctl is not None), write))
             for channel, write in pending:
                 _dup2(write, channel.fd)
                 switched.append(channel)
@@ -164,6 +174,7 @@ class FdTap:
                 self.error = TapError("fd tap reader did not stop; its descriptors are left open")
                 return
         held = self._finish(self._channels, time.monotonic() + _STOP_TIMEOUT_S, _IDLE_S)
+        _wait_read([channel for channel in self._channels if channel not in held], time.monotonic() + _SETTLE_S)
         for channel in self._channels:
             if channel not in held:
                 _close(channel.read)
@@ -190,6 +201,23 @@ class FdTap:
         _flush_c()
         with self._lock:
             self._pump_all(_DRAIN_LIMIT)
+
+    def settle(self, timeout: float = _SETTLE_S) -> None:
+        """Forward what is in our pipes, then wait until the pipe we forward to has been read, or ``timeout``.
+
+        ipykernel reads its fd pipe from a thread (1000 bytes at a time) and publishes what it read as
+        the running cell's output. Bytes it reads after the cell's idle message reach the frontend late,
+        and JupyterLab drops output for a finished cell; so before a cell ends, wait for that reader.
+        A destination still holding bytes after ``timeout`` (nobody reads it) is not waited for again.
+        """
+        if not self.active:
+            return
+        self.drain()
+        _wait_read(self._channels, time.monotonic() + timeout)
+
+    def unread(self) -> bool:
+        """Whether bytes sit in our pipes, written but not yet forwarded (one ioctl per fd)."""
+        return any(_unread(channel.read) > 0 for channel in self._channels)
 
     def mark(self) -> int:
         """A position in the byte stream; bytes already written are before it (we drain first)."""
@@ -288,6 +316,7 @@ class TapSet:
 
     def __init__(self, fds: Iterable[int] = (2, 1), tail_bytes: int = 4 * 1024 * 1024) -> None:
         self.taps = [FdTap(fds=(fd,), tail_bytes=tail_bytes) for fd in dict.fromkeys(fds)]
+        self._unread: Any = None  # a select.poll over our pipes' read ends while started: one call asks them all
 
     @property
     def fds(self) -> Tuple[int, ...]:
@@ -307,8 +336,14 @@ class TapSet:
             for tap in reversed(started):
                 tap.stop()
             raise
+        if hasattr(select, "poll"):
+            self._unread = select.poll()
+            for tap in self.taps:
+                for channel in tap._channels:
+                    self._unread.register(channel.read, select.POLLIN)
 
     def stop(self) -> None:
+        self._unread = None
         for tap in reversed(self.taps):
             tap.stop()
 
@@ -318,6 +353,16 @@ class TapSet:
     def drain(self) -> None:
         for tap in self.taps:
             tap.drain()
+
+    def settle(self, mark: Tuple[int, ...]) -> None:
+        """``FdTap.settle`` when anything was written since ``mark``; a quiet cell costs one ``poll()``."""
+        if self.mark() == mark and not (self._unread.poll(0) if self._unread is not None else self.unread()):
+            return
+        for tap in self.taps:
+            tap.settle()
+
+    def unread(self) -> bool:
+        return any(tap.unread() for tap in self.taps)
 
     def text_since(self, mark: Tuple[int, ...]) -> str:
         parts = [tap.text_since(m) for tap, m in zip(self.taps, mark)]
@@ -337,6 +382,30 @@ def _write_all(fd: int, data: bytes) -> bool:
         except OSError:
             return False
     return True
+
+
+def _wait_read(channels: Iterable[_Channel], deadline: float) -> None:
+    """Wait until each old destination pipe is empty; one still full at ``deadline`` is not waited for again."""
+    for channel in channels:
+        if not channel.waits or channel.broken:
+            continue
+        waited = False
+        while _unread(channel.prev) > 0:
+            if time.monotonic() >= deadline:
+                channel.waits = False
+                break
+            waited = True
+            time.sleep(0.0005)
+        if waited:  # the reader took the last chunk; give it a moment to hand that chunk on
+            time.sleep(0.001)
+
+
+def _unread(fd: int) -> int:
+    """Bytes waiting in the pipe ``fd`` belongs to (either end); 0 when that cannot be asked."""
+    try:
+        return int.from_bytes(_ioctl(fd, _FIONREAD, b"\0\0\0\0"), sys.byteorder)  # type: ignore[misc]
+    except (OSError, TypeError):
+        return 0
 
 
 def _read_all(fd: int) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import pytest
 
+from cudaassert_ipy import stderr_tap
 from cudaassert_ipy.stderr_tap import FdTap, TapError, TapSet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -496,3 +497,52 @@ def test_a_tap_set_keeps_fd1_and_fd2_apart_so_lines_are_never_split() -> None:
     assert text.count("stdout chunk") == 200
     assert taps.fds == (err.write, out.write) and not taps.active
     assert err.close().count(b"failed.\n") == 200 and out.close().count(b"stdout chunk") == 200
+
+
+def test_settle_waits_until_the_next_reader_has_taken_every_forwarded_byte() -> None:
+    """ipykernel's reader publishes what it reads as the cell's output: what it reads after idle is lost."""
+    pipe = PrivatePipe(slow=True)  # 4 KiB per 0.5 ms: 300 KB takes it tens of milliseconds
+    payload = b"y" * 300_000
+    taps = TapSet(fds=(pipe.write,))
+    taps.start()
+    try:
+        m = taps.mark()
+        os.write(pipe.write, payload)
+        taps.settle(m)
+        assert stderr_tap._unread(pipe.read) == 0
+        assert len(pipe.data) >= len(payload) - 4096  # at most the chunk the reader holds right now
+    finally:
+        taps.stop()
+    assert pipe.close() == payload
+
+
+def test_settle_gives_up_on_a_destination_nobody_reads_and_never_waits_for_it_again() -> None:
+    read, write = os.pipe()
+    tap = FdTap(fds=(write,))
+    tap.start()
+    try:
+        os.write(write, b"nobody reads this\n")
+        assert tap._channels[0].waits is True
+        tap.settle(timeout=0.05)
+        assert tap._channels[0].waits is False
+        assert stderr_tap._unread(read) == len(b"nobody reads this\n")  # forwarded, kept, not dropped
+    finally:
+        tap.stop()
+        os.close(write)
+    assert os.read(read, 100) == b"nobody reads this\n"
+    os.close(read)
+
+
+def test_settle_after_a_quiet_cell_does_not_wait_for_bytes_written_before_it() -> None:
+    read, write = os.pipe()
+    taps = TapSet(fds=(write,))
+    taps.start()
+    try:
+        os.write(write, b"an earlier cell's output, unread\n")
+        taps.drain()
+        taps.settle(taps.mark())
+        assert taps.taps[0]._channels[0].waits is True  # it did not time out waiting on the earlier bytes
+    finally:
+        taps.stop()
+        os.close(write)
+        os.close(read)

@@ -109,3 +109,21 @@ tap.stop()
     reply, messages = execute(kernel, code, timeout=15)
     assert reply["status"] == "ok", reply
     assert stream_text(messages, "stderr") == "z" * 200000
+
+
+def test_with_the_extension_loaded_each_cells_fd_output_arrives_before_that_cell_goes_idle(kernel: Any) -> None:
+    """ipykernel publishes fd output from a reader thread; bytes it reads after idle miss their cell in JupyterLab."""
+    reply, _ = execute(kernel, "%load_ext cudaassert")
+    assert reply["status"] == "ok", reply
+    try:
+        late = []
+        for i in range(15):
+            payload = f"cell {i} " + "x" * 200_000 + "\n"
+            reply, messages = execute(kernel, f"import os\nos.write(2, {payload.encode()!r})\n")
+            assert reply["status"] == "ok", reply
+            text = stream_text(messages, "stderr")
+            if text != payload:
+                late.append((i, len(text)))
+        assert late == [], f"cells whose fd output was still arriving after idle (cell, bytes by idle): {late}"
+    finally:
+        execute(kernel, "%unload_ext cudaassert")
