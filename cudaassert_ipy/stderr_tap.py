@@ -207,7 +207,8 @@ class FdTap:
 
         ipykernel reads its fd pipe from a thread (1000 bytes at a time) and publishes what it read as
         the running cell's output. Bytes it reads after the cell's idle message reach the frontend late,
-        and JupyterLab drops output for a finished cell; so before a cell ends, wait for that reader.
+        and JupyterLab may not show output for a finished cell (jupyterlab#629); so before a cell ends,
+        wait for that reader.
         A destination still holding bytes after ``timeout`` (nobody reads it) is not waited for again.
         """
         if not self.active:
