@@ -47,13 +47,14 @@ class TapError(RuntimeError):
 class _Channel:
     """One tapped fd: our pipe's read end and a duplicate of what the fd pointed to before."""
 
-    __slots__ = ("broken", "eof", "fd", "prev", "read", "waits")
+    __slots__ = ("broken", "eof", "fd", "forwarded", "prev", "read", "waits")
 
     def __init__(self, fd: int, prev: int, read: int, waits: bool = False) -> None:
         self.fd, self.prev, self.read = fd, prev, read
         self.eof = False  # every write end is closed
         self.broken = False  # the old destination refuses bytes (EPIPE, EBADF); we still record
         self.waits = waits  # the old destination is a pipe whose reader settle() waits for
+        self.forwarded = 0  # bytes written to the old destination
 
 
 class FdTap:
@@ -298,6 +299,7 @@ class FdTap:
             done += len(data)
             if not channel.broken:
                 channel.broken = not _write_all(channel.prev, data)
+                channel.forwarded += len(data)
             self._record(data)
 
     def _record(self, data: bytes) -> None:
@@ -386,12 +388,14 @@ def _write_all(fd: int, data: bytes) -> bool:
 
 
 def _wait_read(channels: Iterable[_Channel], deadline: float) -> None:
-    """Wait until each old destination pipe is empty; one still full at ``deadline`` is not waited for again."""
+    """Wait until each old destination's reader has taken the bytes its pipe holds now (not those written
+    meanwhile: a child that never stops writing must not hold the cell); one still behind at ``deadline``
+    is not waited for again."""
     for channel in channels:
         if not channel.waits or channel.broken:
             continue
-        waited = False
-        while _unread(channel.prev) > 0:
+        waited, start = False, channel.forwarded
+        while _unread(channel.prev) > channel.forwarded - start:  # pipes are FIFO: newer bytes sit behind
             if time.monotonic() >= deadline:
                 channel.waits = False
                 break

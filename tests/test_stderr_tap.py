@@ -362,11 +362,11 @@ def test_a_forked_childs_writes_reach_the_parents_tail_and_its_stop_changes_noth
 class PrivatePipe:
     """A pipe whose write end we tap and whose read end a thread collects."""
 
-    def __init__(self, nonblocking_destination: bool = False, slow: bool = False) -> None:
+    def __init__(self, nonblocking_destination: bool = False, slow: bool = False, pause: float = 0.0005) -> None:
         self.read, self.write = os.pipe()
         if nonblocking_destination:
             os.set_blocking(self.write, False)
-        self.slow = slow
+        self.slow, self.pause = slow, pause
         self.data = bytearray()
         self.thread = threading.Thread(target=self._collect, daemon=True)
         self.thread.start()
@@ -378,7 +378,7 @@ class PrivatePipe:
                 return
             self.data += chunk
             if self.slow:
-                time.sleep(0.0005)
+                time.sleep(self.pause)
 
     def close(self) -> bytes:
         os.close(self.write)
@@ -546,3 +546,29 @@ def test_settle_after_a_quiet_cell_does_not_wait_for_bytes_written_before_it() -
         taps.stop()
         os.close(write)
         os.close(read)
+
+
+def test_settle_waits_only_for_what_was_written_before_it_not_for_a_writer_that_never_stops() -> None:
+    """A child logging forever must not hold every cell for the whole timeout (and then lose the wait)."""
+    pipe = PrivatePipe(slow=True, pause=0.005)  # reads about 0.8 MB/s
+    taps = TapSet(fds=(pipe.write,))
+    taps.start()
+    stop = threading.Event()
+
+    def write_forever() -> None:  # about 1.6 MB/s: the destination pipe never empties
+        while not stop.is_set():
+            os.write(pipe.write, b"w" * 8192)
+            time.sleep(0.005)
+
+    m = taps.mark()  # the cell starts, then a child it started logs on and on
+    writer = threading.Thread(target=write_forever, daemon=True)
+    writer.start()
+    try:
+        time.sleep(0.05)
+        taps.settle(m)
+        assert taps.taps[0]._channels[0].waits is True  # the backlog was read; it did not run into the timeout
+    finally:
+        stop.set()
+        writer.join(5)
+        taps.stop()
+    assert set(pipe.close()) == {ord("w")}
