@@ -95,7 +95,7 @@ import os, sys, time
 from IPython.core.interactiveshell import InteractiveShell
 ip = InteractiveShell.instance()
 ip.run_line_magic('load_ext', 'cudaassert')
-from cudaassert_ipy import extension
+from cudaassert_ipy.shell import extension
 ext = extension.current(ip)
 post = ext.watcher.post_run_cell
 spent = []

@@ -20,14 +20,14 @@ import sys
 import time
 from typing import List, Tuple
 
-from cudaassert_ipy.assert_lines import scan
+from cudaassert_ipy.capture.assert_lines import scan
 
 BURST_MB = 100
 CHUNK = 1 << 20
 
 BURST_CHILD = """
 import hashlib, os, sys, time
-from cudaassert_ipy.stderr_tap import FdTap
+from cudaassert_ipy.capture.fd_tap import FdTap
 tap = FdTap() if {tapped} else None
 if tap: tap.start()
 block = bytes(range(256)) * ({chunk} // 256)
@@ -40,7 +40,7 @@ os.write(1, repr((time.perf_counter() - t0, tap.dropped_bytes if tap else 0)).en
 
 LATENCY_CHILD = """
 import os, sys, threading, time
-from cudaassert_ipy.stderr_tap import FdTap
+from cudaassert_ipy.capture.fd_tap import FdTap
 seen = threading.Event()
 class Probe(FdTap):
     def _record(self, data):

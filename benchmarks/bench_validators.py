@@ -43,8 +43,8 @@ from torch.overrides import _push_mode
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
 
-from cudaassert_ipy.validators import disable_validators, enable_validators, mode
-from cudaassert_ipy.validators.mode import ValidatorMode
+from cudaassert_ipy.checks import disable_validators, enable_validators, mode
+from cudaassert_ipy.checks.mode import ValidatorMode
 
 
 class checks_first:

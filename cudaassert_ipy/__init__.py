@@ -26,26 +26,26 @@ __all__ = [
 
 # public name -> module that defines it (imported lazily, on first attribute access)
 _LAZY = {
-    "validators": "cudaassert_ipy.validators",
-    "enable_validators": "cudaassert_ipy.validators",
-    "disable_validators": "cudaassert_ipy.validators",
-    "check_labels": "cudaassert_ipy.validators.preflight",
-    "check_token_ids": "cudaassert_ipy.validators.preflight",
-    "preflight": "cudaassert_ipy.validators.preflight",
-    "last_diagnosis": "cudaassert_ipy.extension",
+    "validators": "cudaassert_ipy.checks",
+    "enable_validators": "cudaassert_ipy.checks",
+    "disable_validators": "cudaassert_ipy.checks",
+    "check_labels": "cudaassert_ipy.data.preflight",
+    "check_token_ids": "cudaassert_ipy.data.preflight",
+    "preflight": "cudaassert_ipy.data.preflight",
+    "last_diagnosis": "cudaassert_ipy.shell.extension",
 }
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """Called by ``%load_ext cudaassert`` / ``%load_ext cudaassert_ipy``."""
-    from cudaassert_ipy import extension
+    from cudaassert_ipy.shell import extension
 
     extension.load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Called by ``%unload_ext``; undoes everything ``load`` did."""
-    from cudaassert_ipy import extension
+    from cudaassert_ipy.shell import extension
 
     extension.unload(ipython)
 

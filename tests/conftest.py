@@ -20,7 +20,7 @@ def shell():
     ip.reset(new_session=False)
     ip.user_ns["__name__"] = "__main__"
     yield ip
-    from cudaassert_ipy import extension
+    from cudaassert_ipy.shell import extension
 
     extension.unload(ip)
     for name in ("cudaassert", "cudaassert_ipy"):  # IPython's own bookkeeping of %load_ext
@@ -33,7 +33,7 @@ def loaded(shell):
     """The shell with the extension loaded (fd tap off: in-process tests must not re-plumb pytest's fds)."""
     shell.config.CudaAssert.tap = False
     shell.run_line_magic("load_ext", "cudaassert")
-    from cudaassert_ipy import extension
+    from cudaassert_ipy.shell import extension
 
     return extension.current(shell)
 
@@ -52,7 +52,7 @@ def validator_strategy(request, monkeypatch):
     CPU), and the CPU default, where an exact CPU kernel checks first and only its failures are
     explained. The property tests then prove both that a checker has no false positives and that
     the CPU kernel it trusts raises exactly when the checker would."""
-    from cudaassert_ipy.validators.mode import ValidatorMode
+    from cudaassert_ipy.checks.mode import ValidatorMode
 
     monkeypatch.setattr(ValidatorMode, "trust_cpu_kernels", request.param == "cpu-kernel-first")
     return request.param

@@ -36,7 +36,7 @@ def cross_entropy(logits: Any, labels: Any) -> Any:
     """``F.cross_entropy``, failing the way a GPU fails when the test pretends there is one."""
     import torch.nn.functional as F
 
-    from cudaassert_ipy.validators import ValidationError
+    from cudaassert_ipy.checks import ValidationError
 
     gpu_would_assert = False
     try:

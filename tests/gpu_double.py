@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 CATALOGUE = json.loads(
-    (Path(__file__).resolve().parents[1] / "cudaassert_ipy" / "causes" / "device_asserts.json").read_text()
+    (Path(__file__).resolve().parents[1] / "cudaassert_ipy" / "diagnose" / "causes" / "device_asserts.json").read_text()
 )
 BY_ID = {e["id"]: e for e in CATALOGUE}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cudaassert_ipy.assert_lines import (
+from cudaassert_ipy.capture.assert_lines import (
     AssertLine,
     AssertSite,
     fold,
@@ -20,7 +20,7 @@ from cudaassert_ipy.assert_lines import (
     short_function,
 )
 
-CATALOGUE = Path(__file__).resolve().parents[1] / "cudaassert_ipy" / "causes" / "device_asserts.json"
+CATALOGUE = Path(__file__).resolve().parents[1] / "cudaassert_ipy" / "diagnose" / "causes" / "device_asserts.json"
 LOSS_LINE = (
     "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: "
     "block: [{b},0,0], thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed."

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from gpu_double import CATALOGUE, assertion_lines
 
-from cudaassert_ipy.assert_lines import scan
-from cudaassert_ipy.causes import all_causes, get_cause, markdown_table, match_assert
-from cudaassert_ipy.causes.texts import TEXTS
+from cudaassert_ipy.capture.assert_lines import scan
+from cudaassert_ipy.diagnose.causes import all_causes, get_cause, markdown_table, match_assert
+from cudaassert_ipy.diagnose.causes.texts import TEXTS
 
 ROOT = Path(__file__).resolve().parents[1]
 IDS = [e["id"] for e in CATALOGUE]
@@ -19,7 +19,7 @@ IDS = [e["id"] for e in CATALOGUE]
 
 def test_the_packaged_catalogue_is_the_reference_catalogue():
     reference = ROOT.parent / "shared" / "reference" / "device_asserts.json"
-    packaged = ROOT / "cudaassert_ipy" / "causes" / "device_asserts.json"
+    packaged = ROOT / "cudaassert_ipy" / "diagnose" / "causes" / "device_asserts.json"
     if reference.exists():  # beside the repository on our machines and in CI
         assert json.loads(packaged.read_text()) == json.loads(reference.read_text())
     assert len(all_causes()) == len(CATALOGUE) == 44
@@ -67,7 +67,7 @@ def test_the_readme_known_causes_table_is_generated_from_the_catalogue():
     readme = (ROOT / "README.md").read_text()
     m = re.search(r"<!-- causes-table:start -->\n(.*?)\n<!-- causes-table:end -->", readme, re.S)
     assert m, "README.md lacks the causes-table markers"
-    assert m.group(1) == markdown_table(), "regenerate: python -c 'from cudaassert_ipy.causes import " \
+    assert m.group(1) == markdown_table(), "regenerate: python -c 'from cudaassert_ipy.diagnose.causes import " \
         "markdown_table; print(markdown_table())'"
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from IPython.core.error import UsageError
 
-from cudaassert_ipy.cell_history import CellHistory, is_display_only, parse_cell_numbers, replayable_source
-from cudaassert_ipy.exception_hook import CellOutcome
+from cudaassert_ipy.restart.cell_history import CellHistory, is_display_only, parse_cell_numbers, replayable_source
+from cudaassert_ipy.shell.cell_watcher import CellOutcome
 
 
 def outcome(source, number, ok=True, duration=0.5, cell_id=None):
@@ -165,7 +165,7 @@ def test_setup_magic_rejects_bad_and_unknown_numbers_with_the_fix(loaded, shell)
 
 
 def test_unload_removes_the_history_listener(loaded, shell):
-    from cudaassert_ipy import extension
+    from cudaassert_ipy.shell import extension
 
     watcher = loaded.watcher
     assert loaded.history.record in watcher.listeners
@@ -177,7 +177,7 @@ def test_the_cell_that_loads_the_extension_is_in_the_history_too(shell):
     shell.config.CudaAssert.tap = False
     number = shell.execution_count
     shell.run_cell("%load_ext cudaassert\nimport os\nsetup_done = True", store_history=True)
-    from cudaassert_ipy import extension
+    from cudaassert_ipy.shell import extension
 
     rec = extension.current(shell).history.records[0]
     assert (rec.number, rec.ok, rec.replayed) == (number, True, False)

@@ -16,19 +16,19 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, magics_class
 from torch.overrides import _get_current_function_mode_stack
 
-from cudaassert_ipy import debug_cell
-from cudaassert_ipy.validators import (
+from cudaassert_ipy.checks import (
     NonFiniteError,
     ValidationIndexError,
     disable_validators,
     enable_validators,
     validators_enabled,
 )
+from cudaassert_ipy.shell import debug_cell
 
 
 @magics_class
 class DebugMagics(Magics):
-    """The thin shell the extension registers (same code as in cudaassert_ipy.magics)."""
+    """The thin shell the extension registers (same code as in cudaassert_ipy.shell.magics)."""
 
     @debug_cell.debug_magic_arguments
     @cell_magic

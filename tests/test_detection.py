@@ -13,7 +13,7 @@ from gpu_double import (
     make_exception,
 )
 
-from cudaassert_ipy.detection import Kind, classify
+from cudaassert_ipy.diagnose.detection import Kind, classify
 
 
 @pytest.mark.parametrize("label", sorted(DEVICE_ASSERT_WORDINGS))

@@ -9,8 +9,16 @@ from dataclasses import replace
 import pynvml
 import pytest
 
-from cudaassert_ipy import gpu_state
-from cudaassert_ipy.gpu_state import GpuState, describe, nvml_target, reading, reason_for, snapshot, summary_line
+from cudaassert_ipy.diagnose import gpu_state
+from cudaassert_ipy.diagnose.gpu_state import (
+    GpuState,
+    describe,
+    nvml_target,
+    reading,
+    reason_for,
+    snapshot,
+    summary_line,
+)
 
 A100 = GpuState(device_index=0, nvml_index=0, name="NVIDIA A100-SXM4-40GB", process_bytes=int(1.25 * 2**30),
                 used_bytes=int(9.5 * 2**30), total_bytes=40 * 2**30, other_processes=2,

@@ -8,7 +8,7 @@ import sys
 import pytest
 from IPython.core.error import UsageError
 
-from cudaassert_ipy import extension
+from cudaassert_ipy.shell import extension
 
 
 def _snapshot(ip):

@@ -10,14 +10,14 @@ import pytest
 from gpu_double import assertion_lines
 from IPython.utils.capture import capture_output
 
-from cudaassert_ipy import panel
-from cudaassert_ipy.actions import Action, ReplayChoice
-from cudaassert_ipy.assert_lines import scan
-from cudaassert_ipy.detection import classify
-from cudaassert_ipy.diagnosis import diagnose
-from cudaassert_ipy.evidence import collect
-from cudaassert_ipy.gpu_state import GpuState
-from cudaassert_ipy.report import to_html, to_markdown, to_text
+from cudaassert_ipy.capture.assert_lines import scan
+from cudaassert_ipy.diagnose.detection import classify
+from cudaassert_ipy.diagnose.diagnosis import diagnose
+from cudaassert_ipy.diagnose.evidence import collect
+from cudaassert_ipy.diagnose.gpu_state import GpuState
+from cudaassert_ipy.view import panel
+from cudaassert_ipy.view.actions import Action, ReplayChoice
+from cudaassert_ipy.view.report import to_html, to_markdown, to_text
 
 SETUP = """
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -132,7 +132,7 @@ def test_buttons_that_share_a_reason_share_one_note(diagnosis):
 
 
 def test_the_checklist_comes_with_the_restart_modules_action_list(diagnosis):
-    from cudaassert_ipy.restart import ActionList
+    from cudaassert_ipy.restart.request import ActionList
 
     choices = [ReplayChoice(2, "import torch", 0.5)]
     root = panel.build(diagnosis, ActionList([Action("restart_replay", "Restart & replay setup", print)], choices))

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from cudaassert_ipy.validators import ValidationIndexError
-from cudaassert_ipy.validators.preflight import PreflightReport, check_labels, check_token_ids, preflight
+from cudaassert_ipy.checks import ValidationIndexError
+from cudaassert_ipy.data.preflight import PreflightReport, check_labels, check_token_ids, preflight
 
 
 def labelled_dataset() -> TensorDataset:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudaassert_ipy import extension
+from cudaassert_ipy.shell import extension
 
 SETUP_196 = """
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -209,7 +209,7 @@ def test_reports_off_shows_nothing(loaded, shell, capsys):
 def test_the_report_has_text_html_and_markdown(loaded, shell):
     _run(shell, SETUP_196)
     _run(shell, "F.cross_entropy(model(torch.randn(4, 8)), labels)")
-    from cudaassert_ipy.report import Report
+    from cudaassert_ipy.view.report import Report
 
     bundle = Report(loaded.last)._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html", "text/markdown"}
@@ -289,7 +289,7 @@ def test_validators_follow_the_environment_variable_at_load(shell, monkeypatch):
     monkeypatch.setenv("CUDAASSERT_VALIDATORS", "1")
     shell.config.CudaAssert.tap = False
     shell.run_line_magic("load_ext", "cudaassert")
-    from cudaassert_ipy import extension
+    from cudaassert_ipy.shell import extension
 
     ext = extension.current(shell)
     assert ext.validators_on()

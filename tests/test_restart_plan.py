@@ -24,9 +24,12 @@ import pytest
 from conftest import ROOT
 from IPython.core.error import UsageError
 
-from cudaassert_ipy import extension, replay, restart, resume_plan, startup_stub
-from cudaassert_ipy.frontend import Frontend
-from cudaassert_ipy.resume_plan import PlanError, claim, has_plan_files, pending_keys, write_plan
+from cudaassert_ipy.restart import plan_files as resume_plan
+from cudaassert_ipy.restart import replay, startup_stub
+from cudaassert_ipy.restart import request as restart
+from cudaassert_ipy.restart.frontend import Frontend
+from cudaassert_ipy.restart.plan_files import PlanError, claim, has_plan_files, pending_keys, write_plan
+from cudaassert_ipy.shell import extension
 
 
 def dead_pid() -> int:
@@ -284,7 +287,7 @@ t0 = time.perf_counter()
 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
     exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), ns)
 ms = (time.perf_counter() - t0) * 1000
-print(ms, "cudaassert_ipy.replay" in sys.modules, "torch" in sys.modules, "cudaassert_ipy" in sys.modules,
+print(ms, "cudaassert_ipy.restart.replay" in sys.modules, "torch" in sys.modules, "cudaassert_ipy" in sys.modules,
       repr(out.getvalue()), sorted(k for k in ns if not k.startswith("__") and k != "get_ipython"))
 """
 
@@ -336,7 +339,7 @@ def session(loaded, shell, tmp_path, monkeypatch):
     yield loaded
     for event in ("pre_run_cell", "post_run_cell"):
         for cb in list(shell.events.callbacks[event]):
-            if type(getattr(cb, "__self__", None)).__module__ == "cudaassert_ipy.replay":
+            if type(getattr(cb, "__self__", None)).__module__ == "cudaassert_ipy.restart.replay":
                 shell.events.unregister(event, cb)
     replay._STATE.pop(id(shell), None)
     os.environ.clear()
@@ -576,7 +579,7 @@ def test_no_buttons_while_the_gpu_is_alive_and_no_debug_mode_is_on(session, shel
 # -- the replay, started by the stub ----------------------------------------------------------------
 def test_after_the_restart_the_next_cell_replays_the_setup_and_the_validator_catches_the_bad_label(
         session, shell, tmp_path, capsys):
-    from cudaassert_ipy.validators import ValidationIndexError, validators_enabled
+    from cudaassert_ipy.checks import ValidationIndexError, validators_enabled
 
     first = run_story(shell)
     shell.run_line_magic("cudaassert", "restart")
@@ -673,7 +676,7 @@ def test_running_the_setup_cells_yourself_skips_the_replay(session, shell, tmp_p
 
 
 def test_a_normal_restart_replays_without_blocking_mode_or_validators(session, shell, tmp_path, capsys):
-    from cudaassert_ipy.validators import validators_enabled
+    from cudaassert_ipy.checks import validators_enabled
 
     shell.run_cell("x = 41", store_history=True)
     shell.run_line_magic("cudaassert", "restart --normal")
@@ -700,7 +703,7 @@ def test_a_bad_plan_is_reported_in_the_first_cell_and_nothing_replays(session, s
 
 
 def test_vscode_claims_by_notebook_path_at_the_first_cell(session, shell, tmp_path, monkeypatch, capsys):
-    from cudaassert_ipy import frontend
+    from cudaassert_ipy.restart import frontend
 
     shell.user_ns["__vsc_ipynb_file__"] = "/home/me/train.ipynb"
     shell.run_cell("x = 41", store_history=True)
@@ -740,7 +743,7 @@ def test_a_replay_that_breaks_itself_is_one_line_and_the_cell_still_runs(session
 
 
 def test_the_widget_progress_collapses_outputs_and_opens_a_failed_cell():
-    from cudaassert_ipy.replay_view import WidgetProgress
+    from cudaassert_ipy.view.replay_view import WidgetProgress
 
     cells = [{"number": 2, "first_line": "import torch"}, {"number": 3, "first_line": "model = Net()"}]
     p = WidgetProgress(cells)
@@ -757,7 +760,7 @@ def test_the_widget_progress_collapses_outputs_and_opens_a_failed_cell():
 
 # -- every remaining message, and who restarts this kernel ------------------------------------------
 def test_the_what_is_on_banner_names_each_setting_its_cost_and_the_way_back():
-    from cudaassert_ipy.replay_view import OnBanner, on_text
+    from cudaassert_ipy.view.replay_view import OnBanner, on_text
 
     assert on_text("debug") == (
         "[cudaassert] On in this kernel:\n"
@@ -772,7 +775,7 @@ def test_the_what_is_on_banner_names_each_setting_its_cost_and_the_way_back():
 
 
 def test_the_widget_label_counts_the_cells_as_they_replay():
-    from cudaassert_ipy.replay_view import WidgetProgress
+    from cudaassert_ipy.view.replay_view import WidgetProgress
 
     p = WidgetProgress([{"number": 2, "first_line": "a = 1"}, {"number": 3, "first_line": "b = 2"}])
     assert p.label.value == "Replaying setup: 0/2"
@@ -844,7 +847,7 @@ class Kernelish:
 
 @pytest.fixture
 def in_kernel(shell, monkeypatch, tmp_path):
-    from cudaassert_ipy import frontend
+    from cudaassert_ipy.restart import frontend
 
     monkeypatch.setattr(shell, "kernel", Kernelish(), raising=False)
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
@@ -895,14 +898,14 @@ def test_papermill_and_nbclient_runs_are_headless(in_kernel, shell, monkeypatch)
 
 
 def test_plain_ipython_is_a_terminal_keyed_by_directory_and_tty(shell):
-    from cudaassert_ipy import frontend
+    from cudaassert_ipy.restart import frontend
 
     fe = frontend.detect(shell)
     assert fe.kind == "terminal" and fe.key == frontend.terminal_key() and fe.key.startswith("term-")
 
 
 def test_kernel_ids_come_from_the_connection_file_name():
-    from cudaassert_ipy.frontend import kernel_id
+    from cudaassert_ipy.restart.frontend import kernel_id
 
     assert kernel_id("/run/kernel-5f1c-9a.json") == "5f1c-9a"
     assert kernel_id("/run/kernel-v3abcdef.json") == "v3abcdef"
@@ -910,7 +913,7 @@ def test_kernel_ids_come_from_the_connection_file_name():
 
 
 def test_kernels_without_an_id_in_their_connection_file_are_keyed_by_the_file_or_the_host(monkeypatch):
-    from cudaassert_ipy import frontend
+    from cudaassert_ipy.restart import frontend
 
     assert frontend.kernel_key("/run/kernel-5f1c.json") == "5f1c"
     key = frontend.kernel_key("/colab/kernel_conn.json")

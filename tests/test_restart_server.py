@@ -19,8 +19,8 @@ from kernels import execute as jc_execute
 from kernels import text_of as jc_text
 from server_harness import WsKernel, isolated_env, jupyter_server, text_of, widget_id
 
-from cudaassert_ipy import frontend
-from cudaassert_ipy.startup_stub import STUB_NAME
+from cudaassert_ipy.restart import frontend
+from cudaassert_ipy.restart.startup_stub import STUB_NAME
 
 pytestmark = pytest.mark.kernel
 
@@ -32,7 +32,7 @@ SETUP = [
     ("c5", "labels.shape"),
 ]
 FAILING = ("c6", "loss = cross_entropy(logits, labels)")
-CHECK = ("import os\nfrom cudaassert_ipy.validators import validators_enabled\n"
+CHECK = ("import os\nfrom cudaassert_ipy.checks import validators_enabled\n"
          "print(runs, BLOCKING_AT_IMPORT, os.environ['CUDA_LAUNCH_BLOCKING'], validators_enabled(), "
          "repr(os.environ.get('CUDA_VISIBLE_DEVICES')))")
 

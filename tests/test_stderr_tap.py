@@ -19,8 +19,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import pytest
 
-from cudaassert_ipy import stderr_tap
-from cudaassert_ipy.stderr_tap import FdTap, TapError, TapSet
+from cudaassert_ipy.capture import fd_tap as stderr_tap
+from cudaassert_ipy.capture.fd_tap import FdTap, TapError, TapSet
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSERT_LINE = (
@@ -29,7 +29,7 @@ ASSERT_LINE = (
 )
 PRELUDE = """
 import ctypes, json, os, sys, threading, time
-from cudaassert_ipy.stderr_tap import FdTap
+from cudaassert_ipy.capture.fd_tap import FdTap
 OUT = sys.argv[1]
 R = {}
 def save_tail(data):

@@ -73,7 +73,7 @@ def test_the_kernel_under_test_is_this_venvs_ipykernel_and_captures_fds_itself(k
 def test_lines_written_to_fd_2_reach_the_cell_once_in_order_and_the_tap_keeps_them(kernel: Any) -> None:
     code = f"""
 import os
-from cudaassert_ipy.stderr_tap import FdTap
+from cudaassert_ipy.capture.fd_tap import FdTap
 st = os.fstat(2)
 before = (st.st_ino, st.st_dev)
 tap = FdTap()
@@ -99,7 +99,7 @@ RESULT = {{"tail": text, "restored": (st.st_ino, st.st_dev) == before, "error": 
 def test_a_200_kb_write_with_the_gil_held_completes_with_the_tap_installed(kernel: Any) -> None:
     code = """
 import ctypes
-from cudaassert_ipy.stderr_tap import FdTap
+from cudaassert_ipy.capture.fd_tap import FdTap
 tap = FdTap()
 tap.start()
 ctypes.PyDLL(None).write(2, b"z" * 200000, 200000)

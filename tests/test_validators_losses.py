@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from validator_outcomes import SETTINGS, outcome
 
-from cudaassert_ipy.validators import ValidationError, ValidationIndexError, ValidationRuntimeError, validators
+from cudaassert_ipy.checks import ValidationError, ValidationIndexError, ValidationRuntimeError, validators
 
 pytestmark = pytest.mark.usefixtures("validator_strategy")
 

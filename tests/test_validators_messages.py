@@ -1,6 +1,6 @@
 """Every "Likely fix" template appears, fully rendered, for an input that calls for it.
 
-Each row: a template from ``cudaassert_ipy.validators.errors``, the fields it is rendered with, and
+Each row: a template from ``cudaassert_ipy.checks.errors``, the fields it is rendered with, and
 a bad call; the test asserts the rendered text is part of the error's hint."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch.distributions import Categorical
 
-from cudaassert_ipy.validators import ValidationError, errors, validators
-from cudaassert_ipy.validators.preflight import check_labels
+from cudaassert_ipy.checks import ValidationError, errors, validators
+from cudaassert_ipy.data.preflight import check_labels
 
 pytestmark = pytest.mark.usefixtures("validator_strategy")
 

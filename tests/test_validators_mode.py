@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch.overrides import BaseTorchFunctionMode, TorchFunctionMode, _get_current_function_mode_stack
 
 import cudaassert_ipy
-from cudaassert_ipy.validators import (
+from cudaassert_ipy.checks import (
     ValidationError,
     ValidationIndexError,
     disable_validators,
@@ -27,7 +27,7 @@ from cudaassert_ipy.validators import (
     validators,
     validators_enabled,
 )
-from cudaassert_ipy.validators.mode import CHECKED_CALLS, ValidatorMode
+from cudaassert_ipy.checks.mode import CHECKED_CALLS, ValidatorMode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -98,30 +98,33 @@ def test_package_and_context_manager_share_the_name_before_and_after_submodule_i
         "    import torch, torch.nn.functional as F\n"
         "    try:\n"
         "        F.one_hot(torch.tensor([3]), 3)\n"
-        "    except cudaassert_ipy.validators.ValidationError:\n"
+        "    except cudaassert_ipy.checks.ValidationError:\n"
         "        print('caught')\n"
         "from cudaassert_ipy import validators\n"
         "with validators():\n"
-        "    print('ok', cudaassert_ipy.validators.validators_enabled())\n"
+        "    print('ok', cudaassert_ipy.checks.validators_enabled())\n"
         "print(type(cudaassert_ipy.preflight).__name__)\n"
     )
     before = run_python(code.format(prelude=""))
-    after = run_python(code.format(prelude="import cudaassert_ipy.validators.preflight"))
+    after = run_python(code.format(prelude="import cudaassert_ipy.data.preflight"))
     assert before.split() == after.split() == ["caught", "ok", "True", "function"]
 
 
 def test_importing_the_validators_package_does_not_import_torch() -> None:
     out = run_python(
-        "import sys\nfrom cudaassert_ipy.validators import ValidationError, validators_enabled\n"
+        "import sys\nfrom cudaassert_ipy.checks import ValidationError, validators_enabled\n"
         "print('torch' in sys.modules, validators_enabled())"
     )
     assert out.split() == ["False", "False"]
 
 
-def test_preflight_module_is_callable_like_the_function() -> None:
-    import cudaassert_ipy.validators.preflight as preflight_module
+def test_public_functions_are_not_shadowed_by_the_modules_that_define_them() -> None:
+    import cudaassert_ipy
+    import cudaassert_ipy.checks
+    import cudaassert_ipy.data.preflight  # noqa: F401
 
-    report = preflight_module([(torch.zeros(2), 1)], num_classes=2, progress=False)
+    assert callable(cudaassert_ipy.validators) and cudaassert_ipy.validators.__name__ == "validators"
+    report = cudaassert_ipy.preflight([(torch.zeros(2), 1)], num_classes=2, progress=False)
     assert report.ok
 
 
@@ -264,7 +267,7 @@ def test_torch_compile_traces_without_graph_breaks_and_compiled_code_still_runs(
 
 
 def test_checks_are_skipped_while_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cudaassert_ipy.validators import mode
+    from cudaassert_ipy.checks import mode
 
     monkeypatch.setattr(mode, "_is_compiling", lambda: True)
     with validators(), pytest.raises(IndexError) as info:
@@ -363,7 +366,7 @@ def test_cudaassert_top_level_exposes_the_same_functions() -> None:
 
 # ---------------------------------------------------------------- optimizer steps
 def test_optimizer_steps_run_without_the_mode_and_it_comes_back_afterwards() -> None:
-    from cudaassert_ipy.validators import mode
+    from cudaassert_ipy.checks import mode
 
     seen: List[bool] = []
 
@@ -383,7 +386,7 @@ def test_optimizer_steps_run_without_the_mode_and_it_comes_back_afterwards() -> 
 
 
 def test_a_step_that_raises_gets_the_mode_back_at_the_next_validators_call() -> None:
-    from cudaassert_ipy.validators import mode
+    from cudaassert_ipy.checks import mode
 
     class Broken(torch.optim.SGD):
         def step(self, closure: Any = None) -> Any:
@@ -403,7 +406,7 @@ def test_a_step_that_raises_gets_the_mode_back_at_the_next_validators_call() -> 
 
 
 def test_zero_grad_runs_without_the_mode_even_when_it_raises_and_the_wrapper_goes_away() -> None:
-    from cudaassert_ipy.validators import mode
+    from cudaassert_ipy.checks import mode
 
     original = torch.optim.Optimizer.zero_grad
     seen: List[bool] = []
@@ -461,7 +464,7 @@ def test_zero_grad_keeps_a_user_mode_above_validators_and_a_later_wrapper() -> N
 
 def test_only_functional_calls_are_left_to_the_cpu_kernel() -> None:
     """An in-place kernel may have written part of its result when it raises: those are checked first."""
-    from cudaassert_ipy.validators.mode import CPU_SELF_CHECKED_CALLS
+    from cudaassert_ipy.checks.mode import CPU_SELF_CHECKED_CALLS
 
     assert "cross_entropy" in CPU_SELF_CHECKED_CALLS and "Tensor.__getitem__" in CPU_SELF_CHECKED_CALLS
     in_place = [name for name in CPU_SELF_CHECKED_CALLS

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from cudaassert_ipy.validators import mode, validators
+from cudaassert_ipy.checks import mode, validators
 
 pytestmark = pytest.mark.usefixtures("validator_strategy")
 

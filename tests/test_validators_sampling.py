@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from torch.distributions import Bernoulli, Categorical
 from validator_outcomes import SETTINGS, outcome
 
-from cudaassert_ipy.validators import ValidationError, ValidationRuntimeError, validators
+from cudaassert_ipy.checks import ValidationError, ValidationRuntimeError, validators
 
 pytestmark = pytest.mark.usefixtures("validator_strategy")
 

@@ -9,13 +9,13 @@ import sys
 import pytest
 import torch
 
-from cudaassert_ipy.gpu_state import SOFTWARE_NO_ECC, snapshot, summary_line
+from cudaassert_ipy.diagnose.gpu_state import SOFTWARE_NO_ECC, snapshot, summary_line
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
 
 AFTER_ASSERT = r"""
 import torch, torch.nn.functional as F
-from cudaassert_ipy.gpu_state import snapshot, summary_line
+from cudaassert_ipy.diagnose.gpu_state import snapshot, summary_line
 x = torch.randn(4, 3, device="cuda")
 try:
     F.cross_entropy(x, torch.tensor([0, 1, 3, 2], device="cuda"))

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from cudaassert_ipy.causes import all_causes, get_cause
+from cudaassert_ipy.diagnose.causes import all_causes, get_cause
 
 pytestmark = pytest.mark.gpu
 
@@ -42,7 +42,7 @@ device = os.environ.get("CUDAASSERT_GPU_TEST_DEVICE", "cuda")
 shell = InteractiveShell.instance()
 shell.user_ns["device"] = device
 shell.run_line_magic("load_ext", "cudaassert")
-from cudaassert_ipy import extension
+from cudaassert_ipy.shell import extension
 ext = extension.current(shell)
 result = {"device": device, "tap": ext.tap is not None, "tap_note": ext.tap_note}
 ok = shell.run_cell(setup, store_history=True)

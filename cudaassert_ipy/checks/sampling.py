@@ -1,0 +1,126 @@
+"""Checks for sampling: ``multinomial`` (and ``Categorical.sample``, which calls it) and
+``bernoulli`` with a tensor of probabilities."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, Mapping, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from cudaassert_ipy.checks.common import (
+    arg,
+    bad_details,
+    caller_name,
+    read,
+    read_minmax,
+    readable,
+)
+from cudaassert_ipy.checks.errors import (
+    HINT_BERNOULLI_NAN,
+    HINT_BERNOULLI_RANGE,
+    HINT_PROBS_NEGATIVE,
+    HINT_PROBS_NONFINITE,
+    HINT_PROBS_ZERO_ROWS,
+    ZERO_ROWS_HEADLINE,
+    ValidationError,
+    ValidationRuntimeError,
+    format_examples,
+)
+
+MULTINOMIAL_VALID = "finite values >= 0, every row with a positive sum"
+
+
+def _probs_hint(distinct: List[float]) -> str:
+    hints = []
+    if any(math.isnan(v) or math.isinf(v) for v in distinct):
+        hints.append(HINT_PROBS_NONFINITE)
+    if any(v < 0 for v in distinct if not math.isnan(v)):
+        hints.append(HINT_PROBS_NEGATIVE)
+    return "; ".join(hints)
+
+
+def check_multinomial(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+    """``multinomial``: entries finite and >= 0, every row with a positive sum."""
+    probs = arg(args, kwargs, 0, "input")
+    if not readable(probs) or not probs.is_floating_point() or probs.dim() not in (1, 2):
+        return None
+    mn, mx = torch.aminmax(probs)
+    lo, hi, row_min = read(torch.stack([mn, mx, probs.sum(-1).amin()]))
+    if lo >= 0 and hi < math.inf and row_min > 0:  # NaN fails every comparison
+        return None
+    name = caller_name(op)
+    argument = "probs" if "." in name and not name.startswith(("torch.", "Tensor.")) else "input"
+    entry_bad = ~((probs >= 0) & torch.isfinite(probs))
+    if bool(entry_bad.any()):
+        n_bad, examples, distinct = bad_details(probs, entry_bad)
+        return ValidationRuntimeError(
+            op=name,
+            argument=argument,
+            valid=MULTINOMIAL_VALID,
+            n_bad=n_bad,
+            examples=examples,
+            cause_id="multinomial_invalid_probs_async",
+            hint=_probs_hint(distinct),
+        )
+    sums = probs.sum(-1)
+    n_bad, examples, _ = bad_details(sums, sums <= 0)
+    return ValidationRuntimeError(
+        op=name,
+        argument=argument,
+        valid=MULTINOMIAL_VALID,
+        n_bad=n_bad,
+        examples=examples,
+        cause_id="multinomial_zero_sum_async",
+        hint=HINT_PROBS_ZERO_ROWS,
+        headline=ZERO_ROWS_HEADLINE.format(
+            op=name,
+            argument=argument,
+            count=f"{n_bad} row" + ("" if n_bad == 1 else "s"),
+            valid=MULTINOMIAL_VALID,
+            examples=format_examples(argument, examples, n_bad, row_sums=True),
+        ),
+    )
+
+
+def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[ValidationError]:
+    if not readable(p) or not p.is_floating_point():
+        return None
+    lo, hi = read_minmax(p)
+    if lo >= 0 and hi <= 1:
+        return None
+    p_t: Tensor = p
+    n_bad, examples, distinct = bad_details(p_t, ~((p_t >= 0) & (p_t <= 1)))
+    hints = []
+    if any(not math.isnan(v) for v in distinct):
+        hints.append(HINT_BERNOULLI_RANGE)
+    if any(math.isnan(v) for v in distinct):
+        hints.append(HINT_BERNOULLI_NAN)
+    return ValidationRuntimeError(
+        op=caller_name(op),
+        argument=argument,
+        valid="[0, 1] (NaN is not allowed)",
+        n_bad=n_bad,
+        examples=examples,
+        cause_id="bernoulli_prob_out_of_range",
+        hint="; ".join(hints),
+    )
+
+
+def check_bernoulli(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+    """``torch.bernoulli(p)`` / ``p.bernoulli()``: the tensor itself holds the probabilities.
+
+    With a float ``p`` argument PyTorch checks ``p`` on the host itself.
+    """
+    if arg(args, kwargs, 1, "p", None) is not None:
+        return None
+    return _check_probability_tensor(op, arg(args, kwargs, 0, "input"), "input")
+
+
+def check_bernoulli_(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+    """``x.bernoulli_(p)`` with a tensor ``p`` in ``[0, 1]``."""
+    p = arg(args, kwargs, 1, "p", None)
+    if not isinstance(p, Tensor):
+        return None
+    return _check_probability_tensor(op, p, "p")

@@ -1,0 +1,1 @@
+"""Data: checks over a dataset or a DataLoader on the CPU (``preflight``)."""

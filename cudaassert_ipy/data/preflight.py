@@ -1,0 +1,408 @@
+"""Dataset preflight: find every out-of-range label or token id on the CPU, before training.
+
+``check_labels`` / ``check_token_ids`` check one tensor (or list) and raise a
+:class:`~cudaassert_ipy.checks.errors.ValidationIndexError` that names the bad values.
+``preflight`` scans a whole dataset or ``DataLoader`` with a progress bar and returns a
+:class:`PreflightReport` listing *every* offending sample index, with a summary to act on.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from cudaassert_ipy.checks.common import bad_details, range_text
+from cudaassert_ipy.checks.embedding import _embedding_hint
+from cudaassert_ipy.checks.errors import (
+    CLASSES_OF_PREFLIGHT,
+    HINT_NOT_INTEGER_LABELS,
+    PREFLIGHT_FOOTER,
+    PREFLIGHT_HEADLINE,
+    ValidationIndexError,
+    format_examples,
+)
+from cudaassert_ipy.checks.losses import _class_target_hint
+
+__all__ = ["PreflightReport", "check_labels", "check_token_ids", "preflight"]
+
+#: Sample fields tried, in order, when no key is given (dict-like samples).
+LABEL_KEYS = ("labels", "label", "targets", "target", "y", "mask", "masks")
+IDS_KEYS = ("input_ids", "ids", "tokens", "token_ids")
+#: Offending sample indices printed in the summary (the report keeps them all).
+SUMMARY_INDICES = 50
+#: Distinct bad values kept per sample.
+VALUES_PER_SAMPLE = 5
+
+Key = Union[str, int, Callable[[Any], Any], None]
+
+
+# ---------------------------------------------------------------- one tensor
+def _as_cpu_tensor(values: Any) -> Tensor:
+    if isinstance(values, Tensor):
+        return values.detach().cpu()  # one copy, then host work only
+    return torch.as_tensor(values)
+
+
+def _bad_mask(t: Tensor, lo: int, hi: int, ignore_index: Optional[int]) -> Tensor:
+    """Values outside ``[lo, hi)`` (and not ``ignore_index``); non-integers and NaN count as bad."""
+    if t.dtype is torch.bool:
+        t = t.to(torch.int64)
+    if t.is_floating_point() or t.is_complex():
+        not_int = ~torch.isfinite(t) | (t != torch.round(t))
+        bad = not_int | (t < lo) | (t >= hi)
+    else:
+        bad = (t < lo) | (t >= hi)
+    if ignore_index is not None:
+        bad &= t != ignore_index
+    return bad
+
+
+def _integers(values: List[Any]) -> List[int]:
+    return [int(v) for v in values if isinstance(v, (int, bool)) or (isinstance(v, float) and v.is_integer())]
+
+
+def _label_hint(num_classes: int, distinct: List[Any], ignore_index: Optional[int], segmentation: bool) -> str:
+    hint = _class_target_hint(
+        num_classes, _integers(distinct), ignore_index, segmentation, class_dim=1,
+        classes_phrase=CLASSES_OF_PREFLIGHT.format(n=num_classes), reaches_phrase="the labels reach",
+    )
+    if any(isinstance(v, float) and not v.is_integer() for v in distinct):
+        hint = HINT_NOT_INTEGER_LABELS + ("; " + hint if hint else "")
+    return hint
+
+
+def check_labels(labels: Any, num_classes: int, ignore_index: Optional[int] = None) -> None:
+    """Raise ``ValidationIndexError`` if a label is outside ``0..num_classes-1``.
+
+    Values equal to ``ignore_index`` are allowed. Accepts a tensor (any device: copied to the
+    CPU once), a list or an array.
+    """
+    t = _as_cpu_tensor(labels)
+    if t.numel() == 0:
+        return
+    bad = _bad_mask(t, 0, num_classes, ignore_index)
+    if not bool(bad.any()):
+        return
+    n_bad, examples, distinct = bad_details(t, bad)
+    valid = range_text(0, num_classes)
+    if ignore_index is not None:
+        valid += f" (or ignore_index={ignore_index})"
+    raise ValidationIndexError(
+        op="check_labels",
+        argument="labels",
+        valid=valid,
+        n_bad=n_bad,
+        examples=examples,
+        cause_id="nll_loss2d_target_out_of_range" if t.dim() >= 2 else "nll_loss_target_out_of_range",
+        hint=_label_hint(num_classes, distinct, ignore_index, segmentation=t.dim() >= 2),
+        footer=PREFLIGHT_FOOTER,
+    )
+
+
+def check_token_ids(ids: Any, vocab_size: int) -> None:
+    """Raise ``ValidationIndexError`` if a token id is outside ``0..vocab_size-1``."""
+    t = _as_cpu_tensor(ids)
+    if t.numel() == 0:
+        return
+    bad = _bad_mask(t, 0, vocab_size, None)
+    if not bool(bad.any()):
+        return
+    n_bad, examples, distinct = bad_details(t, bad)
+    raise ValidationIndexError(
+        op="check_token_ids",
+        argument="ids",
+        valid=f"{range_text(0, vocab_size)} (vocab_size={vocab_size})",
+        n_bad=n_bad,
+        examples=examples,
+        cause_id="index_select_out_of_range",
+        hint=_embedding_hint(vocab_size, _integers(distinct)),
+        footer=PREFLIGHT_FOOTER,
+    )
+
+
+# ---------------------------------------------------------------- progress
+class _Progress:
+    """tqdm when it is installed, otherwise one self-overwriting line on stderr."""
+
+    def __init__(self, total: Optional[int], enabled: bool) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.count = 0
+        self.start = time.monotonic()
+        self._last = 0.0
+        self._bar: Any = None
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                pass
+            else:
+                self._bar = tqdm(total=total, desc="preflight", unit="sample")
+
+    def update(self, n: int) -> None:
+        self.count += n
+        if self._bar is not None:
+            self._bar.update(n)
+        elif self.enabled and time.monotonic() - self._last > 0.2:
+            self._last = time.monotonic()
+            self._write("\r")
+
+    def _write(self, end: str) -> None:
+        of = f"/{self.total}" if self.total is not None else ""
+        pct = f" ({100 * self.count // self.total}%)" if self.total else ""
+        sys.stderr.write(f"\rpreflight: {self.count}{of} samples{pct}, {time.monotonic() - self.start:.1f} s{end}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self.enabled:
+            self._write("\n")
+
+
+# ---------------------------------------------------------------- the report
+@dataclass
+class PreflightReport:
+    """What :func:`preflight` found. ``str(report)`` is the summary; every index is kept."""
+
+    n_samples: int
+    source: str
+    num_classes: Optional[int] = None
+    vocab_size: Optional[int] = None
+    ignore_index: Optional[int] = None
+    #: sample index -> its distinct bad label values (first few)
+    bad_labels: Dict[int, List[Any]] = field(default_factory=dict)
+    #: sample index -> its distinct bad token ids (first few)
+    bad_ids: Dict[int, List[Any]] = field(default_factory=dict)
+    #: bad label value -> number of samples holding it
+    label_value_counts: Counter = field(default_factory=Counter)
+    id_value_counts: Counter = field(default_factory=Counter)
+    segmentation: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad_labels and not self.bad_ids
+
+    @property
+    def bad_samples(self) -> List[int]:
+        """Every offending sample index, sorted."""
+        return sorted(set(self.bad_labels) | set(self.bad_ids))
+
+    def _section(self, what: str, valid: str, bad: Dict[int, List[Any]], counts: Counter, hint: str) -> List[str]:
+        if not bad:
+            return [f"{what} (valid: {valid}): all in range."]
+        indices = sorted(bad)
+        shown = ", ".join(str(i) for i in indices[:SUMMARY_INDICES])
+        if len(indices) > SUMMARY_INDICES:
+            shown += f", ... ({len(indices) - SUMMARY_INDICES} more)"
+        attr = "bad_labels" if what == "labels" else "bad_ids"
+        top = ", ".join(f"{v!r} in {_count(n, 'sample')}" for v, n in counts.most_common(8))
+        lines = [
+            f"{what} (valid: {valid}): {_count(len(indices), 'sample')} with bad values.",
+            f"  sample indices: {shown}   (all in report.{attr})",
+            f"  bad values: {top}",
+        ]
+        if hint:
+            lines.append(f"  Likely fix: {hint}")
+        return lines
+
+    def _label_hint(self) -> str:
+        assert self.num_classes is not None
+        return _label_hint(self.num_classes, list(self.label_value_counts), self.ignore_index, self.segmentation)
+
+    def _ids_hint(self) -> str:
+        assert self.vocab_size is not None
+        return _embedding_hint(self.vocab_size, _integers(list(self.id_value_counts)))
+
+    def summary(self) -> str:
+        lines = [f"preflight: scanned {_count(self.n_samples, 'sample')} of {self.source}."]
+        if self.num_classes is not None:
+            valid = range_text(0, self.num_classes)
+            if self.ignore_index is not None:
+                valid += f" or ignore_index={self.ignore_index}"
+            lines += self._section("labels", valid, self.bad_labels, self.label_value_counts, self._label_hint())
+        if self.vocab_size is not None:
+            valid = range_text(0, self.vocab_size)
+            lines += self._section("token ids", valid, self.bad_ids, self.id_value_counts, self._ids_hint())
+        if self.ok:
+            lines.append("Nothing out of range: these labels and ids cannot trigger an index device-side assert.")
+        return "\n".join(lines)
+
+    __str__ = summary
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.summary())
+
+    def raise_if_bad(self) -> None:
+        """Raise a ``ValidationIndexError`` naming the offending samples (nothing if :attr:`ok`)."""
+        if self.ok:
+            return
+        labels = bool(self.bad_labels)
+        bad = self.bad_labels if labels else self.bad_ids
+        examples = [((i,), values[0]) for i, values in sorted(bad.items())[:5]]
+        argument = "labels" if labels else "token ids"
+        limit = self.num_classes if labels else self.vocab_size
+        valid = range_text(0, limit or 0)
+        if labels and self.ignore_index is not None:
+            valid += f" (or ignore_index={self.ignore_index})"
+        raise ValidationIndexError(
+            op="preflight",
+            argument=argument,
+            valid=valid,
+            n_bad=len(bad),
+            examples=examples,
+            cause_id="nll_loss_target_out_of_range" if labels else "index_select_out_of_range",
+            hint=self._label_hint() if labels else self._ids_hint(),
+            headline=PREFLIGHT_HEADLINE.format(
+                op="preflight", count=_count(len(bad), "sample"), argument=argument, valid=valid,
+                examples=format_examples("sample", examples, len(bad)),
+            ),
+            footer=PREFLIGHT_FOOTER,
+        )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# ---------------------------------------------------------------- scanning
+def _pick(sample: Any, key: Key, candidates: Tuple[str, ...], position: int) -> Any:
+    if callable(key):
+        return key(sample)
+    if key is not None:
+        return sample[key]
+    if isinstance(sample, dict) or hasattr(sample, "keys"):
+        for name in candidates:
+            if name in sample:
+                return sample[name]
+        raise KeyError(f"none of {candidates} in the sample's keys {list(sample.keys())}")
+    if isinstance(sample, (tuple, list)) and len(sample) >= 2:
+        return sample[position]
+    if position == 0:
+        return sample  # a bare tensor of ids
+    raise KeyError("cannot tell which part of the sample holds the labels")
+
+
+def _samples(data: Any) -> Tuple[Iterator[Tuple[int, Any, bool]], Optional[int], str]:
+    """(iterator of (first sample index, item, item_is_batch), total, description)."""
+    dataset = getattr(data, "dataset", None)
+    is_loader = dataset is not None and hasattr(data, "batch_size")
+    if is_loader and _map_style(dataset):
+        data = dataset  # scan by dataset index: the numbers the user can look up
+        source = f"loader.dataset ({type(dataset).__name__}, by dataset index)"
+        is_loader = False
+    elif is_loader:
+        source = "the DataLoader's batches (sample index = position in iteration order)"
+    else:
+        source = type(data).__name__
+    if _map_style(data):
+        n = len(data)
+        return ((i, data[i], False) for i in range(n)), n, source
+
+    def iterate() -> Iterator[Tuple[int, Any, bool]]:
+        offset = 0
+        for item in data:
+            yield offset, item, is_loader
+            offset += _batch_len(item) if is_loader else 1
+
+    return iterate(), None, source
+
+
+def _map_style(data: Any) -> bool:
+    from torch.utils.data import IterableDataset
+
+    if isinstance(data, (IterableDataset, dict)):
+        return False
+    return hasattr(data, "__getitem__") and hasattr(data, "__len__")
+
+
+def _batch_len(batch: Any) -> int:
+    if isinstance(batch, Tensor):
+        return int(batch.shape[0]) if batch.dim() else 1
+    if isinstance(batch, dict) or hasattr(batch, "keys"):
+        batch = next(iter(batch.values()), None)
+        return _batch_len(batch) if batch is not None else 0
+    if isinstance(batch, (tuple, list)) and batch:
+        return _batch_len(batch[0])
+    return 1
+
+
+def _record(
+    values: Any, lo: int, hi: int, ignore: Optional[int], first: int, batched: bool,
+    store: Dict[int, List[Any]], counts: Counter,
+) -> int:
+    """Check one sample (or batch); returns the label tensor's dimension per sample."""
+    t = _as_cpu_tensor(values)
+    per_sample_dim = t.dim() - 1 if batched else t.dim()
+    if t.numel() == 0:
+        return per_sample_dim
+    bad = _bad_mask(t, lo, hi, ignore)
+    if not bool(bad.any()):
+        return per_sample_dim
+    rows = bad.reshape(t.shape[0], -1).any(1).nonzero().flatten().tolist() if batched and t.dim() else [None]
+    for row in rows:
+        sample_t, sample_bad = (t[row], bad[row]) if row is not None else (t, bad)
+        distinct = torch.unique(sample_t[sample_bad]).tolist()
+        index = first + (row or 0)
+        store[index] = distinct[:VALUES_PER_SAMPLE]
+        for v in distinct:
+            counts[v] += 1
+    return per_sample_dim
+
+
+def preflight(
+    dataset_or_loader: Any,
+    num_classes: Optional[int] = None,
+    vocab_size: Optional[int] = None,
+    ignore_index: Optional[int] = None,
+    *,
+    label_key: Key = None,
+    ids_key: Key = None,
+    limit: Optional[int] = None,
+    progress: bool = True,
+) -> PreflightReport:
+    """Scan a dataset (or ``DataLoader``) on the CPU for labels/ids that would trigger a device assert.
+
+    ``num_classes``: check labels against ``0..num_classes-1`` (``ignore_index`` allowed).
+    ``vocab_size``: check token ids against ``0..vocab_size-1``.
+    ``label_key`` / ``ids_key``: where each sample keeps them (a dict key, a tuple position or a
+    function of the sample); by default ``labels``/``label``/``target``... and ``input_ids``
+    for dict samples, the last and first element for ``(x, y)`` tuples.
+    A ``DataLoader`` over a map-style dataset is scanned through ``loader.dataset``, so the
+    reported indices are dataset indices. ``limit`` stops after that many samples.
+
+    Returns a :class:`PreflightReport`; ``report.raise_if_bad()`` turns problems into an error.
+    """
+    if num_classes is None and vocab_size is None:
+        raise ValueError("preflight needs num_classes=..., vocab_size=..., or both")
+    items, total, source = _samples(dataset_or_loader)
+    if limit is not None:
+        total = min(total, limit) if total is not None else limit
+    report = PreflightReport(
+        n_samples=0, source=source, num_classes=num_classes, vocab_size=vocab_size, ignore_index=ignore_index
+    )
+    bar = _Progress(total, progress)
+    try:
+        for first, item, batched in items:
+            if limit is not None and first >= limit:
+                break
+            if num_classes is not None:
+                labels = _pick(item, label_key, LABEL_KEYS, -1)
+                dim = _record(labels, 0, num_classes, ignore_index, first, batched,
+                              report.bad_labels, report.label_value_counts)
+                report.segmentation = report.segmentation or dim >= 2
+            if vocab_size is not None:
+                ids = _pick(item, ids_key, IDS_KEYS, 0)
+                _record(ids, 0, vocab_size, None, first, batched, report.bad_ids, report.id_value_counts)
+            n = _batch_len(item) if batched else 1
+            report.n_samples += n
+            bar.update(n)
+    finally:
+        bar.close()
+    return report

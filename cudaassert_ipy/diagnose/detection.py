@@ -1,0 +1,137 @@
+"""Classify an exception: is it a CUDA failure we explain, and which kind?
+
+Works from the exception's type names, message and ``error_code`` only (never imports torch,
+never touches the GPU). Follows ``__cause__`` / ``__context__``, since libraries often re-raise.
+Out-of-memory and "invalid argument" are not sticky and are left alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from cudaassert_ipy.diagnose.causes.cpu_twins import CpuTwin, match_cpu_twin
+
+__all__ = ["Detection", "Kind", "classify"]
+
+
+class Kind(str, enum.Enum):
+    DEVICE_ASSERT = "device_assert"  # a kernel assertion fired: the context is dead
+    STICKY = "sticky"  # another sticky CUDA error (illegal address, ...): the context is dead
+    FOLLOW_ON = "follow_on"  # a library error caused by an earlier sticky failure
+    VALIDATOR = "validator"  # our own validator stopped the call before launch: GPU alive
+    CPU_TWIN = "cpu_twin"  # the CPU's readable form of a catalogued assertion
+
+
+# cudaError_t values (CUDA >= 10.1 numbering, plus the old numbers seen in 0.x/1.x texts)
+_ASSERT_CODES = {710, 59}
+_STICKY_CODES = {
+    700: "cudaErrorIllegalAddress",
+    77: "cudaErrorIllegalAddress",
+    716: "cudaErrorMisalignedAddress",
+    719: "cudaErrorLaunchFailure",
+    715: "cudaErrorIllegalInstruction",
+}
+
+_CUDA_PREFIX = r"(?:CUDA error|cuda runtime error \(\d+\)|HIP error|CUDA driver error|failed to synchronize|" \
+    r"cudaError\w+|in future dtor)"
+_ASSERT_RE = re.compile(r"device-side assert(?:ion)? triggered|cudaErrorAssert\b")
+_STICKY_RE = re.compile(
+    _CUDA_PREFIX + r"[^\n]*?(?P<what>an illegal memory access was encountered|misaligned address|"
+    r"unspecified launch failure|an illegal instruction was encountered)"
+)
+_FOLLOW_ON_RE = re.compile(
+    r"CUBLAS_STATUS_EXECUTION_FAILED|CUBLAS_STATUS_INTERNAL_ERROR|CUDNN_STATUS_EXECUTION_FAILED|"
+    r"CUDNN_STATUS_MAPPING_ERROR|cublas runtime error : the GPU program failed to execute|"
+    r"ncclUnhandledCudaError|NCCL error[^\n]*unhandled cuda error"
+)
+# Once the context is dead, any CUDA-flavoured failure belongs to the cascade.
+_ANY_CUDA_RE = re.compile(
+    r"CUDA error|cuda runtime error|CUBLAS_STATUS|CUDNN_STATUS|cuDNN error|cublas|cusolver|cusparse|"
+    r"NCCL error|CUDA driver error|HIP error|CUDA call failed|failed to synchronize",
+    re.IGNORECASE,
+)
+_NOT_STICKY_RE = re.compile(r"out of memory|invalid argument", re.IGNORECASE)
+_CODE_IN_TEXT = re.compile(r"cuda runtime error \((\d+)\)|error=(\d+)")
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What kind of failure an exception is, and the exception in the chain that says so."""
+
+    kind: Kind
+    exception: BaseException
+    message: str  # the exception's message (all lines)
+    error_code: int | None = None
+    twin: CpuTwin | None = None
+
+    @property
+    def kills_context(self) -> bool:
+        return self.kind in (Kind.DEVICE_ASSERT, Kind.STICKY, Kind.FOLLOW_ON)
+
+    @property
+    def first_line(self) -> str:
+        """``TypeName: first line of the message``, as IPython prints it."""
+        head = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        return f"{type(self.exception).__name__}: {head}".rstrip(": ")
+
+
+_RANK = {Kind.DEVICE_ASSERT: 5, Kind.STICKY: 4, Kind.FOLLOW_ON: 3, Kind.VALIDATOR: 2, Kind.CPU_TWIN: 1}
+
+
+def classify(exc: BaseException | None, context_dead: bool = False) -> Detection | None:
+    """The strongest detection anywhere in the exception's chain, or None when it is not ours."""
+    best: Detection | None = None
+    for link in _chain(exc):
+        found = _classify_one(link, context_dead)
+        if found and (best is None or _RANK[found.kind] > _RANK[best.kind]):
+            best = found
+    return best
+
+
+def _chain(exc: BaseException | None, limit: int = 32) -> list[BaseException]:
+    seen: list[BaseException] = []
+    todo = [exc] if exc is not None else []
+    while todo and len(seen) < limit:
+        link = todo.pop(0)
+        if any(link is s for s in seen):
+            continue
+        seen.append(link)
+        todo.extend(x for x in (link.__cause__, link.__context__) if x is not None)
+    return seen
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not break the diagnosis
+        return ""
+
+
+def _error_code(exc: BaseException, text: str) -> int | None:
+    code = getattr(exc, "error_code", None)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    m = _CODE_IN_TEXT.search(text)
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def _classify_one(exc: BaseException, context_dead: bool) -> Detection | None:
+    names = tuple(t.__name__ for t in type(exc).__mro__)
+    text = _message(exc)
+    if type(exc).__module__.startswith("cudaassert_ipy.") and hasattr(exc, "cause_id"):
+        return Detection(Kind.VALIDATOR, exc, text)
+    code = _error_code(exc, text)
+    if code in _ASSERT_CODES or _ASSERT_RE.search(text):
+        return Detection(Kind.DEVICE_ASSERT, exc, text, code)
+    if code in _STICKY_CODES or _STICKY_RE.search(text):
+        return Detection(Kind.STICKY, exc, text, code)
+    if _FOLLOW_ON_RE.search(text) or (context_dead and _ANY_CUDA_RE.search(text)):
+        return Detection(Kind.FOLLOW_ON, exc, text, code)
+    if _NOT_STICKY_RE.search(text) and _ANY_CUDA_RE.search(text):
+        return None
+    twin = match_cpu_twin(names, text)
+    if twin is not None:
+        return Detection(Kind.CPU_TWIN, exc, text, None, twin)
+    return None

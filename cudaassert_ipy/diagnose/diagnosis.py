@@ -1,0 +1,148 @@
+"""Evidence in, one frozen Diagnosis out: what happened, why, and what to do.
+
+Renderers (report, panel) hold no logic: everything they show is decided here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cudaassert_ipy.diagnose.causes import GENERIC_ID, Cause, get_cause, match_assert
+from cudaassert_ipy.diagnose.causes.rules import find
+from cudaassert_ipy.diagnose.causes.texts import FOLLOW_ON, NO_LINE, STICKY_TEXTS, Text
+from cudaassert_ipy.diagnose.detection import Kind
+from cudaassert_ipy.diagnose.evidence import Evidence
+
+__all__ = ["DEAD_CONTEXT", "Diagnosis", "diagnose"]
+
+DEAD_CONTEXT = (
+    "The GPU context of this kernel is dead. Nothing on the GPU can be used again in this process; "
+    "restart the kernel."
+)
+ALIVE_AFTER_VALIDATOR = "A validator caught this input before any device-side assert: the GPU is still alive."
+ALIVE_CPU = "This error was raised on the CPU, so no GPU context was harmed."
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    kind: str  # a detection.Kind value
+    context_dead: bool
+    cause_id: str
+    title: str  # "class label out of range"
+    headline: str  # "GPU context dead · class label out of range in cross_entropy"
+    status: str  # the first line of the report: dead context / GPU alive
+    specific: str | None  # the sentence(s) built from the evidence, when there is any
+    explanation: str
+    fix: str
+    op: str | None = None
+    facts: tuple[tuple[str, str], ...] = ()
+    assert_sites: tuple[str, ...] = ()  # folded: "Loss.cu:250 ...: `t >= 0 && t < n_classes` failed in 64 threads"
+    assert_raw: tuple[str, ...] = ()  # the first raw line of each site
+    exception_line: str = ""  # "AcceleratorError: CUDA error: device-side assert triggered"
+    exception_text: str = ""  # the whole message
+    user_line: tuple[str, int, str] | None = None
+    cell: int | None = None
+    error_code: int | None = None
+    notes: tuple[str, ...] = ()
+    cuda_device: int | None = None  # index of the device the failing tensors lived on, when known
+
+
+def _sticky_text(message: str) -> Text:
+    for key, text in STICKY_TEXTS.items():
+        if key in message:
+            return text
+    return STICKY_TEXTS["unspecified launch failure"]
+
+
+def diagnose(ev: Evidence) -> Diagnosis:
+    det = ev.detection
+    cause: Cause | None = None
+    text: Text | None = None
+    value: int | None = None
+    notes: list[str] = []
+    if det.kind is Kind.DEVICE_ASSERT:
+        for site in ev.sites:
+            cause = match_assert(site.condition, site.file, site.function)
+            if cause is not None:
+                break
+        if cause is None:
+            cause = get_cause(GENERIC_ID)
+            if not ev.sites:
+                text = NO_LINE
+        notes.append("CUDA reports kernel failures asynchronously: the traceback above points at the call where "
+                     "the failure surfaced, not at the call that launched the failing kernel.")
+    elif det.kind is Kind.STICKY:
+        text = _sticky_text(det.message)
+        notes.append("CUDA reports kernel failures asynchronously: the traceback may point at a later, innocent line.")
+    elif det.kind is Kind.FOLLOW_ON:
+        text = FOLLOW_ON
+    elif det.kind is Kind.VALIDATOR:
+        cause = get_cause(getattr(det.exception, "cause_id", GENERIC_ID))
+    elif det.kind is Kind.CPU_TWIN and det.twin is not None:
+        cause = get_cause(det.twin.cause_id)
+        value = det.twin.value
+
+    if text is None and cause is not None:
+        text = Text(cause.title, cause.explanation, cause.fix)
+    assert text is not None
+    cause_id = cause.id if cause is not None else f"{det.kind.value}"
+
+    facts: list[tuple[str, str]] = []
+    specific: str | None = None
+    op: str | None = None
+    if det.kind is Kind.VALIDATOR:
+        exc = det.exception
+        op = getattr(exc, "op", None)
+        specific = getattr(exc, "hint", None) or None
+        facts += [("call", f"{op}({getattr(exc, 'argument', '?')}=...)"),
+                  ("valid range", str(getattr(exc, "valid", "?"))),
+                  ("bad values", str(getattr(exc, "n_bad", "?")))]
+        examples = getattr(exc, "examples", None) or []
+        if examples:
+            facts.append(("first", ", ".join(f"{v} at {list(p)}" for p, v in examples[:5])))
+    elif cause is not None and cause.id != GENERIC_ID:
+        finding = find(ev, cause.id, cause.group, value)
+        if finding is not None:
+            specific, op = finding.specific, finding.op
+            facts += finding.facts
+
+    dead = det.kills_context
+    if dead:
+        status = DEAD_CONTEXT
+    elif det.kind is Kind.VALIDATOR:
+        status = ALIVE_AFTER_VALIDATOR
+    else:
+        status = ALIVE_CPU
+    headline_parts = ["GPU context dead" if dead else ("GPU alive" if det.kind is Kind.VALIDATOR else "CPU error")]
+    headline_parts.append(text.title + (f" in {op}" if op else ""))
+    if ev.sites and cause is not None and cause.id == GENERIC_ID:
+        specific = specific or f"The kernel reported: `{ev.sites[0].condition}` failed in {ev.sites[0].file}."
+    return Diagnosis(
+        kind=det.kind.value,
+        context_dead=dead,
+        cause_id=cause_id,
+        title=text.title,
+        headline=" · ".join(headline_parts),
+        status=status,
+        specific=specific,
+        explanation=text.explanation,
+        fix=text.fix,
+        op=op,
+        facts=tuple(facts),
+        assert_sites=tuple(s.summary() for s in ev.sites),
+        assert_raw=tuple(s.first.raw for s in ev.sites),
+        exception_line=det.first_line,
+        exception_text=det.message,
+        user_line=ev.user_frame,
+        cell=ev.execution_count,
+        error_code=det.error_code,
+        notes=tuple(notes),
+        cuda_device=_cuda_device(ev),
+    )
+
+
+def _cuda_device(ev: Evidence) -> int | None:
+    for t in ev.tensors:
+        if t.device.startswith("cuda"):
+            return int(t.device.partition(":")[2] or 0)
+    return None

@@ -1,0 +1,253 @@
+"""Post-mortem evidence: host-side facts still readable after a CUDA failure.
+
+Everything here reads host metadata only (shapes, dtypes, devices, module attributes, Python
+lists). Values are read from CPU tensors only, and never from a CUDA tensor: after a sticky
+error any GPU access (``.item()``, ``.cpu()``, ``repr``) fails or hangs.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from cudaassert_ipy.capture.assert_lines import AssertSite
+from cudaassert_ipy.diagnose.detection import Detection
+
+__all__ = ["Evidence", "LabelValues", "collect"]
+
+_MAX_VALUE_NUMEL = 50_000_000  # larger CPU tensors are described, not scanned
+_INT_DTYPES = ("torch.int64", "torch.int32", "torch.int16", "torch.int8", "torch.uint8")
+
+
+@dataclass(frozen=True)
+class TensorFact:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+
+
+@dataclass(frozen=True)
+class ModuleFact:
+    """An ``nn.Module`` attribute that bounds valid values (out_features, num_embeddings, ...)."""
+
+    name: str  # dotted path as the user would write it: "model.fc.3"
+    type_name: str
+    attrs: tuple[tuple[str, Any], ...]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.attrs).get(key, default)
+
+
+@dataclass(frozen=True)
+class LabelValues:
+    """Integer values of a CPU tensor: enough to name the offending ones later."""
+
+    name: str
+    shape: tuple[int, ...]
+    minimum: int
+    maximum: int
+    tensor: Any = field(repr=False, compare=False)  # the CPU tensor itself; never a CUDA one
+
+    def outside(self, low: int, high: int, ignore: int | None = None, limit: int = 5) -> tuple[int, list]:
+        """How many values are outside [low, high) (and not ``ignore``), and the first few."""
+        t = self.tensor
+        bad = (t < low) | (t >= high)
+        if ignore is not None:
+            bad &= t != ignore
+        count = int(bad.sum())
+        if not count:
+            return 0, []
+        positions = bad.nonzero()[:limit].tolist()
+        return count, [(tuple(p), int(t[tuple(p)])) for p in positions]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """All the facts one diagnosis is built from."""
+
+    detection: Detection
+    sites: tuple[AssertSite, ...] = ()
+    cell_source: str = ""
+    execution_count: int | None = None
+    user_frame: tuple[str, int, str] | None = None  # (file label, line number, code)
+    tensors: tuple[TensorFact, ...] = ()
+    linears: tuple[ModuleFact, ...] = ()
+    embeddings: tuple[ModuleFact, ...] = ()
+    losses: tuple[ModuleFact, ...] = ()
+    configs: tuple[ModuleFact, ...] = ()  # Hugging Face style configs: vocab_size, num_labels
+    datasets: tuple[tuple[str, int], ...] = ()  # (name, number of classes)
+    tokenizers: tuple[tuple[str, int], ...] = ()  # (name, len(tokenizer))
+    labels: tuple[LabelValues, ...] = ()
+    call_locals: tuple[tuple[str, Any], ...] = ()  # locals of the innermost torch frame (F.cross_entropy)
+    stderr_text: str = ""
+
+
+def collect(
+    detection: Detection,
+    sites: Iterable[AssertSite] = (),
+    cell_source: str = "",
+    execution_count: int | None = None,
+    user_ns: Mapping[str, Any] | None = None,
+    stderr_text: str = "",
+) -> Evidence:
+    """Gather evidence from the exception's traceback, the user's namespace and the cell."""
+    torch = sys.modules.get("torch")
+    frames = _frames(detection.exception.__traceback__)
+    user_frame = _user_frame(frames)
+    # The names the user knows first: the notebook's globals, then cell frames outermost to
+    # innermost (``self.embed`` inside forward is ``lm.embed`` to the user); first name wins.
+    namespaces: list[Mapping[str, Any]] = [user_ns] if user_ns is not None else []
+    namespaces += [f.f_locals for f in frames if _is_user_code(f.f_code.co_filename)]
+    facts = _Facts(torch)
+    for ns in namespaces:
+        facts.scan_namespace(ns)
+    call_locals: tuple[tuple[str, Any], ...] = ()
+    torch_frame = _innermost_torch_frame(frames)
+    if torch_frame is not None:
+        call_locals = tuple((k, v) for k, v in torch_frame.f_locals.items() if not k.startswith("__"))
+        facts.scan_namespace(dict(call_locals), prefix=f"{torch_frame.f_code.co_name}:")
+    return Evidence(
+        detection=detection,
+        sites=tuple(sites),
+        cell_source=cell_source,
+        execution_count=execution_count,
+        user_frame=user_frame,
+        tensors=tuple(facts.tensors.values()),
+        linears=tuple(facts.linears.values()),
+        embeddings=tuple(facts.embeddings.values()),
+        losses=tuple(facts.losses.values()),
+        configs=tuple(facts.configs.values()),
+        datasets=tuple(facts.datasets.items()),
+        tokenizers=tuple(facts.tokenizers.items()),
+        labels=tuple(facts.labels.values()),
+        call_locals=call_locals,
+        stderr_text=stderr_text,
+    )
+
+
+def _frames(tb: types.TracebackType | None) -> list[types.FrameType]:
+    out = []
+    while tb is not None:
+        out.append(tb.tb_frame)
+        tb = tb.tb_next
+    return out
+
+
+def _is_user_code(filename: str) -> bool:
+    """A notebook cell: IPython 7 ``<ipython-input-..>``, ipykernel's ``/tmp/ipykernel_*/*.py``."""
+    return filename.startswith("<ipython-input-") or "ipykernel_" in filename or filename.startswith("<cell")
+
+
+def _user_frame(frames: list[types.FrameType]) -> tuple[str, int, str] | None:
+    """The innermost frame in the user's cells: the line they wrote, not PyTorch's internals."""
+    import linecache
+
+    for frame in reversed(frames):
+        name = frame.f_code.co_filename
+        if _is_user_code(name):
+            lineno = frame.f_lineno
+            return name, lineno, linecache.getline(name, lineno).strip()
+    return None
+
+
+def _innermost_torch_frame(frames: list[types.FrameType]) -> types.FrameType | None:
+    for frame in reversed(frames):
+        if "/torch/nn/functional.py" in frame.f_code.co_filename.replace("\\", "/"):
+            return frame
+    return None
+
+
+class _Facts:
+    """Accumulates facts by name; first sighting wins (frames are scanned innermost first)."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.tensors: dict[str, TensorFact] = {}
+        self.linears: dict[str, ModuleFact] = {}
+        self.embeddings: dict[str, ModuleFact] = {}
+        self.losses: dict[str, ModuleFact] = {}
+        self.configs: dict[str, ModuleFact] = {}
+        self.datasets: dict[str, int] = {}
+        self.tokenizers: dict[str, int] = {}
+        self.labels: dict[str, LabelValues] = {}
+        self._seen_modules: set[int] = set()
+        self._seen_tensors: set[int] = set()
+
+    def scan_namespace(self, ns: Mapping[str, Any], prefix: str = "") -> None:
+        for name, value in list(ns.items()):
+            if name.startswith("_") or isinstance(value, (types.ModuleType, type, types.FunctionType)):
+                continue
+            try:
+                self._scan_value(prefix + name, value)
+            except Exception:  # one odd object must not cost the whole diagnosis
+                continue
+
+    def _scan_value(self, name: str, value: Any) -> None:
+        torch = self.torch
+        if torch is not None and isinstance(value, torch.Tensor):
+            self._tensor(name, value)
+        elif torch is not None and isinstance(value, torch.nn.Module):
+            self._module(name, value)
+        elif torch is not None and isinstance(value, torch.utils.data.DataLoader):
+            self._dataset(name + ".dataset", value.dataset)
+        else:
+            self._dataset(name, value)
+            self._config(name, value)
+            self._tokenizer(name, value)
+
+    def _tensor(self, name: str, t: Any) -> None:
+        fake = type(t).__name__ in ("FakeTensor", "FunctionalTensor")
+        if fake or name in self.tensors or id(t) in self._seen_tensors:
+            return  # the same tensor keeps the first (user-facing) name it was seen under
+        self._seen_tensors.add(id(t))
+        self.tensors[name] = TensorFact(name, tuple(t.shape), str(t.dtype), str(t.device))
+        # values only from CPU tensors: a CUDA tensor may belong to a dead context
+        if t.device.type == "cpu" and str(t.dtype) in _INT_DTYPES and 0 < t.numel() <= _MAX_VALUE_NUMEL:
+            lo, hi = t.min(), t.max()
+            self.labels[name] = LabelValues(name, tuple(t.shape), int(lo), int(hi), t.detach())
+
+    def _module(self, name: str, module: Any) -> None:
+        if id(module) in self._seen_modules:
+            return
+        self._seen_modules.add(id(module))
+        nn = self.torch.nn
+        for sub, m in module.named_modules():
+            full = f"{name}.{sub}" if sub else name
+            if isinstance(m, nn.Linear):
+                self.linears[full] = ModuleFact(full, type(m).__name__,
+                                                (("in_features", m.in_features), ("out_features", m.out_features)))
+            elif isinstance(m, (nn.Embedding, nn.EmbeddingBag)):
+                self.embeddings[full] = ModuleFact(full, type(m).__name__, (
+                    ("num_embeddings", m.num_embeddings), ("embedding_dim", m.embedding_dim),
+                    ("padding_idx", getattr(m, "padding_idx", None))))
+            elif hasattr(m, "ignore_index") and type(m).__name__.endswith("Loss"):
+                self.losses[full] = ModuleFact(full, type(m).__name__, (("ignore_index", m.ignore_index),))
+            elif type(m).__name__.endswith("Loss"):
+                self.losses[full] = ModuleFact(full, type(m).__name__, ())
+            config = getattr(m, "config", None)
+            if config is not None and not sub:
+                self._config(f"{full}.config", config)
+
+    def _dataset(self, name: str, value: Any) -> None:
+        classes = getattr(value, "classes", None)
+        if isinstance(classes, (list, tuple)) and classes and name not in self.datasets:
+            self.datasets[name] = len(classes)
+        targets = getattr(value, "targets", None)
+        if targets is not None and self.torch is not None:
+            if isinstance(targets, list) and targets and isinstance(targets[0], int) and len(targets) < 10_000_000:
+                targets = self.torch.tensor(targets)
+            if isinstance(targets, self.torch.Tensor):
+                self._tensor(f"{name}.targets", targets)
+
+    def _config(self, name: str, value: Any) -> None:
+        if type(value).__name__.endswith("Config") and hasattr(value, "vocab_size"):
+            attrs = tuple((k, getattr(value, k)) for k in ("vocab_size", "num_labels", "max_position_embeddings")
+                          if isinstance(getattr(value, k, None), int))
+            self.configs.setdefault(name, ModuleFact(name, type(value).__name__, attrs))
+
+    def _tokenizer(self, name: str, value: Any) -> None:
+        if "Tokenizer" in type(value).__name__ and hasattr(value, "__len__"):
+            self.tokenizers.setdefault(name, len(value))

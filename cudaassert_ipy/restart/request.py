@@ -1,0 +1,280 @@
+"""Restart this kernel and have the new one replay the setup: the buttons, ``%cudaassert restart`` and ``setup``.
+
+On the kernel's main thread (a button's click handler and a magic already run there): write the
+resume plan and the startup stub, show "Restarting…" on the button, then ``kernel.do_shutdown(True)``.
+The kernel exits cleanly and the Jupyter server restarts it with the same id (0.5–3.5 s). It must
+not be called from another thread (the kernel would then wait for the next message), and it is
+preferred to ``os._exit``, which loses the button's last update. Where nothing restarts the kernel
+(VS Code, a terminal, headless runs), the plan is armed and the user is told what to press.
+Nothing is shut down unless the plan and the stub were written: a failure costs no data.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Sequence
+
+from IPython.core.error import UsageError
+
+from cudaassert_ipy.restart import plan_files as resume_plan
+from cudaassert_ipy.restart import startup_stub
+from cudaassert_ipy.restart.cell_history import CellRecord, parse_cell_numbers
+from cudaassert_ipy.restart.frontend import Frontend, check_server, detect
+from cudaassert_ipy.restart.plan_files import PREFIX, PlanError
+from cudaassert_ipy.view.actions import Action, ReplayChoice
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.shell.extension import Extension
+
+__all__ = ["MODES", "ActionList", "actions_for", "build_plan", "plan_listing", "request_restart", "restart_magic",
+           "setup_magic"]
+
+DEBUG_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "CUDAASSERT_VALIDATORS": "1"}
+MODES: dict[str, dict[str, Any]] = {
+    "debug": {"env": DEBUG_ENV, "validators": True, "text": "with CUDA_LAUNCH_BLOCKING=1 and validators on"},
+    "cpu": {"env": {**DEBUG_ENV, "CUDA_VISIBLE_DEVICES": ""}, "validators": True,
+            "text": "on the CPU (CUDA_VISIBLE_DEVICES= hides the GPU), with validators on"},
+    "normal": {"env": {}, "validators": False, "text": "at normal speed (no blocking mode, no validators)"},
+}
+
+PLAN_HEADER = "{prefix} Restart {mode_text}; {count} setup cell(s) replay before your next cell:"
+PLAN_LINE = "  [{number}] {first_line}  ({duration:.2f} s)"
+NO_CELLS = "  (no cells: the kernel restarts empty)"
+RESTARTING = ("{prefix} Restarting the kernel now; it comes back in a few seconds with the same id. Then run a cell "
+              "(the failing one{cell}): the setup replays first, inside that cell.")
+ARMED = {
+    "vscode": "{prefix} Plan armed. VS Code does not restart this kernel by itself: press Restart in the notebook "
+              "toolbar, then run a cell; the setup replays first, inside that cell.",
+    "terminal": "{prefix} Plan armed. This IPython cannot restart itself: exit (Ctrl-D), start `ipython` again in "
+                "this directory and terminal, and run a command; the setup replays first.",
+    "headless": "{prefix} This run has no interactive frontend ({detail}), so nothing here can restart the kernel. "
+                "The plan is kept for {ttl} min: restart this kernel and run a cell to replay the setup, or re-run "
+                "the notebook with CUDA_LAUNCH_BLOCKING=1 and CUDAASSERT_VALIDATORS=1 in its environment.",
+    "kernel": "{prefix} No Jupyter server was found for this kernel (looked for {detail}), so it cannot restart "
+              "itself. The plan is kept for {ttl} min: restart the kernel from your frontend, then run a cell; the "
+              "setup replays first, inside that cell.",
+    "unknown": "{prefix} The Jupyter server at {detail} does not know this kernel's id, so it would not restart it. "
+               "Nothing was restarted. The plan is kept for {ttl} min: restart the kernel from your frontend, then "
+               "run a cell.",
+}
+SERVER_NOTE = {
+    "refused": "{prefix} The Jupyter server at {url} refused the token in its runtime file ({why}), so this "
+               "kernel's id could not be confirmed; restarting anyway: the server that launched this kernel "
+               "restarts it when it exits.",
+    "unreachable": "{prefix} The Jupyter server at {url} did not answer ({why}), so this kernel's id could not be "
+                   "confirmed; restarting anyway: the server that launched this kernel restarts it when it exits.",
+}
+BUTTON = {"restarting": "Restarting…", "armed": "Armed: restart the kernel", "failed": "Restart failed"}
+SETUP_HEADER = {
+    "pinned": "{prefix} Setup cells a restart replays (your choice, `%cudaassert setup`):",
+    "failing": "{prefix} Setup cells a restart replays (default: cells that succeeded before cell [{cell}]):",
+    "all": "{prefix} Setup cells a restart replays (default: every cell that succeeded):",
+}
+SETUP_FOOTER = ("Choose with `%cudaassert setup 2,3,5` (or 2-5), back to the default with `%cudaassert setup auto`; "
+                "a first line `# cudaassert: setup` forces a cell in, `# cudaassert: skip` keeps it out.")
+SETUP_USAGE = "`%cudaassert setup {value}`: give cell numbers like 2,3,5 or 2-5, or `auto`, or `show`."
+UNKNOWN_CELLS = "`{what}`: cell(s) {missing} are not in this kernel's history (known: {known})."
+CPU_NORMAL = ("`--cpu` and `--normal` do not go together: `--normal` restarts without blocking mode and validators; "
+              "`--cpu` keeps both and hides the GPU.")
+NO_REPLAY_CELLS = "`--no-replay` and `--cells` do not go together: `--no-replay` replays nothing."
+
+
+def failing_record(ext: Extension) -> CellRecord | None:
+    """The cell that killed the context; while the context is alive every successful cell counts as setup."""
+    dead = ext.state.dead_since
+    return ext.history.failing(dead.cell) if dead is not None else None
+
+
+def _diagnosis_summary(d: Diagnosis | None) -> dict[str, Any] | None:
+    if d is None:
+        return None
+    return {"cause_id": d.cause_id, "title": d.title, "headline": d.headline, "specific": d.specific,
+            "cell": d.cell, "exception_line": d.exception_line}
+
+
+def build_plan(ext: Extension, fe: Frontend, mode: str, cells: list[CellRecord]) -> dict[str, Any]:
+    failing = failing_record(ext)
+    now = time.time()
+    return {
+        "key": fe.key, "kernel_id": fe.kernel_id, "notebook": fe.notebook, "frontend": fe.kind, "mode": mode,
+        "env": dict(MODES[mode]["env"]), "validators": MODES[mode]["validators"],
+        "cells": [c.as_plan_cell() for c in cells],
+        "failing": None if failing is None else {"number": failing.number, "cell_id": failing.cell_id,
+                                                 "source": failing.source, "error": failing.error},
+        "diagnosis": _diagnosis_summary(ext.state.dead_since or ext.last),
+        "created": now, "expires": now + resume_plan.PLAN_TTL,
+    }
+
+
+def plan_listing(mode: str, cells: list[CellRecord]) -> str:
+    lines = [PLAN_HEADER.format(prefix=PREFIX, mode_text=MODES[mode]["text"], count=len(cells))]
+    lines += [PLAN_LINE.format(number=c.number, first_line=c.first_line, duration=c.duration) for c in cells]
+    return "\n".join(lines if cells else [*lines, NO_CELLS])
+
+
+def _arm(ext: Extension, plan: dict[str, Any]) -> None:
+    """Plan and stub together, under the lock a claiming kernel takes before it removes an idle stub."""
+    directory = resume_plan.ensure_dir()
+    try:
+        with resume_plan.plan_lock(directory):
+            path = resume_plan.write_plan(plan, directory)
+            try:
+                startup_stub.ensure_stub(ext.shell)
+            except startup_stub.StubError:
+                path.unlink(missing_ok=True)  # without the stub the plan could never run
+                raise
+    except OSError as e:  # the lock file itself
+        raise PlanError(resume_plan.PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=e)) from e
+
+
+def _shutdown(shell: Any) -> None:
+    """``do_shutdown(True)`` on the main thread; from any other thread, hand it to the kernel's loop."""
+    kernel = shell.kernel
+    loop = getattr(kernel, "io_loop", None)
+    if threading.current_thread() is threading.main_thread() or loop is None:
+        kernel.do_shutdown(True)
+    else:
+        loop.add_callback(kernel.do_shutdown, True)
+
+
+def _feedback(button: Any, state: str, message: str) -> None:
+    if button is None:
+        print(message)
+        return
+    button.description = BUTTON[state]
+    button.tooltip = message
+    button.disabled = True
+
+
+def request_restart(ext: Extension, mode: str = "debug", cells: list[CellRecord] | None = None,
+                    button: Any = None, frontend: Frontend | None = None) -> str:
+    """Write the plan, then restart (or arm and explain). Returns what happened: restarting|armed|failed."""
+    fe = frontend or detect(ext.shell)
+    if cells is None:
+        cells = ext.history.plan(failing_record(ext))
+    plan = build_plan(ext, fe, mode, cells)
+    notes = [plan_listing(mode, cells)]
+    state = "restarting" if fe.restarts_itself else "armed"
+    armed_kind = fe.kind
+    if fe.kind == "server" and fe.server is not None and fe.kernel_id:
+        verdict, why = check_server(fe.server, fe.kernel_id)
+        if verdict == "unknown":
+            state, armed_kind = "armed", "unknown"
+        elif verdict in SERVER_NOTE:
+            notes.append(SERVER_NOTE[verdict].format(prefix=PREFIX, url=fe.detail, why=why))
+    try:
+        _arm(ext, plan)
+    except (PlanError, startup_stub.StubError) as e:
+        _feedback(button, "failed", "\n".join([*notes, str(e)]))
+        return "failed"
+    if state == "restarting":
+        failing = plan["failing"]
+        cell = f" [{failing['number']}]" if failing and failing.get("number") is not None else ""
+        notes.append(RESTARTING.format(prefix=PREFIX, cell=cell))
+        _feedback(button, "restarting", "\n".join(notes))
+        _shutdown(ext.shell)
+    else:
+        notes.append(ARMED[armed_kind].format(prefix=PREFIX, detail=fe.detail,
+                                              ttl=int(resume_plan.PLAN_TTL // 60)))
+        _feedback(button, "armed", "\n".join(notes))
+    return state
+
+
+# -- the panel's buttons -------------------------------------------------------------------------
+def _on_click(ext: Extension, mode: str, picks: list[tuple[ReplayChoice, CellRecord]]) -> Any:
+    def callback(button: Any) -> None:
+        request_restart(ext, mode, [rec for choice, rec in picks if choice.selected], button)
+
+    return callback
+
+
+class ActionList(list):  # type: ignore[type-arg]
+    """The panel's buttons; ``replay_choices`` are its checkboxes, the very objects the buttons read at click."""
+
+    def __init__(self, actions: Sequence[Action] = (), replay_choices: Sequence[ReplayChoice] = ()) -> None:
+        super().__init__(actions)
+        self.replay_choices = list(replay_choices)
+
+
+def actions_for(ext: Extension, diagnosis: Diagnosis | None) -> ActionList:
+    """Restart only helps a dead context (or ends the debug mode of a restarted kernel); else no buttons."""
+    from cudaassert_ipy.restart import replay
+
+    resumed = replay.resumed_mode(ext.shell)
+    dead = diagnosis is not None and diagnosis.context_dead
+    if not dead and resumed in (None, "normal"):
+        return ActionList()
+    records = ext.history.plan(failing_record(ext))
+    picks = [(ReplayChoice(r.number or 0, r.first_line, r.duration, True), r) for r in records]
+    fe = detect(ext.shell)
+    reason = (ARMED["headless"].format(prefix=PREFIX, detail=fe.detail, ttl=int(resume_plan.PLAN_TTL // 60))
+              if fe.kind == "headless" else None)
+    n = len(picks)
+    if dead:
+        actions = [
+            Action("restart_replay", "Restart & replay setup", _on_click(ext, "debug", picks), reason,
+                   f"Restart the kernel with CUDA_LAUNCH_BLOCKING=1 and validators on; the {n} ticked setup "
+                   "cell(s) replay when you run your next cell."),
+            Action("restart_cpu", "Restart on CPU", _on_click(ext, "cpu", picks), reason,
+                   f"Restart with the GPU hidden (CUDA_VISIBLE_DEVICES=) and validators on; the {n} ticked "
+                   "setup cell(s) replay on the CPU."),
+        ]
+    else:
+        actions = [Action("restart_normal", "Back to normal speed", _on_click(ext, "normal", picks), reason,
+                          f"Restart without blocking mode and validators; the {n} ticked setup cell(s) replay.")]
+    return ActionList(actions, [choice for choice, _ in picks])
+
+
+# -- the magics ----------------------------------------------------------------------------------
+def _records_for(ext: Extension, text: str, what: str) -> list[CellRecord]:
+    try:
+        numbers = parse_cell_numbers(text)
+    except ValueError:
+        raise UsageError(SETUP_USAGE.format(value=text) if what.startswith("%cudaassert setup")
+                         else f"`{what}`: give cell numbers like --cells 2,3,5 (the n of In [n]).") from None
+    try:
+        return ext.history.resolve(numbers)
+    except KeyError as e:
+        known = ", ".join(map(str, ext.history.known_numbers())) or "none yet"
+        raise UsageError(UNKNOWN_CELLS.format(what=what, missing=", ".join(map(str, e.args[0])),
+                                              known=known)) from None
+
+
+def restart_magic(ext: Extension, args: Any) -> str:
+    """``%cudaassert restart [--cpu] [--normal] [--no-replay] [--cells 2,3,5]``."""
+    if args.cpu and args.normal:
+        raise UsageError(CPU_NORMAL)
+    if args.no_replay and args.cells:
+        raise UsageError(NO_REPLAY_CELLS)
+    cells = None
+    if args.no_replay:
+        cells = []
+    elif args.cells:
+        cells = _records_for(ext, args.cells, f"%cudaassert restart --cells {args.cells}")
+    mode = "cpu" if args.cpu else "normal" if args.normal else "debug"
+    return request_restart(ext, mode, cells)
+
+
+def setup_listing(ext: Extension) -> str:
+    history = ext.history
+    failing = failing_record(ext)
+    if history.pinned is not None:
+        header = SETUP_HEADER["pinned"]
+    else:
+        header = SETUP_HEADER["failing" if failing is not None else "all"]
+    cells = history.plan(failing)
+    lines = [header.format(prefix=PREFIX, cell=failing.number if failing else "")]
+    lines += [PLAN_LINE.format(number=c.number, first_line=c.first_line, duration=c.duration) for c in cells]
+    return "\n".join([*lines, *([] if cells else ["  (none)"]), SETUP_FOOTER])
+
+
+def setup_magic(ext: Extension, value: str | None) -> None:
+    """``%cudaassert setup [show|auto|2,3,5]``: see or choose the cells a restart replays."""
+    if value not in (None, "show", "auto"):
+        records = _records_for(ext, value, f"%cudaassert setup {value}")
+        ext.history.pinned = [r.number for r in records if r.number is not None]
+    elif value == "auto":
+        ext.history.pinned = None
+    print(setup_listing(ext))

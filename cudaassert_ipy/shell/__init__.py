@@ -1,0 +1,3 @@
+"""The IPython binding: load/unload, magics, the cell watcher, the context state. The only layer
+that wires the others together; nothing below imports it.
+"""

@@ -1,0 +1,100 @@
+"""See every failed cell through IPython's pre/post_run_cell events, and report after the traceback.
+
+Why events and not ``set_custom_exc``: that holds a single handler (Colab installs one), misses
+errors raised while displaying a result, and if it raises once IPython drops every handler.
+``post_run_cell`` sees ``error_in_exec`` / ``error_before_exec``, and a *new* ``sys.last_value``
+catches display errors. The normal traceback is never touched; the report follows it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+
+from cudaassert_ipy.diagnose.detection import Detection, classify
+from cudaassert_ipy.view.report import DIAGNOSIS_FAILED, PREFIX
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.shell.extension import Extension
+
+__all__ = ["CellOutcome", "CellWatcher"]
+
+_clock = time.perf_counter
+_modules = sys.modules
+_sys_dict = sys.__dict__  # sys.last_value, read without getattr's default handling
+
+
+class CellOutcome(NamedTuple):
+    """What one cell did, for listeners such as the cell history (a NamedTuple: this is the per-cell path)."""
+
+    source: str
+    execution_count: int | None
+    cell_id: str | None
+    error: BaseException | None
+    duration: float
+    detection: Detection | None
+
+
+class CellWatcher:
+    """pre/post_run_cell pair. Nested run_cell (replays) is handled with a stack."""
+
+    def __init__(self, ext: Extension) -> None:
+        self.ext = ext
+        self._stack: list[tuple[Any, Any, float, Any]] = []
+        self._handled: BaseException | None = None
+        self.listeners: list[Callable[[CellOutcome], None]] = []
+
+    # Both run for every cell: keep them to attribute reads (the idle-overhead benchmark watches them).
+    def pre_run_cell(self, info: Any = None) -> None:
+        tap = self.ext.tap
+        self._stack.append((_sys_dict.get("last_value"), tap.mark() if tap is not None else (), _clock(), info))
+
+    def post_run_cell(self, result: Any = None) -> None:
+        if not self._stack:
+            return
+        last_before, mark, started, info = self._stack.pop()
+        tap = self.ext.tap
+        if mark and tap is not None:  # keep this cell's fd output in this cell: ipykernel publishes it from a thread
+            tap.settle(mark)
+        validator_mode = _modules.get("cudaassert_ipy.checks.mode")  # loaded once validators were on
+        if validator_mode is not None:  # an optimizer step that raised may have left them suspended
+            validator_mode.resume_suspended()
+        error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
+        if error is None:
+            now = _sys_dict.get("last_value")
+            if now is not None and now is not last_before:
+                error = now  # raised while displaying the result (formatter / displayhook)
+        source = getattr(info, "raw_cell", None) or ""
+        detection = None
+        if error is not None and error is not self._handled:
+            self._handled = error
+            try:
+                detection = self._report(error, mark, source, result)
+            except Exception as failure:  # our failure must never cost the user their traceback
+                print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=f"{type(failure).__name__}: {failure}"),
+                      file=sys.stderr)
+        if not self.listeners:
+            return
+        outcome = CellOutcome(source, getattr(result, "execution_count", None), getattr(info, "cell_id", None), error,
+                              _clock() - started, detection)
+        for listener in self.listeners[:]:
+            try:
+                listener(outcome)
+            except Exception as failure:
+                print(f"{PREFIX} a cell listener failed: {failure!r}", file=sys.stderr)
+
+    def _report(self, error: BaseException, mark: Any, source: str, result: Any) -> Detection | None:
+        ext = self.ext
+        detection = classify(error, context_dead=ext.state.dead)
+        if detection is None:
+            return None
+        if ext.state.dead and detection.kills_context:
+            ext.show_banner()
+            return detection
+        stderr_text = ""
+        if ext.tap is not None:
+            ext.tap.drain()
+            stderr_text = ext.tap.text_since(mark)
+        ext.diagnose_and_show(detection, source, getattr(result, "execution_count", None), stderr_text)
+        return detection

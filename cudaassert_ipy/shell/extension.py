@@ -1,0 +1,209 @@
+"""Load and unload: one object records every change it makes to IPython, and unload reverts it.
+
+Loading imports neither torch nor ipywidgets and never touches CUDA. Loading twice (also as
+``cudaassert`` and ``cudaassert_ipy``) or ``%reload_ext`` leaves exactly one set of hooks.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from traitlets import Bool, Int, List
+from traitlets.config import Configurable
+
+from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
+from cudaassert_ipy.restart.cell_history import CellHistory
+from cudaassert_ipy.shell.cell_watcher import CellWatcher
+from cudaassert_ipy.shell.context_state import ContextState
+from cudaassert_ipy.view.report import PREFIX, Banner, Report
+
+__all__ = ["CudaAssert", "Extension", "current", "last_diagnosis", "load", "unload"]
+
+
+class CudaAssert(Configurable):
+    """Settings: ``%config CudaAssert.<name> = value`` or ``c.CudaAssert.<name>`` in ipython_config.py."""
+
+    enabled = Bool(True, help="Diagnose CUDA failures after each cell (also: %cudaassert on|off).").tag(config=True)
+    tap = Bool(True, help="Tee fd 1/2 to read the kernel's assertion lines (set before loading).").tag(config=True)
+    tap_fds = List(Int(), default_value=[2, 1], help="File descriptors to tee (each keeps its own tail).").tag(
+        config=True)
+    tail_bytes = Int(4 * 1024 * 1024, help="Bytes of fd output kept for parsing.").tag(config=True)
+    panel = Bool(True, help="Show the ipywidgets panel when the frontend can render it.").tag(config=True)
+    gpu_state = Bool(True, help="Read the GPU state through NVML (nvidia-ml-py) for the report.").tag(config=True)
+
+
+class Extension:
+    """Everything one loaded extension changed, so that unload can undo exactly that."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.config = CudaAssert(parent=shell)
+        self.state = ContextState()
+        self.watcher = CellWatcher(self)
+        self.tap: Any = None
+        self.tap_note: str | None = None
+        self.last: Diagnosis | None = None
+        self.history = CellHistory()
+        self._undo: list[Callable[[], None]] = []
+
+    # -- install / uninstall ------------------------------------------------------------------
+    def install(self) -> None:
+        shell = self.shell
+        shell.configurables.append(self.config)
+        self._undo.append(lambda: shell.configurables.remove(self.config))
+        for event in ("pre_run_cell", "post_run_cell"):
+            callback = getattr(self.watcher, event)
+            shell.events.register(event, callback)
+            self._undo.append(lambda e=event, c=callback: shell.events.unregister(e, c))
+        if self.config.tap:
+            self._start_tap()
+        from cudaassert_ipy.shell.magics import CudaAssertMagics, unregister_magics
+
+        magics = CudaAssertMagics(shell, self)
+        shell.register_magics(magics)
+        self._undo.append(lambda: unregister_magics(shell, magics))
+        self._undo.append(self.state.reset)
+        self.history.note_loading_cell(shell)
+        self.watcher.listeners.append(self.history.record)
+        self._undo.append(lambda: self.watcher.listeners.remove(self.history.record))
+        from cudaassert_ipy.restart.startup_stub import remove_if_idle
+
+        self._undo.append(lambda: remove_if_idle(shell))  # the resume stub stays only while a plan is pending
+        from cudaassert_ipy.checks import env_requests_validators  # light: torch only when turned on
+
+        if env_requests_validators():  # CUDAASSERT_VALIDATORS=1, set by the restart flow
+            self.set_validators(True)
+
+    def _start_tap(self) -> None:
+        from cudaassert_ipy.capture.fd_tap import TapError, TapSet
+
+        tap = TapSet(fds=tuple(self.config.tap_fds), tail_bytes=self.config.tail_bytes)
+        try:
+            tap.start()
+        except (TapError, OSError) as e:
+            self.tap_note = f"assertion lines are not captured ({e}); the diagnosis uses the exception only"
+            return
+        self.tap = tap
+
+        def stop() -> None:
+            tap.stop()
+            self.tap = None
+
+        self._undo.append(stop)
+
+    def uninstall(self) -> None:
+        if self.validators_on():
+            self.set_validators(False)
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception as e:  # keep undoing the rest
+                print(f"{PREFIX} unload: {e!r}", file=sys.stderr)
+
+    # -- validators (the module imports torch, so only on demand) ----------------------------
+    def validators_on(self) -> bool:
+        mod = sys.modules.get("cudaassert_ipy.checks")
+        return bool(mod is not None and mod.validators_enabled())
+
+    def set_validators(self, on: bool) -> None:
+        from cudaassert_ipy.checks import disable_validators, enable_validators
+
+        (enable_validators if on else disable_validators)()
+
+    # -- reporting ---------------------------------------------------------------------------
+    def diagnose_and_show(self, detection: Any, source: str, execution_count: int | None, stderr_text: str) -> None:
+        if not self.config.enabled:
+            return
+        from cudaassert_ipy.capture.assert_lines import scan
+        from cudaassert_ipy.diagnose.evidence import collect
+
+        sites = scan(stderr_text) if stderr_text else []
+        evidence = collect(detection, sites, source, execution_count, self.shell.user_ns, stderr_text)
+        diagnosis = diagnose(evidence)
+        self.last = diagnosis
+        if diagnosis.context_dead:
+            self.state.mark_dead(diagnosis, self.shell)
+        self.show(diagnosis)
+
+    def show(self, diagnosis: Diagnosis) -> None:
+        """The panel where the frontend can render widgets; the full text/HTML report always comes along."""
+        from IPython.display import display
+
+        gpu = self.gpu_summary(diagnosis)
+        if self.config.panel:
+            try:
+                from cudaassert_ipy.view import panel
+            except ImportError as e:  # e.g. ipywidgets missing or too old: the report still shows
+                print(f"{PREFIX} panel unavailable ({e}); showing the text report.", file=sys.stderr)
+                panel = None
+            if panel is not None and panel.available():
+                try:
+                    panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu)
+                    return
+                except Exception as e:  # the diagnosis must still reach the user
+                    print(f"{PREFIX} panel failed ({type(e).__name__}: {e}); showing the text report.",
+                          file=sys.stderr)
+        from cudaassert_ipy.diagnose.gpu_state import GpuState, describe
+
+        display(Report(diagnosis, describe(gpu) if isinstance(gpu, GpuState) else gpu))
+
+    def actions(self, diagnosis: Diagnosis) -> list[Any]:
+        """The panel's buttons: restart actions from the restart module, plus copying the report."""
+        from cudaassert_ipy.restart import request as restart
+
+        return restart.actions_for(self, diagnosis)
+
+    def gpu_summary(self, diagnosis: Diagnosis) -> Any:
+        """NVML's view of the device (a GpuState; never raises), only when the context died."""
+        if not self.config.gpu_state or not diagnosis.context_dead:
+            return None
+        from cudaassert_ipy.diagnose import gpu_state
+
+        return gpu_state.snapshot(diagnosis.cuda_device)
+
+    def show_banner(self) -> None:
+        if not self.config.enabled or self.state.dead_since is None:
+            return
+        from IPython.display import display
+
+        display(Banner(self.state.dead_since))
+
+
+# One Extension per shell; removed again on unload, so nothing global is left behind.
+_ACTIVE: dict[int, Extension] = {}
+
+
+def load(shell: Any) -> Extension:
+    ext = _ACTIVE.get(id(shell))
+    if ext is None:
+        ext = Extension(shell)
+        _ACTIVE[id(shell)] = ext
+        try:
+            ext.install()
+        except BaseException:
+            _ACTIVE.pop(id(shell), None)
+            ext.uninstall()
+            raise
+    return ext
+
+
+def unload(shell: Any) -> None:
+    ext = _ACTIVE.pop(id(shell), None)
+    if ext is not None:
+        ext.uninstall()
+
+
+def current(shell: Any = None) -> Extension | None:
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    return _ACTIVE.get(id(shell)) if shell is not None else None
+
+
+def last_diagnosis() -> Diagnosis | None:
+    """The most recent diagnosis in this kernel (None before any failure or when not loaded)."""
+    ext = current()
+    return ext.last if ext is not None else None

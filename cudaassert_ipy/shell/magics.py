@@ -1,0 +1,123 @@
+"""``%cudaassert <verb>`` and ``%%cuda_debug``: thin shells over plain functions.
+
+``%cudaassert?`` prints the manual (every option has help). Misuse raises ``UsageError``
+with the fix in its text.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from cudaassert_ipy.shell.debug_cell import debug_magic_arguments, parse_debug_args, run_debug_cell
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.shell.extension import Extension
+
+__all__ = ["CudaAssertMagics", "status_text", "unregister_magics"]
+
+VERBS = ("status", "explain", "on", "off", "validators", "restart", "setup")
+NO_DIAGNOSIS = "No CUDA failure has been diagnosed in this kernel yet."
+
+
+def status_text(ext: Extension) -> str:
+    """One screen: loaded, context alive or dead, tap state, validators."""
+    lines = ["cudaassert: loaded" + ("" if ext.config.enabled else " (reports off: `%cudaassert on`)")]
+    if ext.state.dead_since is not None:
+        d = ext.state.dead_since
+        cell = f"[{d.cell}]" if d.cell is not None else "(unknown)"
+        lines.append(f"GPU context: DEAD since cell {cell} ({d.title}); restart the kernel")
+    else:
+        lines.append("GPU context: alive (no sticky CUDA error seen)")
+    if ext.tap is not None:
+        lines.append(f"fd tap: on (fds {', '.join(map(str, ext.tap.fds))})")
+    else:
+        lines.append(f"fd tap: off{' - ' + ext.tap_note if ext.tap_note else ''}")
+    lines.append(f"validators: {'on' if ext.validators_on() else 'off'} in this thread")
+    from cudaassert_ipy.restart import replay
+
+    mode = replay.resumed_mode(ext.shell)
+    if mode is not None:
+        lines.append(f"restarted by cudaassert: {mode} mode (`%cudaassert restart --normal` for normal speed)")
+    return "\n".join(lines)
+
+
+@magics_class
+class CudaAssertMagics(Magics):
+    def __init__(self, shell: Any, ext: Extension) -> None:
+        super().__init__(shell)
+        self.ext = ext
+
+    @magic_arguments()
+    @argument("verb", choices=VERBS, help="status: what is on and whether the GPU context is alive; "
+              "explain: show the last diagnosis again; on/off: turn reports on or off; "
+              "validators on|off: check risky ops' inputs before they launch.")
+    @argument("value", nargs="?", help="for `validators`: on or off; for `setup`: cell numbers (2,3,5), "
+              "'auto', or 'show'")
+    @argument("--cpu", action="store_true", help="restart: hide the GPU (CUDA_VISIBLE_DEVICES=) and replay on the CPU")
+    @argument("--normal", action="store_true", help="restart: back to normal speed (no blocking mode, no validators)")
+    @argument("--no-replay", action="store_true", help="restart: restart only, replay no cells")
+    @argument("--cells", default=None, help="restart: replay exactly these cells, e.g. --cells 2,3,5")
+    @line_magic
+    def cudaassert(self, line: str) -> None:
+        """Control the cudaassert extension."""
+        args = parse_argstring(self.cudaassert, line)
+        restart_only = [o for o in ("cpu", "normal", "no_replay", "cells") if getattr(args, o) not in (False, None)]
+        if restart_only and args.verb != "restart":
+            raise UsageError(f"--{restart_only[0].replace('_', '-')} only goes with `%cudaassert restart`.")
+        if args.verb == "restart":
+            from cudaassert_ipy.restart import request as restart
+
+            restart.restart_magic(self.ext, args)
+            return
+        if args.verb == "setup":
+            from cudaassert_ipy.restart import request as restart
+
+            restart.setup_magic(self.ext, args.value)
+            return
+        if args.verb == "validators" and args.value not in (None, "on", "off"):
+            raise UsageError(f"`%cudaassert validators {args.value}`: say `on` or `off`.")
+        if args.verb != "validators" and args.value is not None:
+            raise UsageError(f"`%cudaassert {args.verb}` takes no value; did you mean `%cudaassert validators "
+                             f"{args.value}`?")
+        if args.verb == "status":
+            print(status_text(self.ext))
+        elif args.verb == "explain":
+            if self.ext.last is None:
+                print(NO_DIAGNOSIS)
+            else:
+                self.ext.show(self.ext.last)
+        elif args.verb in ("on", "off"):
+            self.ext.config.enabled = args.verb == "on"
+            print(f"cudaassert reports are {args.verb}.")
+        elif args.verb == "validators":
+            if args.value is None:
+                raise UsageError("Say which: `%cudaassert validators on` or `%cudaassert validators off`.")
+            self.ext.set_validators(args.value == "on")
+            print(f"cudaassert validators are {args.value} (in this thread).")
+
+    @debug_magic_arguments  # --sync / --nan with help=, so `%%cuda_debug?` is the manual
+    @cell_magic
+    def cuda_debug(self, line: str, cell: str) -> None:
+        """Run this cell with validators on; --sync: synchronise after each CUDA torch call; --nan: stop at the
+        first NaN/inf."""
+        options = parse_debug_args(line)  # UsageError with the usage line on bad input
+        run_debug_cell(self.shell, cell, sync=options.sync, nan=options.nan)
+
+
+def unregister_magics(shell: Any, magics: Magics) -> None:
+    """IPython has no public unregister; remove exactly the names this instance registered."""
+    manager = shell.magics_manager
+    for kind, names in magics.magics.items():
+        table = manager.magics.get(kind, {})
+        for name in names:
+            bound = table.get(name)
+            if getattr(bound, "__self__", None) is magics:
+                del table[name]
+    for key, value in list(manager.registry.items()):
+        if value is magics:
+            del manager.registry[key]
+    shell.configurables[:] = [c for c in shell.configurables if c is not magics]  # register_magics added it
