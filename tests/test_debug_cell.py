@@ -24,6 +24,7 @@ from cudaassert_ipy.checks import (
     validators_enabled,
 )
 from cudaassert_ipy.shell import debug_cell
+from cudaassert_ipy.wording import is_cell_filename
 
 
 @magics_class
@@ -52,7 +53,7 @@ def shell() -> Iterator[InteractiveShell]:
 
 
 def cell_frame(error: BaseException, shell: InteractiveShell) -> traceback.FrameSummary:
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if debug_cell.is_cell_filename(f.filename, shell)]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if debug_cell.is_shell_cell(f.filename, shell)]
     return frames[-1]
 
 
@@ -198,9 +199,9 @@ def test_nan_guard_ignores_finite_and_integer_results(shell: InteractiveShell) -
 
 
 def test_nan_guard_on_ipython_7_style_cell_names() -> None:
-    assert debug_cell.is_cell_filename("<ipython-input-3-0123abcd>")
-    assert debug_cell.is_cell_filename("/tmp/ipykernel_4242/1234567.py")
-    assert not debug_cell.is_cell_filename("/usr/lib/python3/site-packages/torch/nn/functional.py")
+    assert is_cell_filename("<ipython-input-3-0123abcd>")
+    assert is_cell_filename("/tmp/ipykernel_4242/1234567.py")
+    assert not is_cell_filename("/usr/lib/python3/site-packages/torch/nn/functional.py")
 
 
 # ---------------------------------------------------------------- --sync

@@ -121,7 +121,7 @@ def test_importing_the_validators_package_does_not_import_torch() -> None:
 def test_public_functions_are_not_shadowed_by_the_modules_that_define_them() -> None:
     import cudaassert_ipy
     import cudaassert_ipy.checks
-    import cudaassert_ipy.data.preflight  # noqa: F401
+    import cudaassert_ipy.data.preflight
 
     assert callable(cudaassert_ipy.validators) and cudaassert_ipy.validators.__name__ == "validators"
     report = cudaassert_ipy.preflight([(torch.zeros(2), 1)], num_classes=2, progress=False)

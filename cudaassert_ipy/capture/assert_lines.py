@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, List, Optional, Tuple
 
+from cudaassert_ipy.wording import plural
+
 __all__ = ["AssertLine", "AssertSite", "fold", "normalise_file", "parse_line", "parse_lines", "scan", "short_function"]
 
 Dim3 = Tuple[int, int, int]
@@ -64,15 +66,11 @@ class AssertSite:
         func = short_function(self.function)
         head = f"{where} {func}:" if func else f"{where}:"
         text = (
-            f"{head} `{self.condition}` failed in {_plural(self.threads, 'thread')} of {_plural(self.blocks, 'block')}"
+            f"{head} `{self.condition}` failed in {plural(self.threads, 'thread')} of {plural(self.blocks, 'block')}"
         )
         if self.message:
             text += f": {self.message}"
         return text
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def short_function(function: Optional[str]) -> Optional[str]:

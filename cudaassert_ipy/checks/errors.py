@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
+from cudaassert_ipy.wording import plural
+
 __all__ = [
     "FOOTER",
     "GENERIC_LINE",
@@ -171,10 +173,6 @@ HINT_REPEATS_NEGATIVE = (
 HINT_OUTPUT_SIZE = "pass output_size={required}, or leave it out (PyTorch then computes it, with one sync)"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def format_examples(argument: str, examples: Sequence[Example], n_bad: int, *, row_sums: bool = False) -> str:
     """``target[2]=5, target[3]=-1`` (positions as the user would index them)."""
     parts = []
@@ -237,7 +235,7 @@ class ValidationError(Exception):
             headline = RANGE_HEADLINE.format(
                 op=op,
                 argument=argument,
-                count=_plural(self.n_bad, "bad value"),
+                count=plural(self.n_bad, "bad value"),
                 valid=valid,
                 examples=format_examples(example_label or argument, self.examples, self.n_bad),
             )
@@ -333,7 +331,7 @@ class NonFiniteError(RuntimeError):
         self.inputs_finite = inputs_finite
         self.hint = hint
         what = " and ".join(
-            part for part in (_plural(n_nan, "NaN") if n_nan else "", _plural(n_inf, "inf") if n_inf else "")
+            part for part in (plural(n_nan, "NaN") if n_nan else "", plural(n_inf, "inf") if n_inf else "")
             if part
         )
         where = ""

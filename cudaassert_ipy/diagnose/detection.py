@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from cudaassert_ipy.diagnose.causes.cpu_twins import CpuTwin, match_cpu_twin
+from cudaassert_ipy.wording import error_line
 
 __all__ = ["Detection", "Kind", "classify"]
 
@@ -73,8 +74,7 @@ class Detection:
     @property
     def first_line(self) -> str:
         """``TypeName: first line of the message``, as IPython prints it."""
-        head = self.message.strip().splitlines()[0] if self.message.strip() else ""
-        return f"{type(self.exception).__name__}: {head}".rstrip(": ")
+        return error_line(self.exception, self.message)
 
 
 _RANK = {Kind.DEVICE_ASSERT: 5, Kind.STICKY: 4, Kind.FOLLOW_ON: 3, Kind.VALIDATOR: 2, Kind.CPU_TWIN: 1}

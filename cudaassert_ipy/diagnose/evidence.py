@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from cudaassert_ipy.capture.assert_lines import AssertSite
 from cudaassert_ipy.diagnose.detection import Detection
+from cudaassert_ipy.wording import is_cell_filename
 
 __all__ = ["Evidence", "LabelValues", "collect"]
 
@@ -100,7 +101,7 @@ def collect(
     # The names the user knows first: the notebook's globals, then cell frames outermost to
     # innermost (``self.embed`` inside forward is ``lm.embed`` to the user); first name wins.
     namespaces: list[Mapping[str, Any]] = [user_ns] if user_ns is not None else []
-    namespaces += [f.f_locals for f in frames if _is_user_code(f.f_code.co_filename)]
+    namespaces += [f.f_locals for f in frames if is_cell_filename(f.f_code.co_filename)]
     facts = _Facts(torch)
     for ns in namespaces:
         facts.scan_namespace(ns)
@@ -136,18 +137,13 @@ def _frames(tb: types.TracebackType | None) -> list[types.FrameType]:
     return out
 
 
-def _is_user_code(filename: str) -> bool:
-    """A notebook cell: IPython 7 ``<ipython-input-..>``, ipykernel's ``/tmp/ipykernel_*/*.py``."""
-    return filename.startswith("<ipython-input-") or "ipykernel_" in filename or filename.startswith("<cell")
-
-
 def _user_frame(frames: list[types.FrameType]) -> tuple[str, int, str] | None:
     """The innermost frame in the user's cells: the line they wrote, not PyTorch's internals."""
     import linecache
 
     for frame in reversed(frames):
         name = frame.f_code.co_filename
-        if _is_user_code(name):
+        if is_cell_filename(name):
             lineno = frame.f_lineno
             return name, lineno, linecache.getline(name, lineno).strip()
     return None

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from cudaassert_ipy.wording import error_line, plural
+
 __all__ = ["GpuState", "describe", "nvml_target", "reading", "reason_for", "snapshot", "summary_line"]
 
 UNAVAILABLE = "GPU state unavailable: {reason}"
@@ -61,15 +63,11 @@ class GpuState:
     unavailable_reason: str | None = None
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
 def reading(state: GpuState) -> str:
     """Software fault vs possible hardware fault, from the memory-error counters alone."""
     evidence = []
     if state.ecc_volatile_uncorrected:
-        evidence.append(_plural(state.ecc_volatile_uncorrected, "uncorrectable ECC error") + " since the driver loaded")
+        evidence.append(plural(state.ecc_volatile_uncorrected, "uncorrectable ECC error") + " since the driver loaded")
     if state.retired_pending:
         evidence.append("a page retirement is pending (needs a GPU reset)")
     if state.remap_pending:
@@ -85,7 +83,7 @@ def reading(state: GpuState) -> str:
     lifetime = max(state.ecc_aggregate_uncorrected or 0, state.retired_pages or 0,
                    state.remapped_rows_uncorrectable or 0)
     if lifetime:
-        return SOFTWARE_PAST.format(lifetime=_plural(lifetime, "uncorrectable error"))
+        return SOFTWARE_PAST.format(lifetime=plural(lifetime, "uncorrectable error"))
     return SOFTWARE
 
 
@@ -235,7 +233,7 @@ def snapshot(device_index: int | None = None, environ: Mapping[str, str] | None 
     try:
         return _snapshot(device_index, os.environ if environ is None else environ)
     except Exception as e:  # a bug here must not cost the user their diagnosis
-        reason = NVML_FAILED.format(error=f"{type(e).__name__}: {e}")
+        reason = NVML_FAILED.format(error=error_line(e))
         return GpuState(device_index=device_index, unavailable_reason=reason)
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from cudaassert_ipy.view.actions import ReplayChoice
+from cudaassert_ipy.wording import error_line
 
 __all__ = ["CellHistory", "CellRecord", "is_display_only", "parse_cell_numbers", "replayable_source"]
 
@@ -184,8 +185,7 @@ class CellHistory:
             number, cell_id = origin.get("number"), origin.get("cell_id")
         text = None
         if error is not None:
-            head = (str(error).strip().splitlines() or [""])[0]
-            text = f"{type(error).__name__}: {head}".rstrip(": ")
+            text = error_line(error)
         self.records.append(CellRecord(self._next, number, outcome.source, cell_id, error is None,
                                        outcome.duration, text, origin is not None))
         self._next += 1

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from cudaassert_ipy.wording import PREFIX
+
 __all__ = ["PLAN_TTL", "Claim", "PlanError", "claim", "ensure_dir", "has_plan_files", "log", "pending_keys",
            "plan_dir", "plan_lock", "write_plan"]
 
-PREFIX = "[cudaassert]"
 PLAN_VERSION = 1
 PLAN_TTL = 3600.0  # seconds a plan waits for its restart
 LOG_NAME = "resume.log"

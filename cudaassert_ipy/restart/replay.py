@@ -22,8 +22,8 @@ from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.restart import startup_stub
 from cudaassert_ipy.restart.cell_history import replayable_source
 from cudaassert_ipy.restart.frontend import kernel_key, terminal_key, vscode_key
-from cudaassert_ipy.restart.plan_files import PREFIX
 from cudaassert_ipy.view.replay_view import OnBanner, progress_for
+from cudaassert_ipy.wording import PREFIX, error_line
 
 __all__ = ["last_report", "resume_at_startup", "resumed_mode"]
 
@@ -104,7 +104,7 @@ class Replayer:
             self._run(info, source)
         except Exception as e:  # a hook that raises gets a traceback in the user's cell; one line instead
             resume_plan.log(f"replay failed: {e!r}")
-            print(INTERNAL.format(prefix=PREFIX, error=f"{type(e).__name__}: {e}",
+            print(INTERNAL.format(prefix=PREFIX, error=error_line(e),
                                   log=resume_plan.plan_dir() / resume_plan.LOG_NAME), file=sys.stderr)
 
     def _announce(self) -> None:
@@ -131,7 +131,7 @@ class Replayer:
             try:
                 self.ext.set_validators(True)
             except Exception as e:  # torch missing or broken: the environment is still worth having
-                print(VALIDATORS_FAILED.format(prefix=PREFIX, error=f"{type(e).__name__}: {e}"))
+                print(VALIDATORS_FAILED.format(prefix=PREFIX, error=error_line(e)))
         state = _STATE[id(self.shell)]
         cells = self.plan["cells"]
         mine = self._user_reruns_setup(info, source)
@@ -182,7 +182,7 @@ class Replayer:
             head = (str(error).strip().splitlines() or [""])[0]
             hint = CPU_HINT if self.plan.get("mode") == "cpu" and "cuda" in head.lower() else ""
             print(REPLAY_STOPPED.format(prefix=PREFIX, number=cell.get("number"), index=i + 1, count=len(cells),
-                                        error=f"{type(error).__name__}: {head}".rstrip(": ") + hint,
+                                        error=error_line(error) + hint,
                                         rest=NOT_REPLAYED.format(numbers=", ".join(rest)) if rest else ""))
         return {"cells": len(cells), "replayed": done, "ok": failure is None, "skipped": False,
                 "seconds": seconds, "original_seconds": original}
@@ -229,7 +229,7 @@ class _LateClaim:
                     print(note)
         except Exception as e:
             resume_plan.log(f"late claim failed: {e!r}")
-            print(INTERNAL.format(prefix=PREFIX, error=f"{type(e).__name__}: {e}",
+            print(INTERNAL.format(prefix=PREFIX, error=error_line(e),
                                   log=resume_plan.plan_dir() / resume_plan.LOG_NAME), file=sys.stderr)
 
 

@@ -21,8 +21,9 @@ from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.restart import startup_stub
 from cudaassert_ipy.restart.cell_history import CellRecord, parse_cell_numbers
 from cudaassert_ipy.restart.frontend import Frontend, check_server, detect
-from cudaassert_ipy.restart.plan_files import PREFIX, PlanError
+from cudaassert_ipy.restart.plan_files import PlanError
 from cudaassert_ipy.view.actions import Action, ReplayChoice
+from cudaassert_ipy.wording import PREFIX
 
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cudaassert_ipy.restart import plan_files as resume_plan
+from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["STUB_NAME", "STUB_SOURCE", "StubError", "ensure_stub", "remove_if_idle", "stub_path"]
 
@@ -84,7 +85,7 @@ def ensure_stub(shell: Any) -> Path:
     except OSError as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise StubError(STUB_WRITE_FAILED.format(prefix=resume_plan.PREFIX, path=path, error=e)) from e
+        raise StubError(STUB_WRITE_FAILED.format(prefix=PREFIX, path=path, error=e)) from e
     return path
 
 

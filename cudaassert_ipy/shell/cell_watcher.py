@@ -13,7 +13,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from cudaassert_ipy.diagnose.detection import Detection, classify
-from cudaassert_ipy.view.report import DIAGNOSIS_FAILED, PREFIX
+from cudaassert_ipy.view.report import DIAGNOSIS_FAILED
+from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
     from cudaassert_ipy.shell.extension import Extension
@@ -72,7 +73,7 @@ class CellWatcher:
             try:
                 detection = self._report(error, mark, source, result)
             except Exception as failure:  # our failure must never cost the user their traceback
-                print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=f"{type(failure).__name__}: {failure}"),
+                print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(failure)),
                       file=sys.stderr)
         if not self.listeners:
             return

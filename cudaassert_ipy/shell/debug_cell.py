@@ -23,6 +23,8 @@ from typing import Any, Callable, List, Optional, Tuple
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 
+from cudaassert_ipy.wording import is_cell_filename
+
 __all__ = ["DEBUG_MAGIC_DOC", "debug_magic_arguments", "parse_debug_args", "run_debug_cell"]
 
 USAGE = "%%cuda_debug [--sync] [--nan]"
@@ -78,13 +80,9 @@ def _filename_map(shell: Any) -> dict:
     return getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
 
 
-def is_cell_filename(filename: str, shell: Any = None) -> bool:
-    """Whether ``filename`` names an IPython cell (IPython 7, IPython 8+, ipykernel)."""
-    if filename.startswith("<ipython-input-"):
-        return True
-    if shell is not None and filename in _filename_map(shell):
-        return True
-    return "/ipykernel_" in filename.replace("\\", "/")
+def is_shell_cell(filename: str, shell: Any = None) -> bool:
+    """Whether ``filename`` names an IPython cell, including names this shell's compiler registered."""
+    return is_cell_filename(filename, _filename_map(shell) if shell is not None else ())
 
 
 def find_cell_frame(shell: Any, frame: Any = None) -> Tuple[Optional[str], Optional[int], str, str]:
@@ -92,7 +90,7 @@ def find_cell_frame(shell: Any, frame: Any = None) -> Tuple[Optional[str], Optio
     frame = frame if frame is not None else sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if is_cell_filename(filename, shell):
+        if is_shell_cell(filename, shell):
             lineno = frame.f_lineno
             number = _filename_map(shell).get(filename)
             if number is None and filename.startswith("<ipython-input-"):

@@ -16,7 +16,8 @@ from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
 from cudaassert_ipy.restart.cell_history import CellHistory
 from cudaassert_ipy.shell.cell_watcher import CellWatcher
 from cudaassert_ipy.shell.context_state import ContextState
-from cudaassert_ipy.view.report import PREFIX, Banner, Report
+from cudaassert_ipy.view.report import Banner, Report
+from cudaassert_ipy.wording import PREFIX, error_line
 
 __all__ = ["CudaAssert", "Extension", "current", "last_diagnosis", "load", "unload"]
 
@@ -143,7 +144,7 @@ class Extension:
                     panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu)
                     return
                 except Exception as e:  # the diagnosis must still reach the user
-                    print(f"{PREFIX} panel failed ({type(e).__name__}: {e}); showing the text report.",
+                    print(f"{PREFIX} panel failed ({error_line(e)}); showing the text report.",
                           file=sys.stderr)
         from cudaassert_ipy.diagnose.gpu_state import GpuState, describe
 

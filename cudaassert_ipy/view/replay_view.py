@@ -12,7 +12,7 @@ import html
 import re
 from typing import Any, Iterator
 
-from cudaassert_ipy.restart.plan_files import PREFIX
+from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["OnBanner", "on_text", "progress_for"]
 

@@ -10,10 +10,10 @@ import html
 from typing import Any
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["Banner", "Report", "banner_text", "to_html", "to_markdown", "to_text"]
 
-PREFIX = "[cudaassert]"
 BANNER = (
     "{prefix} This failure is a consequence of the dead GPU context (since cell {cell}: {title}). "
     "Restart the kernel; `%cudaassert explain` shows the original diagnosis."
