@@ -8,6 +8,7 @@ ensure_venv .venv "test,browser"
 ensure_venv .venv-colab "test" .ci/constraints-colab.txt
 ensure_chromium
 .venv/bin/ruff check .
+.venv/bin/python -m mypy
 status=0
 echo "=== latest releases: $(.venv/bin/python -c 'import IPython,ipykernel,ipywidgets,torch;print("IPython",IPython.__version__,"ipykernel",ipykernel.__version__,"ipywidgets",ipywidgets.__version__,"torch",torch.__version__)')"
 .venv/bin/python -m pytest "$@" || status=$?
