@@ -1,0 +1,237 @@
+"""Find the assertion records in one physical line: the string work under :mod:`.assert_lines`.
+
+A record is what one failing GPU thread printed (reference/error_texts.md §1.2):
+``<path>:<line>: <function>: block: [b], thread: [t] Assertion `<condition>` failed.`` (glibc),
+the same without ``<function>:`` (Windows), the ``[CUDA_KERNEL_ASSERT]`` printf form, Triton's
+``unknown:0: unknown:`` or a Python frame as location, and ROCm/HIP's
+``<path>:<line>: <function>: Device-side assertion `<condition>' failed.`` (no block or thread).
+Records are kept only when whole: a condition that carries text from another writer (processes
+writing into one stream splice lines mid-token) comes back as an orphan fragment instead.
+Pure string work; heads and tails repeat across threads, so both are parsed once and cached.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from functools import lru_cache
+from typing import ClassVar, List, Optional, Tuple
+
+__all__ = ["NO_DIM", "Record", "normalise_file", "orphan_fragments", "records"]
+
+Dim3 = Tuple[int, int, int]
+# (path, file, line, function, block, thread, condition, message, printf, raw)
+Record = tuple
+NO_DIM: Dim3 = (-1, -1, -1)  # HIP prints no block or thread
+
+_FAILED = "` failed"
+_HIP_FAILED = "' failed"
+_PRINTF_SEP = "`: "
+_MARK = ": block: ["
+_HIP_MARK = ": Device-side assertion `"
+# Markers where the stable part of a kernel source path starts (the last one wins: a spliced
+# path holds the start of another process's path before the real one).
+_ROOTS = ("aten/", "c10/", "torch/lib/")
+_PATH_START = re.compile(r"^(?:[A-Za-z]:)?(?:\.{1,2}/|/)*")
+_PATH_CHARS = frozenset(string.ascii_letters + string.digits + "_.~+@%=$!&/\\-")
+# A location: a source file, Triton's ``unknown`` or a frozen module, then ``:<line>`` and ": " or the end.
+_LOC = re.compile(
+    r"(?:\.(?:cuh|cu|hip|hpp|h|cpp|cc|cxx|c|py)|(?<![\w.])unknown|<frozen [\w.]+>):(\d+)(?=: |\Z)", re.ASCII
+)
+_BLOCK_THREAD = re.compile(
+    r"block: \[(\d+, ?\d+, ?\d+)\], thread: \[(\d+, ?\d+, ?\d+)\]:? Assertion (failed: )?`", re.ASCII
+)
+# Text from another writer inside a condition: dims, record words, paths.
+_SPLICED = re.compile(
+    r"block: \[|thread: \[|Assertion|` failed|\d,\d|\.(?:cuh?|hip|py|cpp|h):\d|[/\\](?:aten|c10)[/\\]", re.ASCII
+)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_CACHE_LIMIT = 4096
+_HEAD_LIMIT = 2048  # path + THC signature fit; bounds the work on a long glued line
+_MISSING = object()
+
+
+@lru_cache(maxsize=256)
+def normalise_file(path: str) -> str:
+    """The build-independent part of a kernel source path, with forward slashes.
+
+    ``/opt/conda/conda-bld/pytorch_1678402412426/work/aten/src/ATen/native/cuda/Loss.cu`` and
+    ``C:\\actions-runner\\...\\aten\\src\\ATen\\native\\cuda\\Loss.cu`` both become
+    ``aten/src/ATen/native/cuda/Loss.cu``; Inductor kernels keep ``torchinductor_<user>/xx/hash.py``.
+    """
+    p = path.replace("\\", "/")
+    best = -1
+    for root in _ROOTS:
+        i = p.rfind("/" + root)
+        j = i + 1 if i >= 0 else (0 if p.startswith(root) else -1)
+        if j > best:
+            best = j
+    if best < 0:
+        i = p.rfind("torchinductor_")
+        if i >= 0:
+            return p[i:]
+        i = p.rfind("/lib/")
+        best = i + 1 if i >= 0 else (0 if p.startswith("lib/") else -1)
+    if best >= 0:
+        return p[best:]
+    return _PATH_START.sub("", p, count=1)
+
+
+class _Caches:
+    """Parsed heads, tails and dims, shared by every call (bounded; cleared when full)."""
+
+    heads: ClassVar[dict] = {}
+    tails: ClassVar[dict] = {}
+    dims: ClassVar[dict] = {}
+
+
+def _dim3(text: str) -> Dim3:
+    d = _Caches.dims.get(text)
+    if d is None:
+        a, b, c = text.split(",")
+        d = _Caches.dims[text] = (int(a), int(b), int(c))
+        if len(_Caches.dims) > _CACHE_LIMIT:
+            _Caches.dims.clear()
+    return d
+
+
+def _path_start(head: str, end: int) -> int:
+    """Where the path that ends at ``head[end]`` starts: path characters, plus a drive letter."""
+    i = end
+    while i > 0 and head[i - 1] in _PATH_CHARS:
+        i -= 1
+    drive = i >= 2 and head[i - 1] == ":" and head[i - 2].isalpha() and head[i:i + 1] in ("/", "\\")
+    if drive and (i == 2 or head[i - 3] not in _PATH_CHARS):
+        i -= 2
+    return i
+
+
+def _parse_head(head: str) -> Optional[tuple]:
+    """``(path, file, line, function, start)`` for the text before the record's marker, or None.
+
+    The last location wins: text glued in front (a prefix, another writer's cut path) is left out.
+    """
+    parsed = _Caches.heads.get(head, _MISSING)
+    if parsed is not _MISSING:
+        return parsed
+    last = None
+    for found in _LOC.finditer(head):
+        last = found
+    parsed = None
+    if last is not None:
+        colon = last.start(1) - 1
+        if head[colon - 1] == ">":  # <frozen importlib._bootstrap>
+            start = head.rfind("<frozen ", 0, colon)
+        elif head.endswith("unknown", 0, colon) and not head.endswith(".unknown", 0, colon):
+            start = colon - len("unknown")
+        else:
+            start = _path_start(head, colon)
+        path = head[start:colon]
+        func = head[last.end() + 2:].strip() or None
+        base = path.replace("\\", "/").rsplit("/", 1)[-1]
+        if base and not base.startswith("."):
+            parsed = (path, normalise_file(path), int(last.group(1)), func, start)
+    if len(_Caches.heads) > _CACHE_LIMIT:
+        _Caches.heads.clear()
+    _Caches.heads[head] = parsed
+    return parsed
+
+
+def _parse_tail(region: str, printf: bool, closer: str) -> Optional[tuple]:
+    """``(condition, message, raw_length, spliced)`` for the text after the opening backtick, or None."""
+    key = (region, printf, closer)
+    parsed = _Caches.tails.get(key, _MISSING)
+    if parsed is not _MISSING:
+        return parsed
+    message: Optional[str] = None
+    if printf:  # "`cond`: message" up to the end of the line; the message may hold backticks too
+        text = region.rstrip()
+        raw_len = len(text)
+        cond, sep, rest = text.partition(_PRINTF_SEP)
+        if sep:
+            message = rest.strip() or None
+        else:
+            cond = text[:-2] if text.endswith("`:") else text[:-1] if text.endswith("`") else ""
+    else:
+        i = region.rfind(closer)
+        cond = region[:i] if i >= 0 else ""
+        raw_len = i + len(closer) + (1 if region.startswith(".", i + len(closer)) else 0)
+    condition = " ".join(cond.split())
+    parsed = (condition, message, raw_len, bool(_SPLICED.search(condition))) if condition else None
+    if len(_Caches.tails) > _CACHE_LIMIT:
+        _Caches.tails.clear()
+    _Caches.tails[key] = parsed
+    return parsed
+
+
+def _one_record(line: str, i: int, end: int) -> Optional[Record]:
+    """The record whose ": block: [" (or HIP marker) is at ``line[i]`` and whose text ends before ``end``."""
+    lo = max(0, i - _HEAD_LIMIT)
+    head = _parse_head(line[lo:i])
+    if head is None:
+        return None
+    if line.startswith(_HIP_MARK, i):
+        body, printf, closer, block, thread = i + len(_HIP_MARK), False, _HIP_FAILED, NO_DIM, NO_DIM
+    else:
+        m = _BLOCK_THREAD.match(line, i + 2)
+        if m is None:
+            return None
+        body, printf, closer = m.end(), m.group(3) is not None, _FAILED
+        block, thread = _dim3(m.group(1)), _dim3(m.group(2))
+    tail = _parse_tail(line[body:end], printf, closer)
+    if tail is None or tail[3]:
+        return None  # cut off, or spliced with another writer's text: not a whole record
+    path, file, lineno, function, start = head
+    condition, message, raw_len, _ = tail
+    return (path, file, lineno, function, block, thread, condition, message, printf, line[lo + start:body + raw_len])
+
+
+def _marks(line: str) -> List[int]:
+    marks = []
+    for mark in (_MARK, _HIP_MARK):
+        j = line.find(mark)
+        while j >= 0:
+            marks.append(j)
+            j = line.find(mark, j + len(mark))
+    return sorted(marks)
+
+
+def records(line: str) -> Tuple[List[Record], int]:
+    """Every whole record in one physical line (several when threads' output is glued), and how many
+    record markers in it gave no whole record (cut off or spliced)."""
+    if "\x1b" in line:  # colour codes from a log prefixer would glue onto the path
+        line = _ANSI.sub("", line)
+    i = line.find(_MARK)
+    if i >= 0 and line.find(_MARK, i + len(_MARK)) < 0 and _HIP_MARK not in line:
+        rec = _one_record(line, i, len(line))  # the common case: one record per line
+        return ([rec], 0) if rec is not None else ([], 1)
+    marks = _marks(line)
+    out: List[Record] = []
+    head_start = 0
+    for n, k in enumerate(marks):
+        closer = _HIP_FAILED if line.startswith(_HIP_MARK, k) else _FAILED
+        if n + 1 == len(marks):
+            cut = len(line)
+        else:
+            cut = line.rfind(closer, k, marks[n + 1])
+            if cut < 0:
+                head_start = k + 2  # not a whole record: its text is junk for the next one
+                continue
+            cut += len(closer) + (1 if line.startswith(".", cut + len(closer)) else 0)
+        rec = _one_record(line[head_start:cut], k - head_start, cut - head_start)
+        if rec is not None:
+            out.append(rec)
+        head_start = cut
+    return out, len(marks) - len(out)
+
+
+_FRAGMENT = re.compile(r"(?:Assertion (?:failed: )?`|Device-side assertion `)(.*?)(?:` failed|' failed)")
+
+
+def orphan_fragments(line: str) -> List[str]:
+    """Condition text between an assertion's opening backtick and its ``failed``, with no readable location.
+
+    Used for lines that held no whole record: a condition cut and spliced by another writer is
+    still there, with the other writer's text mixed in.
+    """
+    return [" ".join(m.group(1).split()) for m in _FRAGMENT.finditer(line) if m.group(1).strip()]
