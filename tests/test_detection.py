@@ -13,7 +13,7 @@ from gpu_double import (
     make_exception,
 )
 
-from cudaassert_ipy.diagnose.detection import Kind, classify
+from cudaassert_ipy.diagnose.detection import Kind, classify, classify_text
 
 
 @pytest.mark.parametrize("label", sorted(DEVICE_ASSERT_WORDINGS))
@@ -152,3 +152,54 @@ def test_real_cpu_errors_are_recognised_as_twins_of_the_device_asserts(label):
 def test_ordinary_torch_errors_are_not_twins():
     err = _raises(lambda: torch.randn(2, 3) @ torch.randn(2, 3))
     assert classify(err) is None
+
+
+# --- issue #10: every wording real runs print, and errors that only surface an assertion -----------------------
+# Texts: error_texts.md §2.1 (dtor), §2.2 (thrust), §4 (cuDNN/cuBLAS formats); the Triton launcher's wording.
+TRITON_ASSERT = "Triton Error [CUDA]: device-side assert triggered"
+CUDNN_NOT_INITIALIZED = "cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
+CUBLAS_FAILED = FOLLOW_ON_WORDINGS["cublas sgemm"][1]
+THRUST_REDUCE = "reduce failed to synchronize: device-side assert triggered"
+DTOR = "CUDA error after cudaEventDestroy in future dtor: device-side assert triggered"
+
+
+@pytest.mark.parametrize("text", ["cuda error: DEVICE-SIDE ASSERT TRIGGERED",
+                                  "CUDA ERROR: Device-Side Assert Triggered", TRITON_ASSERT, THRUST_REDUCE, DTOR])
+def test_device_assert_wordings_match_in_any_case_and_through_any_layer(text):
+    found = classify(RuntimeError(text))
+    assert found is not None and found.kind is Kind.DEVICE_ASSERT and not found.follow_on
+
+
+def test_a_cudnn_not_initialized_alone_is_not_ours():
+    assert classify(RuntimeError(CUDNN_NOT_INITIALIZED)) is None
+
+
+@pytest.mark.parametrize("text", [CUDNN_NOT_INITIALIZED, CUBLAS_FAILED, TRITON_ASSERT, THRUST_REDUCE, DTOR,
+                                  STICKY_WORDINGS["illegal address 2.4"][1]])
+def test_with_an_assertion_line_in_the_same_cell_any_cuda_error_is_its_follow_on(text):
+    found = classify(RuntimeError(text), assert_seen=True)
+    assert found is not None and found.kind is Kind.DEVICE_ASSERT and found.kills_context
+    assert found.follow_on
+    assert found.note == (
+        f"`RuntimeError: {text.splitlines()[0]}` is a follow-on error: the kernel assertion above killed the GPU "
+        "context first, and this call was only the next one to touch it. Fix the assertion; this error goes away "
+        "with it.")
+
+
+@pytest.mark.parametrize("label", ["2.4-2.7", "2.9+", "0.x-1.x THC (59)"])
+def test_pytorchs_own_assert_report_is_never_called_a_follow_on(label):
+    found = classify(make_exception(*DEVICE_ASSERT_WORDINGS[label]), assert_seen=True)
+    assert found.kind is Kind.DEVICE_ASSERT and not found.follow_on and found.note is None
+
+
+def test_an_error_read_from_a_log_keeps_its_printed_type_name():
+    found = classify_text("torch.AcceleratorError", DEVICE_ASSERT_WORDINGS["2.9+"][1])
+    assert found is not None and found.kind is Kind.DEVICE_ASSERT
+    assert found.first_line == "AcceleratorError: CUDA error: device-side assert triggered"
+    assert isinstance(found.exception, RuntimeError)
+
+
+def test_an_ordinary_error_read_from_a_log_is_not_ours():
+    assert classify_text("ValueError", "could not convert string to float: 'abc'") is None
+    assert classify_text("RuntimeError", CUDNN_NOT_INITIALIZED) is None
+    assert classify_text("RuntimeError", CUDNN_NOT_INITIALIZED, assert_seen=True).follow_on

@@ -2,7 +2,11 @@
 
 Works from the exception's type names, message and ``error_code`` only (never imports torch,
 never touches the GPU). Follows ``__cause__`` / ``__context__``, since libraries often re-raise.
-Out-of-memory and "invalid argument" are not sticky and are left alone.
+Out-of-memory and "invalid argument" are not sticky and are left alone. Texts are matched
+case-insensitively. When a kernel assertion line arrived with the error (``assert_seen``), any
+CUDA/cuDNN/cuBLAS/NCCL/Triton error is the assert's follow-on: the assert killed the context and
+this call was merely the next to touch it. A saved log has no exception object:
+:func:`classify_text` classifies ``TypeName: message`` read from text.
 """
 
 from __future__ import annotations
@@ -10,11 +14,17 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from cudaassert_ipy.diagnose.causes.cpu_twins import CpuTwin, match_cpu_twin
 from cudaassert_ipy.wording import error_line
 
-__all__ = ["Detection", "Kind", "classify"]
+__all__ = ["FOLLOW_ON_NOTE", "Detection", "Kind", "classify", "classify_text", "logged_exception"]
+
+FOLLOW_ON_NOTE = (
+    "`{error}` is a follow-on error: the kernel assertion above killed the GPU context first, and this "
+    "call was only the next one to touch it. Fix the assertion; this error goes away with it."
+)
 
 
 class Kind(str, enum.Enum):
@@ -37,24 +47,28 @@ _STICKY_CODES = {
 
 _CUDA_PREFIX = r"(?:CUDA error|cuda runtime error \(\d+\)|HIP error|CUDA driver error|failed to synchronize|" \
     r"cudaError\w+|in future dtor)"
-_ASSERT_RE = re.compile(r"device-side assert(?:ion)? triggered|cudaErrorAssert\b")
+_ASSERT_RE = re.compile(r"device-side assert(?:ion)? triggered|cudaErrorAssert\b", re.IGNORECASE)
 _STICKY_RE = re.compile(
     _CUDA_PREFIX + r"[^\n]*?(?P<what>an illegal memory access was encountered|misaligned address|"
-    r"unspecified launch failure|an illegal instruction was encountered)"
+    r"unspecified launch failure|an illegal instruction was encountered)",
+    re.IGNORECASE,
 )
 _FOLLOW_ON_RE = re.compile(
     r"CUBLAS_STATUS_EXECUTION_FAILED|CUBLAS_STATUS_INTERNAL_ERROR|CUDNN_STATUS_EXECUTION_FAILED|"
     r"CUDNN_STATUS_MAPPING_ERROR|cublas runtime error : the GPU program failed to execute|"
-    r"ncclUnhandledCudaError|NCCL error[^\n]*unhandled cuda error"
+    r"ncclUnhandledCudaError|NCCL error[^\n]*unhandled cuda error",
+    re.IGNORECASE,
 )
-# Once the context is dead, any CUDA-flavoured failure belongs to the cascade.
+# Once the context is dead (or an assertion line came with the error), any CUDA-flavoured failure
+# belongs to the cascade.
 _ANY_CUDA_RE = re.compile(
     r"CUDA error|cuda runtime error|CUBLAS_STATUS|CUDNN_STATUS|cuDNN error|cublas|cusolver|cusparse|"
-    r"NCCL error|CUDA driver error|HIP error|CUDA call failed|failed to synchronize",
+    r"NCCL error|nccl\w*Error|CUDA driver error|HIP error|CUDA call failed|failed to synchronize|Triton Error|"
+    r"CUDA_ERROR_\w+|cudaError\w+",
     re.IGNORECASE,
 )
 _NOT_STICKY_RE = re.compile(r"out of memory|invalid argument", re.IGNORECASE)
-_CODE_IN_TEXT = re.compile(r"cuda runtime error \((\d+)\)|error=(\d+)")
+_CODE_IN_TEXT = re.compile(r"cuda runtime error \((\d+)\)|error=(\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,12 @@ class Detection:
     message: str  # the exception's message (all lines)
     error_code: int | None = None
     twin: CpuTwin | None = None
+    follow_on: bool = False  # a library/CUDA error that only surfaced an assertion seen with it
+
+    @property
+    def note(self) -> str | None:
+        """The sentence that says this error is a consequence, not the cause."""
+        return FOLLOW_ON_NOTE.format(error=self.first_line) if self.follow_on else None
 
     @property
     def kills_context(self) -> bool:
@@ -80,14 +100,38 @@ class Detection:
 _RANK = {Kind.DEVICE_ASSERT: 5, Kind.STICKY: 4, Kind.FOLLOW_ON: 3, Kind.VALIDATOR: 2, Kind.CPU_TWIN: 1}
 
 
-def classify(exc: BaseException | None, context_dead: bool = False) -> Detection | None:
-    """The strongest detection anywhere in the exception's chain, or None when it is not ours."""
+def classify(exc: BaseException | None, context_dead: bool = False, assert_seen: bool = False) -> Detection | None:
+    """The strongest detection anywhere in the exception's chain, or None when it is not ours.
+
+    ``assert_seen``: a kernel assertion line arrived with this error (same cell, same log).
+    """
     best: Detection | None = None
     for link in _chain(exc):
-        found = _classify_one(link, context_dead)
+        found = _classify_one(link, context_dead, assert_seen)
         if found and (best is None or _RANK[found.kind] > _RANK[best.kind]):
             best = found
     return best
+
+
+class _LoggedTypes:
+    """One exception class per type name read from a log, so ``error_line`` prints that name."""
+
+    made: ClassVar[dict[str, type[RuntimeError]]] = {}
+
+
+def logged_exception(type_name: str, message: str) -> BaseException:
+    """A stand-in for an exception printed in a log: ``torch.AcceleratorError`` → class ``AcceleratorError``."""
+    name = type_name.rsplit(".", 1)[-1] or "RuntimeError"
+    cls = _LoggedTypes.made.get(name)
+    if cls is None:
+        cls = _LoggedTypes.made.setdefault(name, type(name, (RuntimeError,), {"__module__": "logged"}))
+    return cls(message)
+
+
+def classify_text(type_name: str, message: str, context_dead: bool = False,
+                  assert_seen: bool = False) -> Detection | None:
+    """Classify an error read from text (a saved log, pasted output): ``TypeName`` and its message."""
+    return _classify_one(logged_exception(type_name, message), context_dead, assert_seen)
 
 
 def _chain(exc: BaseException | None, limit: int = 32) -> list[BaseException]:
@@ -117,14 +161,16 @@ def _error_code(exc: BaseException, text: str) -> int | None:
     return int(m.group(1) or m.group(2)) if m else None
 
 
-def _classify_one(exc: BaseException, context_dead: bool) -> Detection | None:
+def _classify_one(exc: BaseException, context_dead: bool, assert_seen: bool = False) -> Detection | None:
     names = tuple(t.__name__ for t in type(exc).__mro__)
     text = _message(exc)
     if type(exc).__module__.startswith("cudaassert_ipy.") and hasattr(exc, "cause_id"):
         return Detection(Kind.VALIDATOR, exc, text)
     code = _error_code(exc, text)
     if code in _ASSERT_CODES or _ASSERT_RE.search(text):
-        return Detection(Kind.DEVICE_ASSERT, exc, text, code)
+        return Detection(Kind.DEVICE_ASSERT, exc, text, code, follow_on=assert_seen and _is_library_error(text))
+    if assert_seen and _ANY_CUDA_RE.search(text):  # the assert came first: this only surfaced it
+        return Detection(Kind.DEVICE_ASSERT, exc, text, code, follow_on=True)
     if code in _STICKY_CODES or _STICKY_RE.search(text):
         return Detection(Kind.STICKY, exc, text, code)
     if _FOLLOW_ON_RE.search(text) or (context_dead and _ANY_CUDA_RE.search(text)):
@@ -135,3 +181,13 @@ def _classify_one(exc: BaseException, context_dead: bool) -> Detection | None:
     if twin is not None:
         return Detection(Kind.CPU_TWIN, exc, text, None, twin)
     return None
+
+
+_PLAIN_ASSERT_RE = re.compile(
+    r"^\s*(?:CUDA error: |cuda runtime error \(\d+\) : )?device-side assert(?:ion)? triggered", re.IGNORECASE)
+
+
+def _is_library_error(text: str) -> bool:
+    """Whether a device-assert text came through another layer (Triton, thrust, cuDNN, a dtor), not
+    straight from PyTorch's CUDA check: ``Triton Error [CUDA]: device-side assert triggered``."""
+    return not _PLAIN_ASSERT_RE.match(text)
