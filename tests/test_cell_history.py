@@ -6,6 +6,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from cudaassert_ipy.restart.cell_history import CellHistory, is_display_only, parse_cell_numbers, replayable_source
+from cudaassert_ipy.restart.plan import PlanCell
 from cudaassert_ipy.shell.cell_watcher import CellOutcome
 
 
@@ -87,7 +88,7 @@ def test_a_record_shows_its_first_code_line_and_keeps_what_failed():
     assert h.records[2].first_line == "# only a note"
     assert h.records[0].mark == "setup"
     assert h.records[1].error == "IndexError: Target 195 is out of bounds."
-    assert h.records[1].as_plan_cell()["number"] == 2
+    assert h.records[1].as_plan_cell().number == 2
 
 
 def test_pinned_cells_replace_the_default_and_survive_unknown_numbers():
@@ -108,7 +109,7 @@ def test_explicit_numbers_resolve_in_execution_order_and_unknown_ones_are_report
 
 def test_replayed_cells_keep_the_number_and_id_they_had_before_the_restart():
     h = CellHistory()
-    with h.replaying({"number": 4, "cell_id": "abc", "source": "x = 1"}):
+    with h.replaying(PlanCell(4, "abc", "x = 1")):
         h.record(outcome("x = 1", None))
     h.record(outcome("y = 2", 1, cell_id="def"))
     h.record(outcome("nested tool cell", None))  # a run_cell of some tool: not the user's
@@ -181,5 +182,5 @@ def test_the_cell_that_loads_the_extension_is_in_the_history_too(shell):
 
     rec = extension.current(shell).history.records[0]
     assert (rec.number, rec.ok, rec.replayed) == (number, True, False)
-    assert rec.as_plan_cell()["source"] == "import os\nsetup_done = True"
+    assert rec.as_plan_cell().source == "import os\nsetup_done = True"
     assert [r.number for r in extension.current(shell).history.default_plan(None)] == [number]

@@ -8,7 +8,7 @@ import sys
 import pytest
 from IPython.core.error import UsageError
 
-from cudaassert_ipy.shell import extension
+from cudaassert_ipy.shell import extension, registry
 
 
 def _snapshot(ip):
@@ -22,7 +22,7 @@ def _snapshot(ip):
         "registry": sorted(ip.magics_manager.registry),
         "configurables": [id(c) for c in ip.configurables],
         "plain_printers": dict(ip.display_formatter.formatters["text/plain"].deferred_printers),
-        "active": dict(extension._ACTIVE),
+        "active": registry.active(ip),
     }
 
 
@@ -56,7 +56,7 @@ def test_reload_ext_leaves_one_set_of_hooks(shell):
     shell.run_line_magic("reload_ext", "cudaassert")
     shell.run_line_magic("reload_ext", "cudaassert")
     assert _count_hooks(shell) == 2
-    assert len(extension._ACTIVE) == 1
+    assert registry.count() == 1
 
 
 def test_unload_is_idempotent(shell):

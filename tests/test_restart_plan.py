@@ -27,9 +27,11 @@ from IPython.core.error import UsageError
 from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.restart import replay, startup_stub
 from cudaassert_ipy.restart import request as restart
-from cudaassert_ipy.restart.frontend import Frontend
+from cudaassert_ipy.restart.frontend import Frontend, ServerRef, Verdict, detect
+from cudaassert_ipy.restart.plan import PLAN_VERSION, FrontendKind, Mode, Outcome, PlanCell, ResumePlan
 from cudaassert_ipy.restart.plan_files import PlanError, claim, has_plan_files, pending_keys, write_plan
 from cudaassert_ipy.shell import extension
+from cudaassert_ipy.shell.resume import last_report
 
 
 def dead_pid() -> int:
@@ -38,10 +40,11 @@ def dead_pid() -> int:
     return proc.pid
 
 
-def plan_for(key: str, **extra) -> dict:
+def plan_for(key: str, **extra) -> ResumePlan:
     now = time.time()
-    return {"key": key, "cells": [{"number": 2, "source": "x = 1", "duration": 0.1}], "env": {"A": "1"},
-            "created": now, "expires": now + 60, **extra}
+    fields = {"mode": Mode.DEBUG, "cells": (PlanCell(2, None, "x = 1", 0.1),), "env": (("A", "1"),),
+              "created": now, "expires": now + 60, **extra}
+    return ResumePlan(key=key, **fields)
 
 
 def edit(path, **fields) -> None:
@@ -73,14 +76,14 @@ def test_a_plan_is_written_0600_in_a_0700_directory_with_its_writer_and_version(
     assert path == d / "plan-k1.json"
     assert mode_of(d) == 0o700 and mode_of(path) == 0o600
     plan = json.loads(path.read_text())
-    assert plan["writer_pid"] == os.getpid() and plan["version"] == 1
+    assert plan["writer_pid"] == os.getpid() and plan["version"] == PLAN_VERSION == 2
     assert plan["writer_start"] == resume_plan.process_start(os.getpid()) is not None
     assert not [p for p in d.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_writing_again_replaces_the_plan_atomically(d):
-    write_plan(plan_for("k1", mode="debug"), d)
-    write_plan(plan_for("k1", mode="cpu"), d)
+    write_plan(plan_for("k1", mode=Mode.DEBUG), d)
+    write_plan(plan_for("k1", mode=Mode.CPU), d)
     assert json.loads((d / "plan-k1.json").read_text())["mode"] == "cpu"
     assert sorted(p.name for p in d.iterdir() if not p.name.startswith(".lock")) == ["plan-k1.json"]
 
@@ -110,7 +113,7 @@ def test_a_key_that_could_escape_the_directory_is_refused(d):
 def test_a_plan_is_claimed_once_and_is_gone_afterwards(d):
     written(d)
     first = claim("k1", d)
-    assert first.plan is not None and first.plan["cells"][0]["source"] == "x = 1" and first.notes == []
+    assert first.plan is not None and first.plan.cells[0].source == "x = 1" and first.notes == []
     assert claim("k1", d).plan is None
     assert not has_plan_files(d)
 
@@ -161,7 +164,10 @@ def test_a_plan_edited_into_invalid_json_is_kept_aside_not_lost(d):
 
 
 @pytest.mark.parametrize(("fields", "why"), [
-    ({"version": 7}, "version 7, expected 1"),
+    ({"version": 7}, "version 7, expected 2"),
+    ({"version": 1}, "version 1, expected 2"),  # a plan written before the typed schema
+    ({"mode": "turbo"}, "'mode' is 'turbo', not one of debug, cpu, normal"),
+    ({"failing_batch": ["train_loader", ["3"]]}, "'failing_batch' is not [loader name, [dataset indices]]"),
     ({"key": "other"}, "it is for 'other', not 'k1'"),
     ({"cells": "x = 1"}, "'cells' is not a list of cells with a 'source'"),
     ({"env": {"A": 1}}, "'env' is not an object of strings"),
@@ -287,7 +293,7 @@ t0 = time.perf_counter()
 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
     exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), ns)
 ms = (time.perf_counter() - t0) * 1000
-print(ms, "cudaassert_ipy.restart.replay" in sys.modules, "torch" in sys.modules, "cudaassert_ipy" in sys.modules,
+print(ms, "cudaassert_ipy.shell.resume" in sys.modules, "torch" in sys.modules, "cudaassert_ipy" in sys.modules,
       repr(out.getvalue()), sorted(k for k in ns if not k.startswith("__") and k != "get_ipython"))
 """
 
@@ -337,11 +343,10 @@ def session(loaded, shell, tmp_path, monkeypatch):
     monkeypatch.setenv("CUDAASSERT_TEST_PRETEND_GPU", "1")
     monkeypatch.setattr(shell.profile_dir, "startup_dir", str(tmp_path / "startup"))
     yield loaded
-    for event in ("pre_run_cell", "post_run_cell"):
+    for event in ("pre_run_cell", "post_run_cell"):  # a late claim a test left waiting for its first cell
         for cb in list(shell.events.callbacks[event]):
-            if type(getattr(cb, "__self__", None)).__module__ == "cudaassert_ipy.restart.replay":
+            if type(getattr(cb, "__self__", None)).__module__ == "cudaassert_ipy.shell.resume":
                 shell.events.unregister(event, cb)
-    replay._STATE.pop(id(shell), None)
     os.environ.clear()
     os.environ.update(saved_env)
 
@@ -436,7 +441,7 @@ def test_a_read_only_profile_restarts_nothing_and_leaves_no_plan(session, shell,
     (tmp_path / "ro" / "startup").write_text("a file where the startup directory should be")
     run_story(shell)
     capsys.readouterr()
-    assert restart.request_restart(session) == "failed"
+    assert restart.request_restart(session, detect(shell)) is Outcome.FAILED
     assert "[cudaassert] Cannot write the startup file" in capsys.readouterr().out
     assert not has_plan_files(tmp_path / "rt" / "cudaassert")
 
@@ -446,7 +451,7 @@ def test_an_unwritable_runtime_dir_restarts_nothing(session, shell, tmp_path, mo
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "rtfile"))
     run_story(shell)
     capsys.readouterr()
-    assert restart.request_restart(session) == "failed"
+    assert restart.request_restart(session, detect(shell)) is Outcome.FAILED
     assert f"[cudaassert] Cannot write the resume plan into {tmp_path / 'rtfile' / 'cudaassert'}" in \
         capsys.readouterr().out
     assert not (tmp_path / "startup" / startup_stub.STUB_NAME).exists()
@@ -469,17 +474,21 @@ class FakeButton:
     description, tooltip, disabled = "Restart & replay setup", "", False
 
 
-def server_frontend(key="kid-1"):
-    return Frontend("server", key, key, None, {"url": "http://127.0.0.1:9/", "token": "t"}, "http://127.0.0.1:9/")
+def server_frontend(key="kid-1", runtime_file="/nonexistent/jpserver-1.json"):
+    return Frontend(FrontendKind.SERVER, key, key, None, ServerRef("http://127.0.0.1:9/", runtime_file),
+                    "http://127.0.0.1:9/")
+
+
+def answers(verdict, why=""):
+    """A server check that answers ``verdict`` (the real one is tested against a real server)."""
+    return lambda server, kid: (Verdict(verdict), why)
 
 
 def test_the_button_writes_the_plan_then_shows_restarting_then_shuts_down(session, shell, tmp_path, monkeypatch):
     kernel = FakeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
-    monkeypatch.setattr(restart, "check_server", lambda server, kid: ("ok", ""))
-    monkeypatch.setattr(restart, "detect", lambda shell: server_frontend())
     run_story(shell)
-    actions = restart.actions_for(session, session.last)
+    actions = restart.actions_for(session, session.last, server_frontend(), checker=answers("ok"))
     assert [a.key for a in actions] == ["restart_replay", "restart_cpu"]
     assert [a.label for a in actions] == ["Restart & replay setup", "Restart on CPU"]
     assert all(a.enabled for a in actions)
@@ -512,9 +521,9 @@ def test_a_shutdown_asked_from_another_thread_goes_through_the_kernels_loop(monk
 def test_a_server_that_does_not_know_the_kernel_gets_an_armed_plan_and_no_shutdown(session, shell, monkeypatch):
     kernel = FakeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
-    monkeypatch.setattr(restart, "check_server", lambda server, kid: ("unknown", "HTTP 404"))
     button = FakeButton()
-    assert restart.request_restart(session, button=button, frontend=server_frontend()) == "armed"
+    assert restart.request_restart(session, server_frontend(), button=button,
+                                   checker=answers("unknown", "HTTP 404")) is Outcome.ARMED
     assert kernel.calls == []
     assert (button.description, button.disabled) == ("Armed: restart the kernel", True)
     assert button.tooltip.endswith("[cudaassert] The Jupyter server at http://127.0.0.1:9/ does not know this "
@@ -535,8 +544,7 @@ def test_a_server_that_cannot_confirm_still_restarts_its_own_kernel(session, she
                                                                     why, text):
     kernel = FakeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
-    monkeypatch.setattr(restart, "check_server", lambda server, kid: (verdict, why))
-    assert restart.request_restart(session, frontend=server_frontend()) == "restarting"
+    assert restart.request_restart(session, server_frontend(), checker=answers(verdict, why)) is Outcome.RESTARTING
     assert text in capsys.readouterr().out and kernel.calls == [("do_shutdown", True)]
 
 
@@ -558,14 +566,14 @@ def test_frontends_that_do_not_restart_by_themselves_get_an_armed_plan(session, 
                                                                        detail, text):
     kernel = FakeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
-    assert restart.request_restart(session, frontend=Frontend(kind, "k-" + kind, detail=detail)) == "armed"
+    assert restart.request_restart(session, Frontend(FrontendKind(kind), "k-" + kind, detail=detail)) is Outcome.ARMED
     assert capsys.readouterr().out.rstrip().endswith(text) and kernel.calls == []
 
 
 def test_headless_runs_get_disabled_buttons_that_say_why(session, shell, monkeypatch):
-    monkeypatch.setattr(restart, "detect", lambda shell: Frontend("headless", "k", detail="launched by papermill"))
     run_story(shell)
-    actions = restart.actions_for(session, session.last)
+    actions = restart.actions_for(session, session.last,
+                                  Frontend(FrontendKind.HEADLESS, "k", detail="launched by papermill"))
     assert all(not a.enabled for a in actions)
     assert actions[0].disabled_reason.startswith("[cudaassert] This run has no interactive frontend (launched by "
                                                  "papermill)")
@@ -573,7 +581,8 @@ def test_headless_runs_get_disabled_buttons_that_say_why(session, shell, monkeyp
 
 def test_no_buttons_while_the_gpu_is_alive_and_no_debug_mode_is_on(session, shell):
     shell.run_cell("x = 1", store_history=True)
-    assert restart.actions_for(session, None) == [] and restart.actions_for(session, None).replay_choices == []
+    fe = detect(shell)
+    assert restart.actions_for(session, None, fe) == [] and restart.actions_for(session, None, fe).replay_choices == []
 
 
 # -- the replay, started by the stub ----------------------------------------------------------------
@@ -604,7 +613,7 @@ def test_after_the_restart_the_next_cell_replays_the_setup_and_the_validator_cat
     assert "[cudaassert] On in this kernel:" in out
     assert "Back to normal speed: `%cudaassert restart --normal`" in out
     assert "GPU alive" in out  # the validator's diagnosis
-    report = replay.last_report(shell)
+    report = last_report(shell)
     assert report["replayed"] == 3 and report["ok"] and report["original_seconds"] > 0
     replayed = [r for r in session_history(shell) if r.replayed]
     assert [r.number for r in replayed] == [first, first + 1, first + 2]
@@ -620,7 +629,7 @@ def test_after_the_replay_the_panel_offers_the_way_back_to_normal_speed(session,
     restart_in_process(shell, tmp_path)
     shell.run_cell(FAILING, store_history=True)
     ext = extension.current(shell)
-    actions = restart.actions_for(ext, ext.last)
+    actions = restart.actions_for(ext, ext.last, detect(shell))
     assert [a.label for a in actions] == ["Back to normal speed"]
     assert actions.replay_choices[0].first_line == "import os"
 
@@ -643,7 +652,7 @@ def test_a_setup_cell_that_now_fails_stops_the_replay_and_names_it(session, shel
             f"[{first + 2}]. Your cell runs next without them: fix that cell and run it (then the rest) yourself, or "
             "choose the cells with `%cudaassert setup` before the next restart.") in out
     assert "[cudaassert]   ... failed (" in out
-    assert not replay.last_report(shell)["ok"]
+    assert not last_report(shell)["ok"]
     assert session_history(shell)[-1].ok  # the replayed failure is not pinned on the user's own cell
 
 
@@ -707,10 +716,11 @@ def test_vscode_claims_by_notebook_path_at_the_first_cell(session, shell, tmp_pa
 
     shell.user_ns["__vsc_ipynb_file__"] = "/home/me/train.ipynb"
     shell.run_cell("x = 41", store_history=True)
-    assert restart.request_restart(session, frontend=frontend.Frontend(
-        "vscode", frontend.vscode_key("/home/me/train.ipynb"), "v3aaaa", "/home/me/train.ipynb")) == "armed"
-    monkeypatch.setattr(shell, "kernel", FakeKernel(), raising=False)  # a kernel with a new connection file
-    monkeypatch.setattr(replay, "kernel_key", lambda: "v3bbbb")
+    assert restart.request_restart(session, frontend.Frontend(
+        FrontendKind.VSCODE, frontend.vscode_key("/home/me/train.ipynb"), "v3aaaa", "/home/me/train.ipynb")
+    ) is Outcome.ARMED
+    monkeypatch.setattr(shell, "kernel", FakeKernel(), raising=False)  # a kernel, keyed otherwise than the plan
+    assert not frontend.kernel_key().startswith("vsc-")
     restart_in_process(shell, tmp_path)
     assert extension.current(shell) is None  # nothing claimed at startup: the notebook path is not known yet
     assert (tmp_path / "startup" / startup_stub.STUB_NAME).exists()
@@ -794,7 +804,7 @@ def test_a_button_whose_restart_failed_says_so_in_its_tooltip(session, shell, tm
     (tmp_path / "rtfile").write_text("")
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "rtfile"))
     button = FakeButton()
-    assert restart.request_restart(session, button=button) == "failed"
+    assert restart.request_restart(session, detect(shell), button=button) is Outcome.FAILED
     assert (button.description, button.disabled) == ("Restart failed", True)
     assert "[cudaassert] Cannot write the resume plan into" in button.tooltip
 
@@ -810,16 +820,15 @@ def test_the_setup_listing_names_the_failing_cell_or_says_none(session, shell, c
 
 
 def test_the_buttons_tooltips_say_what_a_click_does(session, shell, monkeypatch):
-    monkeypatch.setattr(restart, "detect", lambda shell: server_frontend())
     run_story(shell)
-    replay_tip, cpu_tip = (a.tooltip for a in restart.actions_for(session, session.last))
+    replay_tip, cpu_tip = (a.tooltip for a in restart.actions_for(session, session.last, server_frontend()))
     assert replay_tip == ("Restart the kernel with CUDA_LAUNCH_BLOCKING=1 and validators on; the 3 ticked setup "
                           "cell(s) replay when you run your next cell.")
     assert cpu_tip == ("Restart with the GPU hidden (CUDA_VISIBLE_DEVICES=) and validators on; the 3 ticked setup "
                        "cell(s) replay on the CPU.")
-    replay._STATE[id(shell)] = replay.Resumed("debug", {})
+    session.resumed = replay.Resumed(plan_for("k1", mode=Mode.DEBUG))
     session.state.reset()
-    (normal,) = restart.actions_for(session, None)
+    (normal,) = restart.actions_for(session, None, server_frontend())
     assert normal.tooltip == ("Restart without blocking mode and validators; the 3 ticked setup cell(s) replay.")
 
 
@@ -863,7 +872,7 @@ def test_a_kernel_launched_by_a_jupyter_server_is_restarted_by_it(in_kernel, she
     (tmp_path / "jpserver-4242.json").write_text(json.dumps({"pid": 4242, "url": "http://127.0.0.1:1/"}))
     fe = in_kernel.detect(shell)
     assert (fe.kind, fe.key, fe.kernel_id, fe.restarts_itself) == ("server", "1234-abcd", "1234-abcd", True)
-    assert fe.server["url"] == "http://127.0.0.1:1/"
+    assert fe.server.url == "http://127.0.0.1:1/"
 
 
 def test_a_runtime_file_of_another_server_is_not_ours(in_kernel, shell, tmp_path):

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+from cudaassert_ipy.restart.plan import PlanCell
 from cudaassert_ipy.view.actions import ReplayChoice
 from cudaassert_ipy.wording import error_line
 
@@ -159,9 +160,9 @@ class CellRecord:
     def display_only(self) -> bool:
         return is_display_only(self.source)
 
-    def as_plan_cell(self) -> dict[str, Any]:
-        return {"number": self.number, "cell_id": self.cell_id, "source": replayable_source(self.source),
-                "duration": round(self.duration, 4), "first_line": self.first_line}
+    def as_plan_cell(self) -> PlanCell:
+        return PlanCell(self.number, self.cell_id, replayable_source(self.source), round(self.duration, 4),
+                        self.first_line)
 
 
 @dataclass
@@ -170,7 +171,7 @@ class CellHistory:
 
     records: deque[CellRecord] = field(default_factory=lambda: deque(maxlen=MAX_RECORDS))  # oldest drop out
     pinned: list[int] | None = None  # `%cudaassert setup 2,3,5`: exactly these, in this order of execution
-    _origin: dict[str, Any] | None = None  # the plan cell being replayed right now
+    _origin: PlanCell | None = None  # the plan cell being replayed right now
     _next: int = 0
 
     def record(self, outcome: Any) -> None:
@@ -182,7 +183,7 @@ class CellHistory:
             if number is None:
                 return  # a nested run_cell of some tool, not a cell the user ran
         else:
-            number, cell_id = origin.get("number"), origin.get("cell_id")
+            number, cell_id = origin.number, origin.cell_id
         text = None
         if error is not None:
             text = error_line(error)
@@ -204,7 +205,7 @@ class CellHistory:
             self._next += 1
 
     @contextmanager
-    def replaying(self, plan_cell: dict[str, Any]) -> Iterator[None]:
+    def replaying(self, plan_cell: PlanCell) -> Iterator[None]:
         """Record the cells run inside this block under the number and id they had before the restart."""
         self._origin = plan_cell
         try:

@@ -18,26 +18,83 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Frontend", "check_server", "detect", "kernel_id", "kernel_key", "terminal_key", "vscode_key"]
+from cudaassert_ipy.restart.plan import FrontendKind
+
+__all__ = ["Frontend", "FrontendKind", "ServerRef", "Verdict", "check_server", "detect", "kernel_id", "kernel_key",
+           "terminal_key", "vscode_key"]
 
 _HEADLESS_PARENTS = ("papermill", "nbconvert", "nbclient", "testbook")
 
 
+class ServerRef:
+    """The Jupyter server that launched this kernel: its URL, and where its credentials are.
+
+    Holds no token: :func:`check_server` reads it from the runtime file for the one request that
+    needs it. Its repr and str are the URL, so a traceback with locals, a log line or a pasted bug
+    report never carries the token or the runtime file's other fields.
+    """
+
+    __slots__ = ("_runtime_file", "_url")
+
+    def __init__(self, url: str, runtime_file: str | Path) -> None:
+        self._url = url
+        self._runtime_file = Path(runtime_file)
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def runtime_file(self) -> Path:
+        return self._runtime_file
+
+    def read_token(self) -> str:
+        """The token, read now from the runtime file ('' when it has none or cannot be read)."""
+        try:
+            info = json.loads(self._runtime_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ""
+        token = info.get("token") if isinstance(info, dict) else None
+        return token if isinstance(token, str) else ""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ServerRef) and (self._url, self._runtime_file) == (other._url, other._runtime_file)
+
+    def __hash__(self) -> int:
+        return hash((self._url, self._runtime_file))
+
+    def __repr__(self) -> str:
+        return f"ServerRef({self._url!r})"
+
+    def __str__(self) -> str:
+        return self._url
+
+
 @dataclass(frozen=True)
 class Frontend:
-    kind: str  # server | vscode | kernel | headless | terminal
+    kind: FrontendKind
     key: str  # the plan's file key
     kernel_id: str | None = None
     notebook: str | None = None
-    server: dict[str, Any] | None = None  # the server's runtime file (url, token, pid)
+    server: ServerRef | None = None  # the server that launched this kernel (URL only; no token)
     detail: str = ""  # where we looked, or why headless
 
     @property
     def restarts_itself(self) -> bool:
-        return self.kind == "server"
+        return self.kind is FrontendKind.SERVER
+
+
+class Verdict(str, Enum):
+    """What the server said about this kernel's id."""
+
+    OK = "ok"
+    UNKNOWN = "unknown"
+    REFUSED = "refused"
+    UNREACHABLE = "unreachable"
 
 
 def _hash(text: str) -> str:
@@ -98,8 +155,11 @@ def _runtime_dir() -> Path | None:
         return None
 
 
-def find_server() -> tuple[dict[str, Any] | None, str]:
-    """The server that launched this kernel: its runtime file names its pid, and ours names our parent."""
+def find_server() -> tuple[ServerRef | None, str]:
+    """The server that launched this kernel: its runtime file names its pid, and ours names our parent.
+
+    Only the URL and the file's path are kept; the token stays in the file.
+    """
     runtime = _runtime_dir()
     pids = [p for p in (os.environ.get("JPY_PARENT_PID", ""), str(os.getppid())) if p.isdigit()]
     names = [f"{kind}-{pid}.json" for pid in dict.fromkeys(pids) for kind in ("jpserver", "nbserver")]
@@ -110,7 +170,7 @@ def find_server() -> tuple[dict[str, Any] | None, str]:
         except (OSError, ValueError):
             continue
         if isinstance(info, dict) and str(info.get("pid")) == name.split("-")[1][:-5]:
-            return info, looked
+            return ServerRef(str(info.get("url") or ""), runtime / name), looked
     return None, looked
 
 
@@ -124,47 +184,52 @@ def _parent_cmdline() -> str:
 
 
 def detect(shell: Any) -> Frontend:
+    K = FrontendKind
     user_ns = getattr(shell, "user_ns", {})
     vsc_file = user_ns.get("__vsc_ipynb_file__")
     notebook = vsc_file or os.environ.get("JPY_SESSION_NAME") or None
     if getattr(shell, "kernel", None) is None:
-        return Frontend("terminal", terminal_key(), detail="plain IPython")
+        return Frontend(K.TERMINAL, terminal_key(), detail="plain IPython")
     conn = connection_file()
     kid, key = kernel_id(conn), kernel_key(conn)
     run_type = os.environ.get("KAGGLE_KERNEL_RUN_TYPE", "")
     if run_type == "Batch":
-        return Frontend("headless", key, kid, notebook, detail="KAGGLE_KERNEL_RUN_TYPE=Batch")
+        return Frontend(K.HEADLESS, key, kid, notebook, detail="KAGGLE_KERNEL_RUN_TYPE=Batch")
     server, looked = find_server()
     if server is not None:
-        return Frontend("server", key, kid, notebook, server, detail=str(server.get("url", "")))
+        return Frontend(K.SERVER, key, kid, notebook, server, detail=server.url)
     if "google.colab" in sys.modules or run_type == "Interactive":
-        return Frontend("server", key, kid, notebook, detail="Colab / Kaggle session")
+        return Frontend(K.SERVER, key, kid, notebook, detail="Colab / Kaggle session")
     base = os.path.basename(conn or "")
     if vsc_file or base.startswith(("kernel-v2", "kernel-v3")) or "VSCODE_PID" in os.environ:
-        return Frontend("vscode", vscode_key(vsc_file) if vsc_file else key, kid, vsc_file, detail="VS Code")
+        return Frontend(K.VSCODE, vscode_key(vsc_file) if vsc_file else key, kid, vsc_file, detail="VS Code")
     parent = _parent_cmdline()
     for word in _HEADLESS_PARENTS:
         if word in parent:
-            return Frontend("headless", key, kid, notebook, detail=f"launched by {word}")
-    return Frontend("kernel", key, kid, notebook, detail=looked)
+            return Frontend(K.HEADLESS, key, kid, notebook, detail=f"launched by {word}")
+    return Frontend(K.KERNEL, key, kid, notebook, detail=looked)
 
 
-def check_server(server: dict[str, Any], kid: str, timeout: float = 2.0) -> tuple[str, str]:
-    """Ask the server whether it manages this kernel id: ``ok``, ``unknown``, ``refused`` or ``unreachable``."""
+def check_server(server: ServerRef, kid: str, timeout: float = 2.0) -> tuple[Verdict, str]:
+    """Ask the server whether it manages this kernel id. The token is read here and dropped on return."""
     import urllib.error  # here, not at the top: the restarted kernel imports this module at startup
     import urllib.request
 
-    url = str(server.get("url") or "")
+    url = server.url
     if not url.startswith(("http://", "https://")):
-        return "unreachable", f"no http URL in the server's runtime file ({url or 'empty'})"
+        return Verdict.UNREACHABLE, f"no http URL in the server's runtime file ({url or 'empty'})"
     request = urllib.request.Request(f"{url.rstrip('/')}/api/kernels/{kid}")
-    if server.get("token"):
-        request.add_header("Authorization", f"token {server['token']}")
+    token = server.read_token()
+    if token:
+        request.add_header("Authorization", f"token {token}")
+    del token
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # our own server, from its runtime file
             body = json.loads(response.read().decode("utf-8") or "{}")
-        return ("ok", "") if body.get("id") == kid else ("unknown", "the server answered for another id")
+        return (Verdict.OK, "") if body.get("id") == kid else (Verdict.UNKNOWN, "the server answered for another id")
     except urllib.error.HTTPError as e:
-        return ("unknown" if e.code == 404 else "refused"), f"HTTP {e.code}"
+        return (Verdict.UNKNOWN if e.code == 404 else Verdict.REFUSED), f"HTTP {e.code}"
     except (OSError, ValueError) as e:
-        return "unreachable", str(getattr(e, "reason", e))
+        return Verdict.UNREACHABLE, str(getattr(e, "reason", e))
+    finally:
+        request.remove_header("Authorization")  # the request object may outlive this call in a traceback

@@ -20,16 +20,16 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from cudaassert_ipy.restart.plan import PLAN_VERSION, PlanInvalid, ResumePlan
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["PLAN_TTL", "Claim", "PlanError", "claim", "ensure_dir", "has_plan_files", "log", "pending_keys",
-           "plan_dir", "plan_lock", "write_plan"]
+__all__ = ["PLAN_TTL", "PLAN_VERSION", "Claim", "PlanError", "claim", "ensure_dir", "has_plan_files", "log",
+           "pending_keys", "plan_dir", "plan_lock", "write_plan"]
 
-PLAN_VERSION = 1
 PLAN_TTL = 3600.0  # seconds a plan waits for its restart
 LOG_NAME = "resume.log"
 LOG_MAX = 256 * 1024
@@ -139,20 +139,23 @@ def writer_alive(pid: Any, start: Any) -> bool:
     return start is None or now is None or now == start
 
 
-def write_plan(plan: dict[str, Any], directory: Path | None = None) -> Path:
-    """Atomically (re)place ``plan-<key>.json`` (0600). Raises PlanError with a message for the user."""
-    key = str(plan.get("key", ""))
+def write_plan(plan: ResumePlan, directory: Path | None = None) -> Path:
+    """Atomically (re)place ``plan-<key>.json`` (0600), signed by this process as its writer.
+
+    Raises PlanError with a message for the user.
+    """
+    key = plan.key
     if not _KEY.match(key):
         raise PlanError(PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=f"bad key {key!r}"))
     d = ensure_dir(directory)
-    plan = {**plan, "version": PLAN_VERSION, "writer_pid": os.getpid(), "writer_start": process_start(os.getpid())}
+    data = replace(plan, writer_pid=os.getpid(), writer_start=process_start(os.getpid())).to_json()
     tmp = d / f".plan-{key}.{os.getpid()}.tmp"
     try:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(plan, f, indent=1)
+            json.dump(data, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
         path = d / f"plan-{key}.json"
@@ -166,7 +169,7 @@ def write_plan(plan: dict[str, Any], directory: Path | None = None) -> Path:
 
 @dataclass
 class Claim:
-    plan: dict[str, Any] | None = None
+    plan: ResumePlan | None = None
     notes: list[str] = field(default_factory=list)  # one-line messages for the next cell
 
 
@@ -177,23 +180,12 @@ def _when(t: Any) -> str:
         return "an unknown time"
 
 
-def _check(plan: Any, key: str) -> str | None:
-    if not isinstance(plan, dict):
-        return "the top level is not an object"
-    if plan.get("version") != PLAN_VERSION:
-        return f"version {plan.get('version')!r}, expected {PLAN_VERSION}"
-    if plan.get("key") != key:
-        return f"it is for {plan.get('key')!r}, not {key!r}"
-    cells = plan.get("cells")
-    if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("source"), str)
-                                              for c in cells):
-        return "'cells' is not a list of cells with a 'source'"
-    env = plan.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        return "'env' is not an object of strings"
-    if not isinstance(plan.get("expires"), (int, float)):
-        return "'expires' is missing"
-    return None
+def _parse(content: Any, key: str) -> tuple[ResumePlan | None, str | None]:
+    """(plan, None) or (None, why it is not a valid plan)."""
+    try:
+        return ResumePlan.from_json(content, key), None
+    except PlanInvalid as e:
+        return None, str(e)
 
 
 def _read(path: Path) -> tuple[Any, str | None, str | None]:
@@ -235,22 +227,24 @@ def claim(key: str, directory: Path | None = None, now: float | None = None) -> 
             out.notes.append(UNSAFE.format(prefix=PREFIX, path=path, why="it is a symbolic link, not a file"))
             return out
         with plan_lock(d):
-            plan, why, error = _read(path)
-            error = error or (None if why else _check(plan, key))
+            content, why, error = _read(path)
             if why is not None:
                 out.notes.append(UNSAFE.format(prefix=PREFIX, path=path, why=why))
                 return out
-            if error is not None:
+            plan = None
+            if error is None:
+                plan, error = _parse(content, key)
+            if plan is None:
                 kept = _set_aside(path)
                 out.notes.append(INVALID.format(prefix=PREFIX, path=path, error=error, kept=kept))
                 return out
-            if now > plan["expires"]:
+            if now > plan.expires:
                 path.unlink()
-                out.notes.append(EXPIRED.format(prefix=PREFIX, created=_when(plan.get("created")),
-                                                expired=_when(plan["expires"])))
+                out.notes.append(EXPIRED.format(prefix=PREFIX, created=_when(plan.created),
+                                                expired=_when(plan.expires)))
                 return out
-            if writer_alive(plan.get("writer_pid"), plan.get("writer_start")):
-                out.notes.append(WRITER_ALIVE.format(prefix=PREFIX, pid=plan.get("writer_pid")))
+            if writer_alive(plan.writer_pid, plan.writer_start):
+                out.notes.append(WRITER_ALIVE.format(prefix=PREFIX, pid=plan.writer_pid))
                 return out
             claimed = d / f".claimed-{key}-{os.getpid()}"
             os.rename(path, claimed)  # the one-shot step: whoever renames first owns it
@@ -278,17 +272,18 @@ def pending_keys(directory: Path | None = None, now: float | None = None) -> lis
             continue
         key = name[5:-5]
         try:
-            plan, why, error = _read(d / name)
+            content, why, error = _read(d / name)
             age = now - os.stat(d / name).st_mtime
         except OSError:
             continue
         if why:
             continue
-        if error or _check(plan, key):  # broken by hand: its kernel still has to say so, for a while
+        plan = None if error else _parse(content, key)[0]
+        if plan is None:  # broken by hand: its kernel still has to say so, for a while
             if age < PLAN_TTL:
                 keys.append(key)
             continue
-        if now > plan["expires"]:
+        if now > plan.expires:
             with contextlib.suppress(OSError):
                 (d / name).unlink()
             continue

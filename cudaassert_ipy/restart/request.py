@@ -13,32 +13,40 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Sequence
-
-from IPython.core.error import UsageError
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.restart import startup_stub
-from cudaassert_ipy.restart.cell_history import CellRecord, parse_cell_numbers
-from cudaassert_ipy.restart.frontend import Frontend, check_server, detect
+from cudaassert_ipy.restart.cell_history import CellHistory, CellRecord, parse_cell_numbers
+from cudaassert_ipy.restart.frontend import Frontend, Verdict, check_server
+from cudaassert_ipy.restart.plan import DiagnosisSummary, FailingCell, FrontendKind, Mode, Outcome, ResumePlan
 from cudaassert_ipy.restart.plan_files import PlanError
 from cudaassert_ipy.view.actions import Action, ReplayChoice
 from cudaassert_ipy.wording import PREFIX
 
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-    from cudaassert_ipy.shell.extension import Extension
+    from cudaassert_ipy.restart.replay import Resumed
 
-__all__ = ["MODES", "ActionList", "actions_for", "build_plan", "plan_listing", "request_restart", "restart_magic",
-           "setup_magic"]
+__all__ = ["ActionList", "Host", "RequestError", "actions_for", "build_plan", "plan_listing", "request_restart",
+           "restart_command", "setup_command", "setup_listing"]
 
-DEBUG_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "CUDAASSERT_VALIDATORS": "1"}
-MODES: dict[str, dict[str, Any]] = {
-    "debug": {"env": DEBUG_ENV, "validators": True, "text": "with CUDA_LAUNCH_BLOCKING=1 and validators on"},
-    "cpu": {"env": {**DEBUG_ENV, "CUDA_VISIBLE_DEVICES": ""}, "validators": True,
-            "text": "on the CPU (CUDA_VISIBLE_DEVICES= hides the GPU), with validators on"},
-    "normal": {"env": {}, "validators": False, "text": "at normal speed (no blocking mode, no validators)"},
-}
+Checker = Callable[..., "tuple[Verdict, str]"]
+
+
+class Host(Protocol):
+    """What a restart needs from the loaded extension (the shell layer passes itself)."""
+
+    shell: Any
+    history: CellHistory
+    state: Any  # .dead_since: the Diagnosis that killed the context, or None
+    last: Diagnosis | None
+    resumed: Resumed | None
+
+
+class RequestError(ValueError):
+    """A usage mistake in a restart or setup command; the message says how to fix it (the magic shows it)."""
+
 
 PLAN_HEADER = "{prefix} Restart {mode_text}; {count} setup cell(s) replay before your next cell:"
 PLAN_LINE = "  [{number}] {first_line}  ({duration:.2f} s)"
@@ -67,7 +75,8 @@ SERVER_NOTE = {
     "unreachable": "{prefix} The Jupyter server at {url} did not answer ({why}), so this kernel's id could not be "
                    "confirmed; restarting anyway: the server that launched this kernel restarts it when it exits.",
 }
-BUTTON = {"restarting": "Restarting…", "armed": "Armed: restart the kernel", "failed": "Restart failed"}
+BUTTON = {Outcome.RESTARTING: "Restarting…", Outcome.ARMED: "Armed: restart the kernel",
+          Outcome.FAILED: "Restart failed"}
 SETUP_HEADER = {
     "pinned": "{prefix} Setup cells a restart replays (your choice, `%cudaassert setup`):",
     "failing": "{prefix} Setup cells a restart replays (default: cells that succeeded before cell [{cell}]):",
@@ -82,47 +91,46 @@ CPU_NORMAL = ("`--cpu` and `--normal` do not go together: `--normal` restarts wi
 NO_REPLAY_CELLS = "`--no-replay` and `--cells` do not go together: `--no-replay` replays nothing."
 
 
-def failing_record(ext: Extension) -> CellRecord | None:
+def failing_record(ext: Host) -> CellRecord | None:
     """The cell that killed the context; while the context is alive every successful cell counts as setup."""
     dead = ext.state.dead_since
     return ext.history.failing(dead.cell) if dead is not None else None
 
 
-def _diagnosis_summary(d: Diagnosis | None) -> dict[str, Any] | None:
+def _diagnosis_summary(d: Diagnosis | None) -> DiagnosisSummary | None:
     if d is None:
         return None
-    return {"cause_id": d.cause_id, "title": d.title, "headline": d.headline, "specific": d.specific,
-            "cell": d.cell, "exception_line": d.exception_line}
+    return DiagnosisSummary(d.cause_id, d.title, d.headline, d.specific, d.cell, d.exception_line)
 
 
-def build_plan(ext: Extension, fe: Frontend, mode: str, cells: list[CellRecord]) -> dict[str, Any]:
+def build_plan(ext: Host, fe: Frontend, mode: Mode, cells: Sequence[CellRecord],
+               failing_batch: tuple[str, tuple[int, ...]] | None = None) -> ResumePlan:
     failing = failing_record(ext)
     now = time.time()
-    return {
-        "key": fe.key, "kernel_id": fe.kernel_id, "notebook": fe.notebook, "frontend": fe.kind, "mode": mode,
-        "env": dict(MODES[mode]["env"]), "validators": MODES[mode]["validators"],
-        "cells": [c.as_plan_cell() for c in cells],
-        "failing": None if failing is None else {"number": failing.number, "cell_id": failing.cell_id,
-                                                 "source": failing.source, "error": failing.error},
-        "diagnosis": _diagnosis_summary(ext.state.dead_since or ext.last),
-        "created": now, "expires": now + resume_plan.PLAN_TTL,
-    }
+    return ResumePlan(
+        key=fe.key, mode=mode, cells=tuple(c.as_plan_cell() for c in cells), created=now,
+        expires=now + resume_plan.PLAN_TTL, kernel_id=fe.kernel_id, notebook=fe.notebook, frontend=fe.kind,
+        env=tuple(mode.env.items()), validators=mode.validators,
+        failing=None if failing is None else FailingCell(failing.number, failing.cell_id, failing.source,
+                                                         failing.error),
+        diagnosis=_diagnosis_summary(ext.state.dead_since or ext.last), failing_batch=failing_batch,
+    )
 
 
-def plan_listing(mode: str, cells: list[CellRecord]) -> str:
-    lines = [PLAN_HEADER.format(prefix=PREFIX, mode_text=MODES[mode]["text"], count=len(cells))]
+def plan_listing(mode: Mode, cells: Sequence[CellRecord]) -> str:
+    lines = [PLAN_HEADER.format(prefix=PREFIX, mode_text=mode.text, count=len(cells))]
     lines += [PLAN_LINE.format(number=c.number, first_line=c.first_line, duration=c.duration) for c in cells]
     return "\n".join(lines if cells else [*lines, NO_CELLS])
 
 
-def _arm(ext: Extension, plan: dict[str, Any]) -> None:
+def _arm(shell: Any, plan: ResumePlan) -> None:
     """Plan and stub together, under the lock a claiming kernel takes before it removes an idle stub."""
     directory = resume_plan.ensure_dir()
     try:
         with resume_plan.plan_lock(directory):
             path = resume_plan.write_plan(plan, directory)
             try:
-                startup_stub.ensure_stub(ext.shell)
+                startup_stub.ensure_stub(shell)
             except startup_stub.StubError:
                 path.unlink(missing_ok=True)  # without the stub the plan could never run
                 raise
@@ -140,53 +148,55 @@ def _shutdown(shell: Any) -> None:
         loop.add_callback(kernel.do_shutdown, True)
 
 
-def _feedback(button: Any, state: str, message: str) -> None:
+def _feedback(button: Any, outcome: Outcome, message: str) -> None:
     if button is None:
         print(message)
         return
-    button.description = BUTTON[state]
+    button.description = BUTTON[outcome]
     button.tooltip = message
     button.disabled = True
 
 
-def request_restart(ext: Extension, mode: str = "debug", cells: list[CellRecord] | None = None,
-                    button: Any = None, frontend: Frontend | None = None) -> str:
-    """Write the plan, then restart (or arm and explain). Returns what happened: restarting|armed|failed."""
-    fe = frontend or detect(ext.shell)
+def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
+                    cells: Sequence[CellRecord] | None = None, button: Any = None,
+                    checker: Checker = check_server) -> Outcome:
+    """Write the plan, then restart (or arm and explain). ``checker`` asks the server about this kernel's id."""
+    fe = frontend
     if cells is None:
         cells = ext.history.plan(failing_record(ext))
     plan = build_plan(ext, fe, mode, cells)
     notes = [plan_listing(mode, cells)]
-    state = "restarting" if fe.restarts_itself else "armed"
-    armed_kind = fe.kind
-    if fe.kind == "server" and fe.server is not None and fe.kernel_id:
-        verdict, why = check_server(fe.server, fe.kernel_id)
-        if verdict == "unknown":
-            state, armed_kind = "armed", "unknown"
-        elif verdict in SERVER_NOTE:
-            notes.append(SERVER_NOTE[verdict].format(prefix=PREFIX, url=fe.detail, why=why))
+    outcome = Outcome.RESTARTING if fe.restarts_itself else Outcome.ARMED
+    armed_kind = fe.kind.value
+    if fe.kind is FrontendKind.SERVER and fe.server is not None and fe.kernel_id:
+        verdict, why = checker(fe.server, fe.kernel_id)
+        if verdict is Verdict.UNKNOWN:
+            outcome, armed_kind = Outcome.ARMED, "unknown"
+        elif verdict.value in SERVER_NOTE:
+            notes.append(SERVER_NOTE[verdict.value].format(prefix=PREFIX, url=fe.detail, why=why))
     try:
-        _arm(ext, plan)
+        _arm(ext.shell, plan)
     except (PlanError, startup_stub.StubError) as e:
-        _feedback(button, "failed", "\n".join([*notes, str(e)]))
-        return "failed"
-    if state == "restarting":
-        failing = plan["failing"]
-        cell = f" [{failing['number']}]" if failing and failing.get("number") is not None else ""
+        _feedback(button, Outcome.FAILED, "\n".join([*notes, str(e)]))
+        return Outcome.FAILED
+    if outcome is Outcome.RESTARTING:
+        failing = plan.failing
+        cell = f" [{failing.number}]" if failing is not None and failing.number is not None else ""
         notes.append(RESTARTING.format(prefix=PREFIX, cell=cell))
-        _feedback(button, "restarting", "\n".join(notes))
+        _feedback(button, outcome, "\n".join(notes))
         _shutdown(ext.shell)
     else:
         notes.append(ARMED[armed_kind].format(prefix=PREFIX, detail=fe.detail,
                                               ttl=int(resume_plan.PLAN_TTL // 60)))
-        _feedback(button, "armed", "\n".join(notes))
-    return state
+        _feedback(button, outcome, "\n".join(notes))
+    return outcome
 
 
 # -- the panel's buttons -------------------------------------------------------------------------
-def _on_click(ext: Extension, mode: str, picks: list[tuple[ReplayChoice, CellRecord]]) -> Any:
+def _on_click(ext: Host, fe: Frontend, mode: Mode, picks: list[tuple[ReplayChoice, CellRecord]],
+              checker: Checker) -> Callable[[Any], None]:
     def callback(button: Any) -> None:
-        request_restart(ext, mode, [rec for choice, rec in picks if choice.selected], button)
+        request_restart(ext, fe, mode, [rec for choice, rec in picks if choice.selected], button, checker)
 
     return callback
 
@@ -199,66 +209,67 @@ class ActionList(list):  # type: ignore[type-arg]
         self.replay_choices = list(replay_choices)
 
 
-def actions_for(ext: Extension, diagnosis: Diagnosis | None) -> ActionList:
+def actions_for(ext: Host, diagnosis: Diagnosis | None, frontend: Frontend,
+                checker: Checker = check_server) -> ActionList:
     """Restart only helps a dead context (or ends the debug mode of a restarted kernel); else no buttons."""
-    from cudaassert_ipy.restart import replay
-
-    resumed = replay.resumed_mode(ext.shell)
+    resumed = ext.resumed.mode if ext.resumed is not None else None
     dead = diagnosis is not None and diagnosis.context_dead
-    if not dead and resumed in (None, "normal"):
+    if not dead and resumed in (None, Mode.NORMAL):
         return ActionList()
     records = ext.history.plan(failing_record(ext))
     picks = [(ReplayChoice(r.number or 0, r.first_line, r.duration, True), r) for r in records]
-    fe = detect(ext.shell)
+    fe = frontend
     reason = (ARMED["headless"].format(prefix=PREFIX, detail=fe.detail, ttl=int(resume_plan.PLAN_TTL // 60))
-              if fe.kind == "headless" else None)
+              if fe.kind is FrontendKind.HEADLESS else None)
     n = len(picks)
     if dead:
         actions = [
-            Action("restart_replay", "Restart & replay setup", _on_click(ext, "debug", picks), reason,
-                   f"Restart the kernel with CUDA_LAUNCH_BLOCKING=1 and validators on; the {n} ticked setup "
+            Action("restart_replay", "Restart & replay setup", _on_click(ext, fe, Mode.DEBUG, picks, checker),
+                   reason, f"Restart the kernel with CUDA_LAUNCH_BLOCKING=1 and validators on; the {n} ticked setup "
                    "cell(s) replay when you run your next cell."),
-            Action("restart_cpu", "Restart on CPU", _on_click(ext, "cpu", picks), reason,
+            Action("restart_cpu", "Restart on CPU", _on_click(ext, fe, Mode.CPU, picks, checker), reason,
                    f"Restart with the GPU hidden (CUDA_VISIBLE_DEVICES=) and validators on; the {n} ticked "
                    "setup cell(s) replay on the CPU."),
         ]
     else:
-        actions = [Action("restart_normal", "Back to normal speed", _on_click(ext, "normal", picks), reason,
+        actions = [Action("restart_normal", "Back to normal speed", _on_click(ext, fe, Mode.NORMAL, picks, checker),
+                          reason,
                           f"Restart without blocking mode and validators; the {n} ticked setup cell(s) replay.")]
     return ActionList(actions, [choice for choice, _ in picks])
 
 
-# -- the magics ----------------------------------------------------------------------------------
-def _records_for(ext: Extension, text: str, what: str) -> list[CellRecord]:
+# -- the commands behind the magics: plain inputs, RequestError for a usage mistake ----------------------
+def _records_for(ext: Host, text: str, what: str) -> list[CellRecord]:
     try:
         numbers = parse_cell_numbers(text)
     except ValueError:
-        raise UsageError(SETUP_USAGE.format(value=text) if what.startswith("%cudaassert setup")
-                         else f"`{what}`: give cell numbers like --cells 2,3,5 (the n of In [n]).") from None
+        raise RequestError(SETUP_USAGE.format(value=text) if what.startswith("%cudaassert setup")
+                           else f"`{what}`: give cell numbers like --cells 2,3,5 (the n of In [n]).") from None
     try:
         return ext.history.resolve(numbers)
     except KeyError as e:
         known = ", ".join(map(str, ext.history.known_numbers())) or "none yet"
-        raise UsageError(UNKNOWN_CELLS.format(what=what, missing=", ".join(map(str, e.args[0])),
-                                              known=known)) from None
+        raise RequestError(UNKNOWN_CELLS.format(what=what, missing=", ".join(map(str, e.args[0])),
+                                                known=known)) from None
 
 
-def restart_magic(ext: Extension, args: Any) -> str:
+def restart_command(ext: Host, frontend: Frontend, cpu: bool = False, normal: bool = False,
+                    no_replay: bool = False, cells: str | None = None) -> Outcome:
     """``%cudaassert restart [--cpu] [--normal] [--no-replay] [--cells 2,3,5]``."""
-    if args.cpu and args.normal:
-        raise UsageError(CPU_NORMAL)
-    if args.no_replay and args.cells:
-        raise UsageError(NO_REPLAY_CELLS)
-    cells = None
-    if args.no_replay:
-        cells = []
-    elif args.cells:
-        cells = _records_for(ext, args.cells, f"%cudaassert restart --cells {args.cells}")
-    mode = "cpu" if args.cpu else "normal" if args.normal else "debug"
-    return request_restart(ext, mode, cells)
+    if cpu and normal:
+        raise RequestError(CPU_NORMAL)
+    if no_replay and cells:
+        raise RequestError(NO_REPLAY_CELLS)
+    records = None
+    if no_replay:
+        records = []
+    elif cells:
+        records = _records_for(ext, cells, f"%cudaassert restart --cells {cells}")
+    mode = Mode.CPU if cpu else Mode.NORMAL if normal else Mode.DEBUG
+    return request_restart(ext, frontend, mode, records)
 
 
-def setup_listing(ext: Extension) -> str:
+def setup_listing(ext: Host) -> str:
     history = ext.history
     failing = failing_record(ext)
     if history.pinned is not None:
@@ -271,11 +282,11 @@ def setup_listing(ext: Extension) -> str:
     return "\n".join([*lines, *([] if cells else ["  (none)"]), SETUP_FOOTER])
 
 
-def setup_magic(ext: Extension, value: str | None) -> None:
-    """``%cudaassert setup [show|auto|2,3,5]``: see or choose the cells a restart replays."""
+def setup_command(ext: Host, value: str | None) -> str:
+    """``%cudaassert setup [show|auto|2,3,5]``: choose the cells a restart replays; returns the listing."""
     if value not in (None, "show", "auto"):
         records = _records_for(ext, value, f"%cudaassert setup {value}")
         ext.history.pinned = [r.number for r in records if r.number is not None]
     elif value == "auto":
         ext.history.pinned = None
-    print(setup_listing(ext))
+    return setup_listing(ext)

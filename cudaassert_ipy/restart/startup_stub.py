@@ -42,7 +42,7 @@ def _cudaassert_resume():
             return
         if not any(n.startswith("plan-") and n.endswith(".json") for n in names):
             return
-        from cudaassert_ipy.restart.replay import resume_at_startup
+        from cudaassert_ipy.shell.resume import resume_at_startup
         resume_at_startup(get_ipython())
     except BaseException as error:
         try:

@@ -17,9 +17,12 @@ from cudaassert_ipy.view.report import DIAGNOSIS_FAILED
 from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
-    from cudaassert_ipy.shell.extension import Extension
+    from cudaassert_ipy.shell.context_state import ContextState
 
-__all__ = ["CellOutcome", "CellWatcher"]
+__all__ = ["CellOutcome", "CellWatcher", "Reporter"]
+
+# detection, cell source, execution count, the fd text of this cell -> diagnose and show
+Reporter = Callable[[Detection, str, "int | None", str], None]
 
 _clock = time.perf_counter
 _modules = sys.modules
@@ -38,24 +41,29 @@ class CellOutcome(NamedTuple):
 
 
 class CellWatcher:
-    """pre/post_run_cell pair. Nested run_cell (replays) is handled with a stack."""
+    """pre/post_run_cell pair. Nested run_cell (replays) is handled with a stack.
 
-    def __init__(self, ext: Extension) -> None:
-        self.ext = ext
+    Knows only what it needs: the fd tap (``tap``, set while one runs), the context state, a
+    callback that diagnoses and shows a failure, and one that shows the dead-context banner.
+    """
+
+    def __init__(self, state: ContextState, report: Reporter, banner: Callable[[], None]) -> None:
+        self.state, self.report, self.banner = state, report, banner
+        self.tap: Any = None
         self._stack: list[tuple[Any, Any, float, Any]] = []
         self._handled: BaseException | None = None
         self.listeners: list[Callable[[CellOutcome], None]] = []
 
     # Both run for every cell: keep them to attribute reads (the idle-overhead benchmark watches them).
     def pre_run_cell(self, info: Any = None) -> None:
-        tap = self.ext.tap
+        tap = self.tap
         self._stack.append((_sys_dict.get("last_value"), tap.mark() if tap is not None else (), _clock(), info))
 
     def post_run_cell(self, result: Any = None) -> None:
         if not self._stack:
             return
         last_before, mark, started, info = self._stack.pop()
-        tap = self.ext.tap
+        tap = self.tap
         if mark and tap is not None:  # keep this cell's fd output in this cell: ipykernel publishes it from a thread
             tap.settle(mark)
         validator_mode = _modules.get("cudaassert_ipy.checks.mode")  # loaded once validators were on
@@ -86,16 +94,17 @@ class CellWatcher:
                 print(f"{PREFIX} a cell listener failed: {failure!r}", file=sys.stderr)
 
     def _report(self, error: BaseException, mark: Any, source: str, result: Any) -> Detection | None:
-        ext = self.ext
-        detection = classify(error, context_dead=ext.state.dead)
+        dead = self.state.dead
+        detection = classify(error, context_dead=dead)
         if detection is None:
             return None
-        if ext.state.dead and detection.kills_context:
-            ext.show_banner()
+        if dead and detection.kills_context:
+            self.banner()
             return detection
         stderr_text = ""
-        if ext.tap is not None:
-            ext.tap.drain()
-            stderr_text = ext.tap.text_since(mark)
-        ext.diagnose_and_show(detection, source, getattr(result, "execution_count", None), stderr_text)
+        tap = self.tap
+        if tap is not None:
+            tap.drain()
+            stderr_text = tap.text_since(mark)
+        self.report(detection, source, getattr(result, "execution_count", None), stderr_text)
         return detection

@@ -7,17 +7,21 @@ Loading imports neither torch nor ipywidgets and never touches CUDA. Loading twi
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from traitlets import Bool, Int, List
 from traitlets.config import Configurable
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
 from cudaassert_ipy.restart.cell_history import CellHistory
+from cudaassert_ipy.shell import registry
 from cudaassert_ipy.shell.cell_watcher import CellWatcher
 from cudaassert_ipy.shell.context_state import ContextState
 from cudaassert_ipy.view.report import Banner, Report
 from cudaassert_ipy.wording import PREFIX, error_line
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.restart.replay import Resumed
 
 __all__ = ["CudaAssert", "Extension", "current", "last_diagnosis", "load", "unload"]
 
@@ -41,12 +45,34 @@ class Extension:
         self.shell = shell
         self.config = CudaAssert(parent=shell)
         self.state = ContextState()
-        self.watcher = CellWatcher(self)
-        self.tap: Any = None
+        self.watcher = CellWatcher(self.state, self.diagnose_and_show, self.show_banner)
         self.tap_note: str | None = None
         self.last: Diagnosis | None = None
         self.history = CellHistory()
+        self.bookmark: Any = None  # data.bookmark.Bookmark while loaded
+        self.samples: Any = None  # data.samples.SampleCheck of the last failure
+        self.resumed: Resumed | None = None  # set when a cudaassert restart started this kernel
         self._undo: list[Callable[[], None]] = []
+
+    @property
+    def tap(self) -> Any:
+        """The running fd tap (the watcher reads it on every cell), or None."""
+        return self.watcher.tap
+
+    @tap.setter
+    def tap(self, value: Any) -> None:
+        self.watcher.tap = value
+
+    def add_hook(self, event: str, callback: Callable[..., None]) -> None:
+        """Register an IPython event callback that unload removes again (unless it removed itself)."""
+        shell = self.shell
+        shell.events.register(event, callback)
+
+        def remove() -> None:
+            if callback in shell.events.callbacks.get(event, []):
+                shell.events.unregister(event, callback)
+
+        self._undo.append(remove)
 
     # -- install / uninstall ------------------------------------------------------------------
     def install(self) -> None:
@@ -54,11 +80,14 @@ class Extension:
         shell.configurables.append(self.config)
         self._undo.append(lambda: shell.configurables.remove(self.config))
         for event in ("pre_run_cell", "post_run_cell"):
-            callback = getattr(self.watcher, event)
-            shell.events.register(event, callback)
-            self._undo.append(lambda e=event, c=callback: shell.events.unregister(e, c))
+            self.add_hook(event, getattr(self.watcher, event))
         if self.config.tap:
             self._start_tap()
+        if self.config.bookmark:
+            from cudaassert_ipy.data.bookmark import start
+
+            self.bookmark, stop_bookmark = start(self.config.bookmark_bytes)
+            self._undo.append(stop_bookmark)
         from cudaassert_ipy.shell.magics import CudaAssertMagics, unregister_magics
 
         magics = CudaAssertMagics(shell, self)
@@ -123,6 +152,10 @@ class Extension:
         sites = scan(stderr_text) if stderr_text else []
         evidence = collect(detection, sites, source, execution_count, self.shell.user_ns, stderr_text)
         diagnosis = diagnose(evidence)
+        if self.bookmark is not None:  # name the dataset samples that hold the bad values
+            from cudaassert_ipy.data.post_mortem import annotate
+
+            diagnosis, self.samples = annotate(self.bookmark, diagnosis, evidence, self.shell.user_ns)
         self.last = diagnosis
         if diagnosis.context_dead:
             self.state.mark_dead(diagnosis, self.shell)
@@ -133,7 +166,7 @@ class Extension:
         from IPython.display import display
 
         gpu = self.gpu_summary(diagnosis)
-        if self.config.panel:
+        if self.config.panel and not self.headless():
             try:
                 from cudaassert_ipy.view import panel
             except ImportError as e:  # e.g. ipywidgets missing or too old: the report still shows
@@ -150,11 +183,22 @@ class Extension:
 
         display(Report(diagnosis, describe(gpu) if isinstance(gpu, GpuState) else gpu))
 
+    def headless(self) -> bool:
+        """Batch runs (papermill, nbconvert --execute, nbclient, Kaggle "Save Version") store outputs nobody
+        clicks, and a stored widget exports as its headline only: they get the full static report instead."""
+        from cudaassert_ipy.restart.frontend import detect
+
+        try:
+            return bool(detect(self.shell).kind == "headless")
+        except Exception:  # detection must not cost the report: the panel path has its own fallback
+            return False
+
     def actions(self, diagnosis: Diagnosis) -> list[Any]:
         """The panel's buttons: restart actions from the restart module, plus copying the report."""
         from cudaassert_ipy.restart import request as restart
+        from cudaassert_ipy.restart.frontend import detect
 
-        return restart.actions_for(self, diagnosis)
+        return restart.actions_for(self, diagnosis, detect(self.shell))
 
     def gpu_summary(self, diagnosis: Diagnosis) -> Any:
         """NVML's view of the device (a GpuState; never raises), only when the context died."""
@@ -172,26 +216,23 @@ class Extension:
         display(Banner(self.state.dead_since))
 
 
-# One Extension per shell; removed again on unload, so nothing global is left behind.
-_ACTIVE: dict[int, Extension] = {}
-
-
 def load(shell: Any) -> Extension:
-    ext = _ACTIVE.get(id(shell))
+    """One Extension per shell (kept in shell/registry.py); loading again returns the loaded one."""
+    ext = registry.active(shell)
     if ext is None:
         ext = Extension(shell)
-        _ACTIVE[id(shell)] = ext
+        registry.add(shell, ext)
         try:
             ext.install()
         except BaseException:
-            _ACTIVE.pop(id(shell), None)
+            registry.remove(shell)
             ext.uninstall()
             raise
     return ext
 
 
 def unload(shell: Any) -> None:
-    ext = _ACTIVE.pop(id(shell), None)
+    ext = registry.remove(shell)
     if ext is not None:
         ext.uninstall()
 
@@ -201,7 +242,7 @@ def current(shell: Any = None) -> Extension | None:
         from IPython import get_ipython
 
         shell = get_ipython()
-    return _ACTIVE.get(id(shell)) if shell is not None else None
+    return registry.active(shell)
 
 
 def last_diagnosis() -> Diagnosis | None:

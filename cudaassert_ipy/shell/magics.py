@@ -37,11 +37,9 @@ def status_text(ext: Extension) -> str:
     else:
         lines.append(f"fd tap: off{' - ' + ext.tap_note if ext.tap_note else ''}")
     lines.append(f"validators: {'on' if ext.validators_on() else 'off'} in this thread")
-    from cudaassert_ipy.restart import replay
-
-    mode = replay.resumed_mode(ext.shell)
-    if mode is not None:
-        lines.append(f"restarted by cudaassert: {mode} mode (`%cudaassert restart --normal` for normal speed)")
+    if ext.resumed is not None:
+        lines.append(f"restarted by cudaassert: {ext.resumed.mode.value} mode (`%cudaassert restart --normal` for "
+                     "normal speed)")
     return "\n".join(lines)
 
 
@@ -68,15 +66,18 @@ class CudaAssertMagics(Magics):
         restart_only = [o for o in ("cpu", "normal", "no_replay", "cells") if getattr(args, o) not in (False, None)]
         if restart_only and args.verb != "restart":
             raise UsageError(f"--{restart_only[0].replace('_', '-')} only goes with `%cudaassert restart`.")
-        if args.verb == "restart":
+        if args.verb in ("restart", "setup"):
             from cudaassert_ipy.restart import request as restart
+            from cudaassert_ipy.restart.frontend import detect
 
-            restart.restart_magic(self.ext, args)
-            return
-        if args.verb == "setup":
-            from cudaassert_ipy.restart import request as restart
-
-            restart.setup_magic(self.ext, args.value)
+            try:
+                if args.verb == "restart":
+                    restart.restart_command(self.ext, detect(self.shell), cpu=args.cpu, normal=args.normal,
+                                            no_replay=args.no_replay, cells=args.cells)
+                else:
+                    print(restart.setup_command(self.ext, args.value))
+            except restart.RequestError as e:
+                raise UsageError(str(e)) from None
             return
         if args.verb == "validators" and args.value not in (None, "on", "off"):
             raise UsageError(f"`%cudaassert validators {args.value}`: say `on` or `off`.")
