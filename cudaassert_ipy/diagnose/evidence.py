@@ -93,15 +93,19 @@ def collect(
     execution_count: int | None = None,
     user_ns: Mapping[str, Any] | None = None,
     stderr_text: str = "",
+    user_files: object = (),
 ) -> Evidence:
-    """Gather evidence from the exception's traceback, the user's namespace and the cell."""
+    """Gather evidence from the exception's traceback, the user's namespace and the cell.
+
+    ``user_files`` (anything with ``in``) names files that count as the user's code besides notebook
+    cells: a script runner passes the script's own files."""
     torch = sys.modules.get("torch")
     frames = _frames(detection.exception.__traceback__)
-    user_frame = _user_frame(frames)
+    user_frame = _user_frame(frames, user_files)
     # The names the user knows first: the notebook's globals, then cell frames outermost to
     # innermost (``self.embed`` inside forward is ``lm.embed`` to the user); first name wins.
     namespaces: list[Mapping[str, Any]] = [user_ns] if user_ns is not None else []
-    namespaces += [f.f_locals for f in frames if is_cell_filename(f.f_code.co_filename)]
+    namespaces += [f.f_locals for f in frames if is_cell_filename(f.f_code.co_filename, user_files)]
     facts = _Facts(torch)
     for ns in namespaces:
         facts.scan_namespace(ns)
@@ -137,13 +141,13 @@ def _frames(tb: types.TracebackType | None) -> list[types.FrameType]:
     return out
 
 
-def _user_frame(frames: list[types.FrameType]) -> tuple[str, int, str] | None:
-    """The innermost frame in the user's cells: the line they wrote, not PyTorch's internals."""
+def _user_frame(frames: list[types.FrameType], user_files: object = ()) -> tuple[str, int, str] | None:
+    """The innermost frame in the user's cells (or files): the line they wrote, not PyTorch's internals."""
     import linecache
 
     for frame in reversed(frames):
         name = frame.f_code.co_filename
-        if is_cell_filename(name):
+        if is_cell_filename(name, user_files):
             lineno = frame.f_lineno
             return name, lineno, linecache.getline(name, lineno).strip()
     return None

@@ -1,0 +1,187 @@
+"""One process under watch: the fd tap from start to end, and on a CUDA failure the diagnosis after the traceback.
+
+Shared by the runner (``python -m cudaassert_ipy train.py``), ``import cudaassert_ipy.auto`` and child
+processes reached through the startup hook. The traceback is printed by whatever ``sys.excepthook`` is
+at that moment (Python's own, or the script's), exactly as Python would; the report follows it on stderr.
+No IPython, no ipywidgets; torch only when validators are asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import traceback
+import types
+from typing import Any
+
+from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+from cudaassert_ipy.run import outputs
+from cudaassert_ipy.run.options import RunOptions
+from cudaassert_ipy.run.rank import RankInfo
+from cudaassert_ipy.wording import PREFIX, error_line
+
+__all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "UserFiles"]
+
+DEAD_PROCESS = (
+    "The GPU context of this process is dead: nothing on the GPU can be used again in it, so the run stops here."
+)
+RERUN_HINT = (
+    "{prefix} To stop the bad call before it launches, run it again with --rerun-on-failure "
+    "(or --blocking --validators): python -m cudaassert_ipy --rerun-on-failure {target}"
+)
+RERUN_HINT_TORCHRUN = (
+    "{prefix} To stop the bad call before it launches, rerun the job with --rerun-on-failure and torchrun's "
+    "--max-restarts 1: torchrun --max-restarts 1 ... -m cudaassert_ipy --rerun-on-failure {target}"
+)
+DIAGNOSIS_FAILED = "{prefix} the diagnosis itself failed ({error}); the traceback above is unchanged."
+TAP_UNAVAILABLE = "{prefix} assertion lines are not captured ({error}); the diagnosis uses the exception only."
+
+
+class UserFiles:
+    """``name in UserFiles(...)``: the script's own files count as user code (not site-packages, not stdlib)."""
+
+    def __init__(self, *paths: str) -> None:
+        self.roots = tuple(os.path.dirname(os.path.realpath(p)) + os.sep for p in paths if p)
+        self.files = frozenset(os.path.realpath(p) for p in paths if p)
+        self.libs = tuple({os.path.dirname(os.__file__) + os.sep, os.path.dirname(os.path.dirname(__file__)) + os.sep})
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or name.startswith("<"):
+            return False
+        real = os.path.realpath(name)
+        if real in self.files:
+            return True
+        if "site-packages" in real or "dist-packages" in real or real.startswith(self.libs):
+            return False
+        return real.startswith(self.roots)
+
+
+class Guard:
+    """Start the tap, and turn a failing exception into the report (stderr, JSON, torchelastic's file)."""
+
+    def __init__(self, options: RunOptions, target_label: str = "", user_files: object = ()) -> None:
+        self.options = options
+        self.rank = RankInfo.from_env()
+        self.target_label = target_label
+        self.user_files = user_files
+        self.tap: Any = None
+        self.diagnosis: Diagnosis | None = None
+        self.exception: BaseException | None = None
+        self.report_text = ""
+
+    def start(self) -> None:
+        """Environment first (CUDA reads CUDA_LAUNCH_BLOCKING when torch initialises it), then the tap."""
+        if self.options.blocking:
+            os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+        if self.options.validators:
+            from cudaassert_ipy.checks import ENV_VAR, enable_validators
+
+            os.environ[ENV_VAR] = "1"
+            enable_validators()
+        from cudaassert_ipy.capture.fd_tap import TapError, TapSet
+
+        tap = TapSet(fds=(2, 1))
+        try:
+            tap.start()
+        except (TapError, OSError) as e:
+            self.note(TAP_UNAVAILABLE.format(prefix=PREFIX, error=e))
+            return
+        self.tap = tap
+
+    def stop(self) -> None:
+        tap, self.tap = self.tap, None
+        if tap is not None:
+            tap.stop()
+
+    def note(self, text: str) -> None:
+        if not self.options.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    def handle(self, exc: BaseException, tb: types.TracebackType | None) -> Diagnosis | None:
+        """After the traceback is printed: diagnose, report, write torchelastic's file. Never raises."""
+        try:
+            return self._handle(exc, tb)
+        except Exception as failure:  # our failure must not cost the user their traceback or exit code
+            print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(failure)), file=sys.stderr, flush=True)
+            return None
+
+    def _handle(self, exc: BaseException, tb: types.TracebackType | None) -> Diagnosis | None:
+        from cudaassert_ipy.diagnose.detection import classify
+
+        detection = classify(exc)
+        if detection is None:
+            return None
+        diagnosis = self._diagnose(detection)
+        self.diagnosis = diagnosis
+        self.report_text = self.render(diagnosis)
+        short = f"{PREFIX} {diagnosis.headline}\nFix: {diagnosis.fix}"
+        print(short if self.options.quiet else self.report_text, file=sys.stderr, flush=True)
+        error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+        if error_file:
+            callstack = "".join(traceback.format_exception(type(exc), exc, tb))
+            failed = outputs.write_error_file(error_file, outputs.error_file_data(exc, callstack, self.report_text))
+            if failed:
+                print(failed, file=sys.stderr, flush=True)
+        return diagnosis
+
+    def _diagnose(self, detection: Any) -> Diagnosis:
+        from cudaassert_ipy.capture.assert_lines import scan
+        from cudaassert_ipy.diagnose.diagnosis import diagnose
+        from cudaassert_ipy.diagnose.evidence import collect
+
+        text = ""
+        if self.tap is not None:
+            self.tap.drain()
+            text = self.tap.text_since((0,) * len(self.tap.taps))
+        user_ns = _script_globals(detection.exception.__traceback__, self.user_files)
+        evidence = collect(detection, scan(text) if text else [], "", None, user_ns, text, self.user_files)
+        diagnosis = diagnose(evidence)
+        if diagnosis.context_dead:
+            diagnosis = dataclasses.replace(diagnosis, status=DEAD_PROCESS)
+        return diagnosis
+
+    def render(self, diagnosis: Diagnosis) -> str:
+        from cudaassert_ipy.view.report import to_text
+
+        gpu = None
+        if diagnosis.context_dead:
+            from cudaassert_ipy.diagnose import gpu_state
+
+            gpu = gpu_state.describe(gpu_state.snapshot(diagnosis.cuda_device))
+        lines = [h for h in (self.rank.header(),) if h] + [to_text(diagnosis, gpu)]
+        checked = self.options.validators and self.options.blocking
+        if diagnosis.context_dead and not checked and not self.options.rerun_on_failure and self.target_label:
+            hint = RERUN_HINT_TORCHRUN if self.rank.torchrun else RERUN_HINT
+            lines.append(hint.format(prefix=PREFIX, target=self.target_label))
+        return "\n".join(lines)
+
+    def finish(self, exit_code: int, exc: BaseException | None = None, rerun: dict[str, Any] | None = None) -> None:
+        """The JSON report (when asked for), then the tap stops: every byte reaches the real stderr first."""
+        path = self.options.report_json
+        if path:
+            data = outputs.report_data(self.diagnosis, self.rank, exit_code, self.report_text, exc, rerun)
+            failed = outputs.write_report_json(path, data)
+            if failed:
+                print(failed, file=sys.stderr, flush=True)
+        self.stop()
+
+    def exit_now(self, code: int) -> None:
+        """A failed rank leaves at once: its peers would otherwise wait for it in a collective."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a closed stream must not keep the rank alive
+                pass
+        os._exit(code)
+
+
+def _script_globals(tb: types.TracebackType | None, user_files: object) -> dict[str, Any] | None:
+    """The script's module globals (its ``<module>`` frame), where the model and data usually live."""
+    found = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "<module>" and code.co_filename in user_files:  # type: ignore[operator]
+            found = tb.tb_frame.f_globals
+        tb = tb.tb_next
+    return found
