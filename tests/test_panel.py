@@ -253,3 +253,44 @@ def test_the_headline_is_its_own_output_so_a_missing_widget_model_never_hides_th
     assert diagnosis.headline in head["text/html"] and "Cause:" in head["text/html"]
     root = panel.build(diagnosis, [], header=False)
     assert all('class="ca-head"' not in getattr(c, "value", "") for c in root.children)
+
+
+# -- one renderer, one look ------------------------------------------------------------------------
+def unstyled(text: str) -> str:
+    """The markup without the inline style attributes that standalone outputs carry."""
+    return re.sub(r' style="[^"]*"', "", text)
+
+
+def test_the_html_report_is_the_panels_sections_in_one_box_with_details_collapsed(diagnosis):
+    from cudaassert_ipy.view import report
+
+    sections = [report.header_html(diagnosis), report.cause_html(diagnosis), report.evidence_html(diagnosis),
+                report.gpu_html(H100)]
+    details = f"<details><summary>Details</summary>{report.details_html(diagnosis)}</details>"
+    assert unstyled(to_html(diagnosis, H100)) == f'<div class="cudaassert-report">{"".join(sections)}{details}</div>'
+    panel_html = html_of(panel.build(diagnosis, [], H100))
+    assert all(section in panel_html for section in [*sections, report.details_html(diagnosis)])
+
+
+def test_outputs_that_outlive_the_kernel_carry_their_look_inline_and_the_panel_one_style_block(diagnosis):
+    from cudaassert_ipy.view.replay_view import OnBanner
+    from cudaassert_ipy.view.report import Banner
+
+    standalone = {"report": to_html(diagnosis, H100), "headline": panel.headline_bundle(diagnosis)["text/html"],
+                  "banner": Banner(diagnosis)._repr_mimebundle_()["text/html"],
+                  "on": OnBanner("debug")._repr_mimebundle_()["text/html"]}
+    for name, text in standalone.items():
+        assert "<style" not in text, name
+        assert text.startswith(f'<div class="cudaassert-{name}" style="border-left:4px solid var(--jp-'), name
+    assert "var(--jp-info-color1,#0288d1)" in standalone["on"]
+    head = '<div class="ca-head" style="font-weight:bold;font-size:1.1em;color:var(--jp-error-color1,#d32f2f)">'
+    assert head in standalone["headline"] and head in standalone["report"]
+    assert html_of(panel.build(diagnosis, [], H100)).count("<style>") == 1
+    assert html_of(panel.build(diagnosis, [], H100)).count(".cudaassert-panel .ca-head{") == 1
+
+
+def test_a_cpu_error_report_and_headline_take_the_calmer_colour_too(shell):
+    shell.run_cell(SETUP)
+    d = _diagnose(shell, "F.cross_entropy(model(torch.randn(4, 8)), labels)")
+    for text in (to_html(d), panel.headline_bundle(d)["text/html"]):
+        assert "border-left:4px solid var(--jp-warn-color1,#f57c00)" in text and "--jp-error-color1" not in text

@@ -8,55 +8,36 @@ Click handlers give feedback through widget state: their prints would go to the 
 
 from __future__ import annotations
 
-import html
 import os
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Sequence
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.diagnose.gpu_state import GpuState, describe, describe_parts
 from cudaassert_ipy.view.actions import Action, ReplayChoice
-from cudaassert_ipy.view.report import to_html, to_markdown, to_text
+from cudaassert_ipy.view.report import (
+    DETAILS,
+    GpuInput,
+    cause_html,
+    details_html,
+    evidence_html,
+    gpu_html,
+    gpu_line,
+    header_html,
+    headline_bundle,
+    to_html,
+    to_markdown,
+    to_text,
+)
+from cudaassert_ipy.view.style import ALIVE, ROOT, block, escape, stylesheet
 
-__all__ = ["PANEL_CLASS", "available", "build", "bundle", "display_panel"]
+__all__ = ["PANEL_CLASS", "available", "build", "bundle", "display_panel", "headline_bundle"]
 
-PANEL_CLASS = "cudaassert-panel"
+PANEL_CLASS = ROOT
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 COPY_LABEL = "Copy report"
 COPY_HIDE = "Hide report"
 COPY_HINT = "Select all in the box (Ctrl+A, or ⌘A on macOS), then copy (Ctrl+C / ⌘C)."
 REPLAY_HEAD = "Setup cells to replay (untick the ones to skip):"
 ACTION_FAILED = "{label} failed: {error}"
-DETAILS = "Details"
-
-GpuInput = Union[str, GpuState, None]
-
-# Scoped to the panel; JupyterLab's theme variables with light-theme fallbacks, no external assets.
-_CSS = """<style>
-.cudaassert-panel{border-left:4px solid var(--jp-error-color1,#d32f2f);padding:2px 10px 6px 10px;margin:4px 0;
- background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#212121);
- font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,13px)}
-.cudaassert-panel.cudaassert-alive{border-left-color:var(--jp-warn-color1,#f57c00)}
-.cudaassert-panel .ca-text{white-space:normal;line-height:1.45}
-.cudaassert-panel .ca-text p{margin:2px 0}
-.cudaassert-panel .ca-head{font-weight:bold;font-size:1.1em;color:var(--jp-error-color1,#d32f2f)}
-.cudaassert-panel.cudaassert-alive .ca-head{color:var(--jp-warn-color1,#f57c00)}
-.cudaassert-panel .ca-label{font-weight:bold;color:var(--jp-ui-font-color2,#616161);margin-top:4px}
-.cudaassert-panel .ca-muted{color:var(--jp-ui-font-color2,#616161);font-size:0.92em}
-.cudaassert-panel code,.cudaassert-panel pre{font-family:var(--jp-code-font-family,monospace);
- font-size:var(--jp-code-font-size,12px)}
-.cudaassert-panel pre{white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;margin:2px 0;padding:3px 6px;
- background:var(--jp-layout-color2,#eee);
- border:1px solid var(--jp-border-color2,#e0e0e0);color:var(--jp-content-font-color1,#212121)}
-.cudaassert-panel ul{margin:0;padding-left:1.4em}
-</style>"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value))
-
-
-def _div(*parts: str, cls: str = "ca-text") -> str:
-    return f'<div class="{cls}">' + "".join(parts) + "</div>"
 
 
 def available() -> bool:
@@ -70,69 +51,6 @@ def available() -> bool:
         return False
     shell = get_ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
-
-
-def gpu_line(gpu_state: GpuInput) -> str | None:
-    """The one-line form the text, HTML and markdown reports take."""
-    return describe(gpu_state) if isinstance(gpu_state, GpuState) else gpu_state
-
-
-# -- sections (HTML strings; the diagnosis decides everything, these only lay it out) ------------
-def header_html(d: Diagnosis) -> str:
-    return _CSS + _div(f'<div class="ca-head">{_e(d.headline)}</div>', f"<p>{_e(d.status)}</p>")
-
-
-_HEAD_BOX = ("border-left:4px solid {color};padding:2px 10px;margin:4px 0 0 0;line-height:1.45;"
-             "background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#212121);"
-             "font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,13px)")
-_RED, _ORANGE = "var(--jp-error-color1,#d32f2f)", "var(--jp-warn-color1,#f57c00)"
-
-
-def headline_bundle(d: Diagnosis) -> dict[str, str]:
-    """Status, headline and the specific cause: readable with or without the widget (inline styles)."""
-    color = _RED if d.context_dead else _ORANGE
-    cause = f"\nCause: {d.specific}" if d.specific else ""
-    html_cause = f'<p style="margin:2px 0"><b>Cause:</b> {_e(d.specific)}</p>' if d.specific else ""
-    html_out = (f'<div class="cudaassert-headline" style="{_HEAD_BOX.format(color=color)}">'
-                f'<div class="ca-head" style="font-weight:bold;font-size:1.1em;color:{color}">{_e(d.headline)}</div>'
-                f'<p style="margin:2px 0">{_e(d.status)}</p>{html_cause}</div>')
-    return {"text/plain": f"[cudaassert] {d.status}\n[cudaassert] {d.headline}{cause}", "text/html": html_out}
-
-
-def cause_html(d: Diagnosis, with_cause: bool = True) -> str:
-    parts = [f"<p><b>Cause:</b> {_e(d.specific or d.explanation)}</p>"] if with_cause or not d.specific else []
-    parts.append(f"<p><b>Fix:</b> {_e(d.fix)}</p>")
-    if d.user_line is not None:
-        _, lineno, code = d.user_line
-        parts.append(f"<p><b>Your code</b> (line {lineno}):</p><pre>{_e(code)}</pre>")
-    return _div(*parts)
-
-
-def evidence_html(d: Diagnosis) -> str:
-    parts = ['<div class="ca-label">Evidence</div>']
-    if d.assert_sites:
-        parts.append("<pre>" + "\n".join(_e(s) for s in d.assert_sites) + "</pre>")
-    if d.facts:
-        parts.append("<ul>" + "".join(f"<li><code>{_e(k)}</code>: {_e(v)}</li>" for k, v in d.facts) + "</ul>")
-    parts.append(f"<p>Exception: <code>{_e(d.exception_line)}</code></p>")
-    return _div(*parts)
-
-
-def details_html(d: Diagnosis) -> str:
-    raw = "\n".join(x for x in [d.exception_text.strip() or d.exception_line, *d.assert_raw] if x)
-    parts = [f"<p><b>What it means:</b> {_e(d.explanation)}</p>" if d.specific else ""]
-    parts += [f'<p class="ca-muted">{_e(n)}</p>' for n in d.notes]
-    parts.append(f'<div class="ca-label">Raw text</div><pre class="ca-raw">{_e(raw)}</pre>')
-    return _div(*parts)
-
-
-def gpu_html(gpu_state: GpuInput) -> str:
-    if isinstance(gpu_state, GpuState):
-        rows = describe_parts(gpu_state)
-        body = "<br>".join(_e(r) for r in rows)
-    else:
-        body = _e(gpu_state)
-    return _div('<div class="ca-label">GPU state</div>', f'<div class="ca-muted">{body}</div>')
 
 
 def choice_label(choice: ReplayChoice) -> str:
@@ -150,14 +68,15 @@ def _run_action(action: Action, button: Any, status: Any) -> None:
     try:
         action.callback(button)
     except Exception as e:
-        status.value = _div(f'<span class="ca-head">{_e(ACTION_FAILED.format(label=action.label, error=e))}</span>')
+        failed = ACTION_FAILED.format(label=action.label, error=e)
+        status.value = block(f'<span class="ca-head">{escape(failed)}</span>')
 
 
 def _copy_action(widgets: Any, d: Diagnosis, gpu: str | None, box: Any) -> Action:
     """The panel's own Copy report: a Textarea holding the markdown report, shown on demand."""
     area = widgets.Textarea(value=to_markdown(d, gpu), layout=widgets.Layout(width="100%", height="14em"))
     area.add_class("cudaassert-copy")
-    hint = widgets.HTML(_div(f'<span class="ca-muted">{_e(COPY_HINT)}</span>'))
+    hint = widgets.HTML(block(f'<span class="ca-muted">{escape(COPY_HINT)}</span>'))
 
     def toggle(button: Any) -> None:
         shown = bool(box.children)
@@ -182,7 +101,7 @@ def _details(widgets: Any, d: Diagnosis) -> tuple[Any, Any]:
 
 
 def _checklist(widgets: Any, choices: Sequence[ReplayChoice]) -> Any:
-    boxes = [widgets.HTML(_div(f'<div class="ca-label">{_e(REPLAY_HEAD)}</div>'))]
+    boxes = [widgets.HTML(block(f'<div class="ca-label">{escape(REPLAY_HEAD)}</div>'))]
     for choice in choices:
         box = widgets.Checkbox(value=choice.selected, description=choice_label(choice), indent=False,
                                layout=widgets.Layout(width="auto"))
@@ -228,8 +147,9 @@ def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput =
             reasons.setdefault(button.tooltip, []).append(action.label)
         buttons.append(button)
     toggle, raw = _details(widgets, d)
-    children = [widgets.HTML(header_html(d))] if header else []
-    style = "" if header else _CSS  # the header carries the panel's <style> block; without it, this does
+    # the first HTML widget carries the panel's one <style> block (view/style.py)
+    children = [widgets.HTML(stylesheet() + header_html(d))] if header else []
+    style = "" if header else stylesheet()
     children += [widgets.HTML(style + cause_html(d, with_cause=header)), widgets.HTML(evidence_html(d))]
     if gpu_state is not None:
         children.append(widgets.HTML(gpu_html(gpu_state)))
@@ -237,13 +157,13 @@ def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput =
         children.append(_checklist(widgets, replay_choices))
     children.append(widgets.HBox([*buttons, toggle], layout=widgets.Layout(flex_flow="row wrap")))
     if reasons:
-        notes = "<br>".join(f"{_e(', '.join(labels))}: {_e(reason)}" for reason, labels in reasons.items())
-        children.append(widgets.HTML(_div(f'<span class="ca-muted">{notes}</span>')))
+        notes = "<br>".join(f"{escape(', '.join(labels))}: {escape(reason)}" for reason, labels in reasons.items())
+        children.append(widgets.HTML(block(f'<span class="ca-muted">{notes}</span>')))
     children += [status, copy_box, raw]
     panel = widgets.VBox(children)
     panel.add_class(PANEL_CLASS)
     if not d.context_dead:
-        panel.add_class("cudaassert-alive")
+        panel.add_class(ALIVE)
     return panel
 
 
@@ -258,9 +178,8 @@ def bundle(widget: Any, diagnosis: Diagnosis, gpu_state: GpuInput = None) -> dic
     data = dict(make() or {}) if callable(make) else {}
     if WIDGET_VIEW not in data:  # ipywidgets 7 builds this inside _ipython_display_
         data[WIDGET_VIEW] = {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
-    gpu = gpu_line(gpu_state)
-    data["text/plain"] = to_text(diagnosis, gpu)
-    data["text/html"] = to_html(diagnosis, gpu)
+    data["text/plain"] = to_text(diagnosis, gpu_state)
+    data["text/html"] = to_html(diagnosis, gpu_state)
     return data
 
 

@@ -8,10 +8,10 @@ frontends without a widget manager): one plain line per cell, and the outputs as
 from __future__ import annotations
 
 import contextlib
-import html
 import re
 from typing import Any, Iterator
 
+from cudaassert_ipy.view.style import ACCENTS, box, escape
 from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["OnBanner", "on_text", "progress_for"]
@@ -55,11 +55,9 @@ class OnBanner:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         lines = self.text.splitlines()
-        body = "".join(f"<div>{_code(html.escape(line.strip()))}</div>" for line in lines[1:])
-        style = ("border-left:4px solid var(--jp-info-color1,#0288d1);padding:6px 10px;margin:4px 0;"
-                 "background:var(--jp-layout-color2,#f7f7f7);color:var(--jp-ui-font-color1,#222)")
+        body = "".join(f"<div>{_code(escape(line.strip()))}</div>" for line in lines[1:])
         return {"text/plain": self.text,
-                "text/html": f'<div class="cudaassert-on" style="{style}"><b>{html.escape(lines[0])}</b>{body}</div>'}
+                "text/html": box("cudaassert-on", f"<b>{escape(lines[0])}</b>{body}", ACCENTS["info"])}
 
     def __repr__(self) -> str:
         return self.text

@@ -1,18 +1,25 @@
 """Render a Diagnosis as text/plain, text/html and markdown. No decisions are made here.
 
 The text form is complete on its own: headless runs (nbconvert, papermill, Kaggle "Save
-Version") and frontends without a widget manager show it instead of the panel.
+Version") and frontends without a widget manager show it instead of the panel. Each HTML
+section is rendered here once; the HTML report, the headline output and the panel compose them.
+Imports neither IPython nor ipywidgets: the script runner and the log explainer use it bare.
 """
 
 from __future__ import annotations
 
-import html
-from typing import Any
+from typing import Any, Union
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+from cudaassert_ipy.diagnose.gpu_state import GpuState, describe, describe_parts
+from cudaassert_ipy.view.style import ACCENTS, block, box, escape
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["Banner", "Report", "banner_text", "to_html", "to_markdown", "to_text"]
+__all__ = ["Banner", "Report", "banner_text", "cause_html", "details_html", "evidence_html", "gpu_html", "gpu_line",
+           "header_html", "headline_bundle", "to_html", "to_markdown", "to_text"]
+
+GpuInput = Union[str, GpuState, None]
+DETAILS = "Details"
 
 BANNER = (
     "{prefix} This failure is a consequence of the dead GPU context (since cell {cell}: {title}). "
@@ -32,6 +39,11 @@ def banner_text(original: Diagnosis) -> str:
     return BANNER.format(prefix=PREFIX, cell=_cell(original), title=original.title)
 
 
+def gpu_line(gpu_state: GpuInput) -> str | None:
+    """The one-line form the text and markdown reports take."""
+    return describe(gpu_state) if isinstance(gpu_state, GpuState) else gpu_state
+
+
 def _user_line(d: Diagnosis) -> str | None:
     if d.user_line is None:
         return None
@@ -39,7 +51,8 @@ def _user_line(d: Diagnosis) -> str | None:
     return f"line {lineno}: {code}"
 
 
-def to_text(d: Diagnosis, gpu_state: str | None = None) -> str:
+def to_text(d: Diagnosis, gpu_state: GpuInput = None) -> str:
+    gpu_state = gpu_line(gpu_state)
     lines = [f"{PREFIX} {d.status}", f"{PREFIX} {d.headline}", ""]
     if d.specific:
         lines += [f"Cause: {d.specific}", ""]
@@ -57,7 +70,8 @@ def to_text(d: Diagnosis, gpu_state: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def to_markdown(d: Diagnosis, gpu_state: str | None = None) -> str:
+def to_markdown(d: Diagnosis, gpu_state: GpuInput = None) -> str:
+    gpu_state = gpu_line(gpu_state)
     out = [f"**{d.status}**", "", f"### {d.headline}", ""]
     if d.specific:
         out += [f"**Cause:** {d.specific}", ""]
@@ -77,49 +91,83 @@ def to_markdown(d: Diagnosis, gpu_state: str | None = None) -> str:
     return "\n".join(out)
 
 
-_STYLE = (
-    "border-left:4px solid var(--jp-error-color1,#d32f2f);padding:6px 10px;margin:4px 0;"
-    "background:var(--jp-layout-color2,#f7f7f7);color:var(--jp-ui-font-color1,#222);"
-    "font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,13px)"
-)
-_ALIVE_STYLE = _STYLE.replace("--jp-error-color1,#d32f2f", "--jp-success-color1,#388e3c")
-_MONO = "font-family:var(--jp-code-font-family,monospace);white-space:pre-wrap;margin:2px 0"
+# -- HTML sections: each part of a Diagnosis is rendered here once; the report, the headline output
+# and the panel (view/panel.py) compose these. Markup is plain classes; view/style.py gives the look.
+def accent(d: Diagnosis) -> str:
+    """Red while the GPU context is dead, the calmer orange when it is alive (CPU error, validator)."""
+    return ACCENTS["dead"] if d.context_dead else ACCENTS["alive"]
 
 
-def _e(s: Any) -> str:
-    return html.escape(str(s))
+def _cause(d: Diagnosis) -> str:
+    return f"<p><b>Cause:</b> {escape(d.specific or d.explanation)}</p>"
 
 
-def to_html(d: Diagnosis, gpu_state: str | None = None) -> str:
-    parts = [f'<div class="cudaassert-report" style="{_STYLE if d.context_dead else _ALIVE_STYLE}">',
-             f"<div><b>{_e(d.status)}</b></div>",
-             f'<div style="font-size:1.1em;margin-top:4px"><b>{_e(d.headline)}</b></div>']
-    if d.specific:
-        parts.append(f"<p><b>Cause:</b> {_e(d.specific)}</p>")
-    parts.append(f"<p><b>What it means:</b> {_e(d.explanation)}</p><p><b>Fix:</b> {_e(d.fix)}</p>")
-    if _user_line(d):
-        parts.append(f'<div><b>Your code:</b> <code>{_e(_user_line(d))}</code></div>')
+def header_html(d: Diagnosis, with_cause: bool = False) -> str:
+    """Headline and status (and the specific cause, for the headline output that stands alone)."""
+    cause = _cause(d) if with_cause and d.specific else ""
+    return block(f'<div class="ca-head">{escape(d.headline)}</div>', f"<p>{escape(d.status)}</p>", cause)
+
+
+def cause_html(d: Diagnosis, with_cause: bool = True) -> str:
+    """Cause (the explanation when nothing specific is known), fix, and the user's line."""
+    parts = [_cause(d)] if with_cause or not d.specific else []
+    parts.append(f"<p><b>Fix:</b> {escape(d.fix)}</p>")
+    if d.user_line is not None:
+        _, lineno, code = d.user_line
+        parts.append(f"<p><b>Your code</b> (line {lineno}):</p><pre>{escape(code)}</pre>")
+    return block(*parts)
+
+
+def evidence_html(d: Diagnosis) -> str:
+    """The folded assertion sites, the host-side facts, the exception's first line."""
+    parts = ['<div class="ca-label">Evidence</div>']
     if d.assert_sites:
-        parts.append("<div><b>Kernel assertion:</b></div>")
-        parts += [f'<pre style="{_MONO}">{_e(s)}</pre>' for s in d.assert_sites]
+        parts.append("<pre>" + "\n".join(escape(s) for s in d.assert_sites) + "</pre>")
     if d.facts:
-        parts.append("<div><b>Evidence:</b><ul style='margin:2px 0'>")
-        parts += [f"<li><code>{_e(k)}</code>: {_e(v)}</li>" for k, v in d.facts]
-        parts.append("</ul></div>")
-    parts.append(f"<div><b>Exception:</b> <code>{_e(d.exception_line)}</code></div>")
-    if gpu_state:
-        parts.append(f"<div><b>GPU:</b> {_e(gpu_state)}</div>")
-    raw = "\n".join([d.exception_text.strip(), *d.assert_raw])
-    parts.append(f'<details><summary>Details</summary><pre style="{_MONO}">{_e(raw)}</pre></details>')
-    parts += [f"<div><i>{_e(n)}</i></div>" for n in d.notes]
-    parts.append("</div>")
-    return "".join(parts)
+        parts.append("<ul>" + "".join(f"<li><code>{escape(k)}</code>: {escape(v)}</li>" for k, v in d.facts) + "</ul>")
+    parts.append(f"<p>Exception: <code>{escape(d.exception_line)}</code></p>")
+    return block(*parts)
+
+
+def gpu_html(gpu_state: GpuInput) -> str:
+    """NVML's view, one row per line (or the one line saying why it is unavailable)."""
+    rows = describe_parts(gpu_state) if isinstance(gpu_state, GpuState) else [str(gpu_state)]
+    body = "<br>".join(escape(r) for r in rows)
+    return block('<div class="ca-label">GPU state</div>', f'<div class="ca-muted">{body}</div>')
+
+
+def details_html(d: Diagnosis) -> str:
+    """What it means (when a specific cause was shown instead), the notes, and the raw exception and lines."""
+    raw = "\n".join(x for x in [d.exception_text.strip() or d.exception_line, *d.assert_raw] if x)
+    parts = [f"<p><b>What it means:</b> {escape(d.explanation)}</p>" if d.specific else ""]
+    parts += [f'<p class="ca-muted">{escape(n)}</p>' for n in d.notes]
+    parts.append(f'<div class="ca-label">Raw text</div><pre class="ca-raw">{escape(raw)}</pre>')
+    return block(*parts)
+
+
+def to_html(d: Diagnosis, gpu_state: GpuInput = None) -> str:
+    """The whole report as one self-contained output (inline styles): the panel's sections, Details collapsed."""
+    body = [header_html(d), cause_html(d), evidence_html(d)]
+    if gpu_state is not None:
+        body.append(gpu_html(gpu_state))
+    body.append(f"<details><summary>{DETAILS}</summary>{details_html(d)}</details>")
+    return box("cudaassert-report", "".join(body), accent(d))
+
+
+def headline_text(d: Diagnosis) -> str:
+    cause = f"\nCause: {d.specific}" if d.specific else ""
+    return f"{PREFIX} {d.status}\n{PREFIX} {d.headline}{cause}"
+
+
+def headline_bundle(d: Diagnosis) -> dict[str, str]:
+    """Status, headline and the specific cause as an output of its own, readable with or without the panel."""
+    return {"text/plain": headline_text(d), "text/html": box("cudaassert-headline", header_html(d, True), accent(d))}
 
 
 class Report:
     """A displayable report: IPython picks text/plain or text/html from the bundle."""
 
-    def __init__(self, diagnosis: Diagnosis, gpu_state: str | None = None) -> None:
+    def __init__(self, diagnosis: Diagnosis, gpu_state: GpuInput = None) -> None:
         self.diagnosis = diagnosis
         self.gpu_state = gpu_state
 
@@ -142,7 +190,7 @@ class Banner:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         return {"text/plain": self.text,
-                "text/html": f'<div class="cudaassert-banner" style="{_STYLE}">{_e(self.text)}</div>'}
+                "text/html": box("cudaassert-banner", escape(self.text), ACCENTS["dead"])}
 
     def __repr__(self) -> str:
         return self.text
