@@ -210,8 +210,6 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
                                 tuple(stored.get(i, ())), None if i in stored else reasons.get(i)) for i in asked)
         return KeepResult(out, path, time.perf_counter() - started, note)
 
-    if not names:
-        return result({})
     try:
         path = _fresh_dir(key, directory)
         free = shutil.disk_usage(path).free - budget.reserve_bytes
@@ -243,18 +241,17 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
             "version": KEEP_VERSION, "key": key, "stamp": stamp, "created": time.time(),
             "expires": expires if expires is not None else time.time() + plan_files.PLAN_TTL,
             "writer_pid": os.getpid(), "entries": entries,
-            "cells": [{"index": i, "number": cells[i].number, "cell_id": cells[i].cell_id,
-                       "source": cells[i].source, "names": [vars(n) for n in stored[i]]} for i in sorted(stored)],
-        })
+            "cells": [{"index": i, "number": cells[i].number, "cell_id": cells[i].cell_id, "source": cells[i].source,
+                       "kept": i in stored, "reason": reasons.get(i),
+                       "names": [vars(n) for n in stored.get(i, ())]} for i in asked],
+        })  # the cells that are not kept too: the new kernel says why it replays them
     except OSError as e:
         shutil.rmtree(path, ignore_errors=True)
         why = error_line(e)
         for i in names:
             reasons[i] = NOT_SAVED.format(why=why)
         return result({}, SAVE_FAILED.format(prefix=PREFIX, why=why))
-    if not stored:
-        shutil.rmtree(path, ignore_errors=True)
-    return result(stored, path=path if stored else None)
+    return result(stored, path=path)
 
 
 def _save_cell(writer: StreamWriter, index: int, names: frozenset[str], namespace: dict[str, Any],
@@ -317,8 +314,12 @@ class Restorer:
             return None
         started = time.perf_counter()
         index = cell["index"]
-        self._load_through(index)
         names = tuple(NameOutcome(**n) for n in cell["names"])
+        if not cell["kept"]:
+            outcome = CellOutcome(number, cell_id, source, False, (), cell["reason"])
+            self.outcomes.append(outcome)
+            return outcome
+        self._load_through(index)
         if index in self._failed:
             outcome = CellOutcome(number, cell_id, source, False, names, self._failed[index])
         else:
