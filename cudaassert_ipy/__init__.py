@@ -13,10 +13,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "bad_samples",
     "check_labels",
     "check_token_ids",
     "disable_validators",
     "enable_validators",
+    "failing_batch",
+    "last_batches",
     "last_diagnosis",
     "load_ipython_extension",
     "preflight",
@@ -33,6 +36,9 @@ _LAZY = {
     "check_token_ids": "cudaassert_ipy.data.preflight",
     "preflight": "cudaassert_ipy.data.preflight",
     "last_diagnosis": "cudaassert_ipy.shell.extension",
+    "last_batches": "cudaassert_ipy.shell.batches",
+    "bad_samples": "cudaassert_ipy.shell.batches",
+    "failing_batch": "cudaassert_ipy.shell.batches",
 }
 
 

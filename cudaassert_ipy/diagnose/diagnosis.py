@@ -45,6 +45,7 @@ class Diagnosis:
     error_code: int | None = None
     notes: tuple[str, ...] = ()
     cuda_device: int | None = None  # index of the device the failing tensors lived on, when known
+    samples: tuple[str, ...] = ()  # the DataLoader bookmark's lines: which dataset samples hold the bad values
 
 
 def _sticky_text(message: str) -> Text:

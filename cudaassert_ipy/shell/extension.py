@@ -36,6 +36,10 @@ class CudaAssert(Configurable):
     tail_bytes = Int(4 * 1024 * 1024, help="Bytes of fd output kept for parsing.").tag(config=True)
     panel = Bool(True, help="Show the ipywidgets panel when the frontend can render it.").tag(config=True)
     gpu_state = Bool(True, help="Read the GPU state through NVML (nvidia-ml-py) for the report.").tag(config=True)
+    bookmark = Bool(True, help="Record each DataLoader's last 3 batches to name the bad samples after a failure "
+                    "(set before loading).").tag(config=True)
+    bookmark_bytes = Int(256 * 1024 * 1024, help="Most bytes of CPU batches the bookmark keeps per loader "
+                         "(set before loading).").tag(config=True)
 
 
 class Extension:

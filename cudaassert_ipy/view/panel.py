@@ -23,6 +23,7 @@ from cudaassert_ipy.view.report import (
     gpu_line,
     header_html,
     headline_bundle,
+    samples_html,
     to_html,
     to_markdown,
     to_text,
@@ -150,7 +151,10 @@ def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput =
     # the first HTML widget carries the panel's one <style> block (view/style.py)
     children = [widgets.HTML(stylesheet() + header_html(d))] if header else []
     style = "" if header else stylesheet()
-    children += [widgets.HTML(style + cause_html(d, with_cause=header)), widgets.HTML(evidence_html(d))]
+    children += [widgets.HTML(style + cause_html(d, with_cause=header))]
+    if d.samples:
+        children.append(widgets.HTML(samples_html(d)))
+    children.append(widgets.HTML(evidence_html(d)))
     if gpu_state is not None:
         children.append(widgets.HTML(gpu_html(gpu_state)))
     if replay_choices:

@@ -1,0 +1,64 @@
+"""Run a callback right after one module is imported, without importing it ourselves.
+
+Why: ``%load_ext cudaassert`` must not import torch (it costs seconds), yet the DataLoader
+bookmark has to patch ``torch.utils.data.dataloader`` before the first batch. A finder on
+``sys.meta_path`` sees the import of that one name and wraps its loader; removing the finder
+undoes it. Every other import passes through untouched (one string comparison).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+from types import ModuleType
+from typing import Any, Callable, Sequence
+
+__all__ = ["AfterImport"]
+
+
+class _Loader(importlib.abc.Loader):
+    """The module's own loader, plus the callback once the module has executed."""
+
+    def __init__(self, inner: Any, callback: Callable[[ModuleType], None]) -> None:
+        self._inner = inner
+        self._callback = callback
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._inner.create_module(spec)  # type: ignore[no-any-return]
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner.exec_module(module)
+        self._callback(module)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... for tracebacks and inspect
+        return getattr(self._inner, name)
+
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``callback(module)`` once ``name`` has been imported (at once when it already is)."""
+
+    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None,
+                  ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _Loader(spec.loader, self.callback)
+        return spec
+
+    def install(self) -> None:
+        module = sys.modules.get(self.name)
+        if module is not None:
+            self.callback(module)
+        elif self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def uninstall(self) -> None:
+        while self in sys.meta_path:
+            sys.meta_path.remove(self)

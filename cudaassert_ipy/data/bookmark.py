@@ -1,0 +1,273 @@
+"""DataLoader bookmark: every DataLoader iterator remembers its last few yielded batches.
+
+Why: CUDA reports a bad label late and kills the context, so the batch that held it is gone
+and nobody knows which *sample of the dataset* was bad. We patch
+``_BaseDataLoaderIter.__next__`` and ``_next_index`` once, at class level (this also covers
+iterators made before loading), keep the originals beside them, and undo both on unload.
+
+Matching indices to batches: ``_next_index`` draws each index list; with workers
+``_MultiProcessingDataLoaderIter`` sends lists ahead under ``_send_idx`` and yields them in
+``_rcvd_idx`` order (``in_order=True``) or as they come (then the yielded task is the one that
+left ``_task_info``). So each list is filed under its send number and taken back in yield order.
+A batch is kept by reference (no copy), CPU tensors only, within a size cap; the per-batch work
+is a few attribute reads (see benchmarks/bench_bookmark.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+__all__ = ["NOT_RECORDED", "BatchRecord", "Bookmark", "batch_nbytes"]
+
+_ATTR = "_cudaassert_bookmark"  # the per-iterator state, removed from every iterator on unload
+_KEEP = 3  # batches kept per iterator
+_RECENT = 8  # iterators whose records outlive them (a failing loop drops its iterator)
+
+NOT_RECORDED = {
+    "gpu": "the batch was not on the CPU when the loader yielded it (nothing is read from GPU memory)",
+    "too_big": "the batch ({size}) is larger than the bookmark's share of CudaAssert.bookmark_bytes ({cap})",
+    "iterable": "an IterableDataset has no sample indices; only the batch number is known",
+    "unmatched": "its sample indices could not be matched to the yielded batch",
+    "raised": "the dataset raised {error} while this batch was being loaded",
+    "not_tensors": "the loader yielded {type_name}, which holds no tensors",
+}
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One yielded batch, as :func:`cudaassert_ipy.last_batches` returns it."""
+
+    loader: str | None  # the DataLoader's name in the notebook's namespace, when it has one
+    epoch: int  # 0-based: how many earlier iterations of this loader were seen since loading
+    batch: int  # 0-based, as enumerate(loader) counts
+    indices: tuple[Any, ...] | None  # dataset indices from the sampler; None for an IterableDataset
+    batch_object: Any = field(repr=False, compare=False, default=None)  # the yielded object (CPU only) or None
+    note: str | None = None  # why the batch (or its indices) was not kept
+    order: int = 0  # global yield order across all loaders: higher is later
+    dataset: Any = field(repr=False, compare=False, default=None)
+    sampler: Any = field(repr=False, compare=False, default=None)
+    collate_fn: Any = field(repr=False, compare=False, default=None)
+
+
+class _IterState:
+    """What one iterator remembers; outlives the iterator in Bookmark's recent list."""
+
+    __slots__ = ("__weakref__", "collate_fn", "dataset", "epoch", "iterable", "pending", "records", "sampler")
+
+    def __init__(self, it: Any, epoch: int) -> None:
+        self.records: deque[tuple[Any, ...]] = deque(maxlen=_KEEP)
+        self.pending: dict[Any, Any] = {}
+        self.epoch = epoch
+        self.iterable = getattr(it, "_dataset_kind", 0) == 1  # _DatasetKind.Iterable
+        self.dataset = _ref(getattr(it, "_dataset", None))
+        self.sampler = _ref(getattr(it, "_index_sampler", None))
+        self.collate_fn = _ref(getattr(it, "_collate_fn", None))
+
+
+def _ref(obj: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(obj)
+    except TypeError:  # not weak-referenceable (None, builtins, some samplers): hold it
+        return lambda: obj
+
+
+def batch_nbytes(obj: Any, tensor_type: type, depth: int = 0) -> int:
+    """Bytes of CPU tensors in a (nested) batch; -1 when any tensor is not on the CPU."""
+    if isinstance(obj, tensor_type):
+        return obj.nbytes if obj.is_cpu else -1  # type: ignore[attr-defined, no-any-return]
+    if depth > 4:
+        return 0
+    if isinstance(obj, (tuple, list)):
+        values: Any = obj
+    elif isinstance(obj, dict) or (hasattr(obj, "keys") and hasattr(obj, "values")):
+        values = obj.values()
+    else:
+        return 0
+    total = 0
+    for v in values:
+        n = batch_nbytes(v, tensor_type, depth + 1)
+        if n < 0:
+            return -1
+        total += n
+    return total
+
+
+class Bookmark:
+    """Installs the class-level patch and holds every record; one per loaded extension."""
+
+    def __init__(self, cap_bytes: int = 256 * 1024 * 1024) -> None:
+        self.cap_bytes = cap_bytes
+        self.note: str | None = None  # why the bookmark is off, when it is
+        self._module: Any = None
+        self._originals: dict[str, Any] = {}
+        self._iterators: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._recent: deque[_IterState] = deque(maxlen=_RECENT)
+        self._epochs: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._order = itertools.count(1)
+
+    # -- install / uninstall ------------------------------------------------------------------
+    def patch(self, module: Any) -> None:
+        """Patch ``torch.utils.data.dataloader`` (called once it is imported); never raises."""
+        try:
+            base = module._BaseDataLoaderIter
+            if getattr(base.__next__, "__cudaassert_bookmark__", None) is not None:
+                self.note = "another cudaassert bookmark is already installed in this process"
+                return
+            self._module = module
+            self._originals = {"__next__": base.__next__, "_next_index": base._next_index}
+            base.__next__, base._next_index = self._wrap(base.__next__, base._next_index, module.torch.Tensor)
+        except Exception as e:  # a future torch may rename these: the rest of the extension still works
+            self.note = f"the DataLoader bookmark could not be installed ({type(e).__name__}: {e})"
+
+    def unpatch(self) -> None:
+        base = getattr(self._module, "_BaseDataLoaderIter", None)
+        if base is not None and self._originals:
+            base.__next__ = self._originals["__next__"]
+            base._next_index = self._originals["_next_index"]
+        for it in list(self._iterators):
+            it.__dict__.pop(_ATTR, None)
+        self._iterators.clear()
+        self._recent.clear()
+        self._epochs.clear()
+        self._originals = {}
+        self._module = None
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._originals)
+
+    # -- the hot path -------------------------------------------------------------------------
+    def _wrap(self, next_orig: Any, index_orig: Any, tensor_type: type) -> tuple[Any, Any]:
+        bookmark = self
+        cap = self.cap_bytes // _KEEP  # the kept batches of one iterator stay within the cap together
+        order = self._order
+
+        def _next_index(it: Any) -> Any:
+            index = index_orig(it)
+            d = it.__dict__
+            st = d.get(_ATTR)
+            if st is None:  # workers prefetch from the iterator's constructor, before any __next__
+                st = bookmark._start(it, None)
+            st.pending[d.get("_send_idx")] = index
+            return index
+
+        def __next__(it: Any) -> Any:
+            d = it.__dict__
+            st = d.get(_ATTR)
+            if st is None or (st.records and d.get("_num_yielded") == 0):  # a new iteration
+                st = bookmark._start(it, st)
+            try:
+                data = next_orig(it)
+            except StopIteration:
+                raise
+            except Exception as e:
+                st.records.append((next(order), st.epoch, d.get("_num_yielded", 0), None, None,
+                                   NOT_RECORDED["raised"].format(error=f"{type(e).__name__}: {e}")))
+                raise
+            pending = st.pending
+            if "_rcvd_idx" in d:  # workers: take back the list that was sent for this batch
+                key = d["_rcvd_idx"] - 1 if d.get("_in_order", True) else bookmark._yielded_key(it, pending)
+            else:
+                key = None
+            index = pending.pop(key, None)
+            if len(pending) > 64:  # lists of batches lost to errors or skipped workers
+                pending.clear()
+            size = batch_nbytes(data, tensor_type)
+            note = None
+            if st.iterable:
+                index, note = None, "iterable"
+            elif index is None:
+                note = "unmatched"
+            if size < 0 or size > cap:
+                kept = None
+                note = "gpu" if size < 0 else "too_big"
+            else:
+                kept = data
+            st.records.append((next(order), st.epoch, d["_num_yielded"] - 1, index, kept, note, size))
+            return data
+
+        __next__.__cudaassert_bookmark__ = self  # type: ignore[attr-defined]
+        return __next__, _next_index
+
+    def _start(self, it: Any, st: _IterState | None) -> _IterState:
+        """A new iteration (or an iterator first seen): count the epoch per sampler, start records."""
+        sampler = getattr(it, "_index_sampler", None)
+        try:
+            epoch = self._epochs.get(sampler, -1) + 1
+            self._epochs[sampler] = epoch
+        except TypeError:  # a sampler that cannot be weakly referenced: count per iterator
+            epoch = st.epoch + 1 if st is not None else 0
+        pending = st.pending if st is not None else {}  # persistent workers prefetch before the first batch
+        st = _IterState(it, epoch)
+        st.pending = pending
+        it.__dict__[_ATTR] = st
+        self._iterators.add(it)
+        self._recent.append(st)
+        return st
+
+    @staticmethod
+    def _yielded_key(it: Any, pending: dict[Any, Any]) -> Any:
+        """``in_order=False``: the one task sent and no longer outstanding is the batch just yielded."""
+        info = it.__dict__.get("_task_info", {})
+        gone = [k for k in pending if k not in info]
+        return gone[0] if len(gone) == 1 else object()
+
+    # -- reading ------------------------------------------------------------------------------
+    def states(self) -> Iterator[_IterState]:
+        seen: set[int] = set()
+        for st in reversed(self._recent):
+            if id(st) not in seen:
+                seen.add(id(st))
+                yield st
+
+    def records(self, names: dict[int, str] | None = None) -> list[BatchRecord]:
+        """Every kept record, latest first; ``names`` maps id(sampler) to the loader's name."""
+        out = []
+        for st in self.states():
+            sampler = st.sampler()
+            name = (names or {}).get(id(sampler)) if sampler is not None else None
+            for raw in st.records:
+                order, epoch, number, index, kept, note = raw[:6]
+                size = raw[6] if len(raw) > 6 else 0
+                text = NOT_RECORDED.get(note or "", note)
+                if note == "too_big":
+                    text = NOT_RECORDED["too_big"].format(size=_mib(size), cap=_mib(self.cap_bytes))
+                out.append(BatchRecord(name, epoch, number, _indices(index), kept, text, order, st.dataset(),
+                                       sampler, st.collate_fn()))
+        out.sort(key=lambda r: r.order, reverse=True)
+        return out
+
+
+def _indices(index: Any) -> tuple[Any, ...] | None:
+    if index is None:
+        return None
+    if isinstance(index, (list, tuple, range)):
+        return tuple(index)
+    tolist = getattr(index, "tolist", None)  # numpy arrays and tensors from custom samplers
+    if callable(tolist):
+        value = tolist()
+        return tuple(value) if isinstance(value, list) else (value,)
+    return (index,)  # batch_size=None: one sample per batch
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB"
+
+
+def start(cap_bytes: int) -> tuple[Bookmark, Callable[[], None]]:
+    """A bookmark patched in as soon as torch's dataloader module exists; and the undo for unload."""
+    from cudaassert_ipy.data.after_import import AfterImport
+
+    bookmark = Bookmark(cap_bytes)
+    hook = AfterImport("torch.utils.data.dataloader", bookmark.patch)
+    hook.install()
+
+    def stop() -> None:
+        hook.uninstall()
+        bookmark.unpatch()
+
+    return bookmark, stop

@@ -1,0 +1,91 @@
+"""Glue for one failure: the range the diagnosis knows, the bookmark's records, the notebook's names.
+
+Why separate from :mod:`.samples`: naming (which DataLoader is ``train_loader``, which tensor the
+cell called ``targets``) reads the user's namespace and cell source; the check itself does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Mapping
+
+from cudaassert_ipy.data.bookmark import BatchRecord, Bookmark
+from cudaassert_ipy.data.samples import SampleCheck, check_batches, fields, loop_names
+from cudaassert_ipy.data.valid_range import valid_range
+from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+from cudaassert_ipy.diagnose.evidence import Evidence
+from cudaassert_ipy.wording import error_line
+
+__all__ = ["CHECK_FAILED", "analyse", "annotate", "loader_names"]
+
+CHECK_FAILED = "The check of the recorded batches failed ({error}); the diagnosis above is unchanged."
+
+
+def loader_names(user_ns: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, str]]:
+    """id(index sampler) -> loader name, and id(dataset) -> dataset name, from the notebook's globals."""
+    torch = sys.modules.get("torch")
+    loaders: dict[int, str] = {}
+    datasets: dict[int, str] = {}
+    if torch is None:
+        return loaders, datasets
+    data = torch.utils.data
+    for name, value in list(user_ns.items()):
+        if name.startswith("_"):
+            continue
+        try:
+            if isinstance(value, data.DataLoader):
+                loaders.setdefault(id(value._index_sampler), name)
+                datasets.setdefault(id(value.dataset), f"{name}.dataset")
+            elif isinstance(value, data.Dataset):
+                datasets[id(value)] = name  # a dataset's own name beats "loader.dataset"
+        except Exception:  # an odd object must not cost the check
+            continue
+    return loaders, datasets
+
+
+def _aliases(records: list[BatchRecord], user_ns: Mapping[str, Any], cell_source: str) -> dict[int, str]:
+    """id(field tensor) -> the name the user gave it: a global holding it, or the for-loop's target names."""
+    torch = sys.modules.get("torch")
+    out: dict[int, str] = {}
+    loops = loop_names(cell_source)
+    tensors = {id(v): k for k, v in list(user_ns.items()) if torch is not None and isinstance(v, torch.Tensor)}
+    for rec in records:
+        names = loops.get(rec.loader or "")
+        batch = rec.batch_object
+        if names and isinstance(batch, (tuple, list)) and len(names) == len(batch):
+            for name, part in zip(names, batch):
+                for path, t, _ in fields(part, name):
+                    out.setdefault(id(t), path)
+        elif names and len(names) == 1:
+            for path, t, _ in fields(batch, names[0]):
+                out.setdefault(id(t), path)
+        for _, t, _ in fields(batch):
+            if id(t) in tensors:
+                out[id(t)] = tensors[id(t)]
+    return out
+
+
+def analyse(bookmark: Bookmark, ev: Evidence, cause_id: str, user_ns: Mapping[str, Any]) -> SampleCheck | None:
+    """The bad samples for this failure, or None when the cause is not about data values."""
+    rng = valid_range(ev, cause_id)
+    if rng is None:
+        return None
+    loaders, datasets = loader_names(user_ns)
+    records = bookmark.records(loaders)
+    check = check_batches(records, rng, datasets, _aliases(records, user_ns, ev.cell_source))
+    if bookmark.note:
+        check = dataclasses.replace(check, lines=(*check.lines, bookmark.note + "."))
+    return check
+
+
+def annotate(bookmark: Bookmark, diagnosis: Diagnosis, ev: Evidence,
+             user_ns: Mapping[str, Any]) -> tuple[Diagnosis, SampleCheck | None]:
+    """The diagnosis with the bookmark's lines added; never raises (the report must still show)."""
+    try:
+        check = analyse(bookmark, ev, diagnosis.cause_id, user_ns)
+    except Exception as e:
+        return dataclasses.replace(diagnosis, samples=(CHECK_FAILED.format(error=error_line(e)),)), None
+    if check is None or not check.lines:
+        return diagnosis, check
+    return dataclasses.replace(diagnosis, samples=check.lines), check

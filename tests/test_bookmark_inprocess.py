@@ -1,0 +1,226 @@
+"""The DataLoader bookmark in an in-process shell: real loaders, real CPU twin errors, real hooks."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+import cudaassert_ipy
+
+SETUP = """
+import torch, torch.nn as nn, torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+class Birds(Dataset):
+    classes = [f"species_{i}" for i in range(196)]
+    def __init__(self, bad=(41,)):
+        self.y = torch.arange(400) % 195
+        for i in bad:
+            self.y[i] = 195
+    def __len__(self):
+        return 400
+    def __getitem__(self, i):
+        return torch.randn(8), self.y[i]
+train_ds = Birds()
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 195))
+"""
+
+LOOP = """
+for i, (images, targets) in enumerate(train_loader):
+    loss = F.cross_entropy(model(images), targets)
+"""
+
+
+def _run(shell, code):
+    return shell.run_cell(code, store_history=True)
+
+
+def _samples_lines(capsys) -> list[str]:
+    out = capsys.readouterr().out
+    assert "Bad samples:" in out, out[-3000:]
+    block = out.split("Bad samples:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in block.splitlines()]
+
+
+def test_a_cpu_twin_failure_names_the_dataset_index_of_the_bad_label(loaded, shell, capsys):
+    _run(shell, SETUP + "train_loader = DataLoader(train_ds, batch_size=32, shuffle=False)")
+    result = _run(shell, LOOP)
+    assert isinstance(result.error_in_exec, IndexError)
+    assert _samples_lines(capsys) == [
+        "batch 1 of epoch 0 from `train_loader`: `train_ds[41]` has class label 195 (position 9 of `targets`; "
+        "valid: 0..194 or ignore_index=-100); 1 bad sample in that batch, none in the 1 batch before it."]
+    bad = cudaassert_ipy.bad_samples()
+    assert [(b.dataset_index, b.value, b.field, b.valid, b.position) for b in bad] == [
+        (41, 195, "targets", "0..194 or ignore_index=-100", (9,))]
+    records = cudaassert_ipy.last_batches()
+    assert [(r.loader, r.epoch, r.batch) for r in records] == [("train_loader", 0, 1), ("train_loader", 0, 0)]
+    assert records[0].indices == tuple(range(32, 64))
+    assert torch.equal(records[0].batch_object[1], shell.user_ns["train_ds"].y[32:64])
+
+
+def test_shuffled_batches_are_matched_to_their_own_indices_and_every_bad_sample_is_counted(loaded, shell, capsys):
+    _run(shell, SETUP + "train_ds = Birds(bad=(5, 77, 300))\n"
+                        "train_loader = DataLoader(train_ds, batch_size=100, shuffle=True)")
+    _run(shell, "for epoch in range(2):\n" + LOOP.replace("\n", "\n    ").rstrip() + "\n")
+    lines = _samples_lines(capsys)
+    bad = cudaassert_ipy.bad_samples()
+    rec = cudaassert_ipy.last_batches()[0]  # the failing batch is the latest: the CPU kernel fails at once
+    assert rec.epoch == 0 and (rec.loader, rec.batch) == ("train_loader", bad[0].batch)
+    assert sorted(b.dataset_index for b in bad) == sorted(i for i in rec.indices if i in (5, 77, 300))
+    for b in bad:
+        assert rec.indices[b.position[0]] == b.dataset_index and b.value == 195
+    assert lines[0].startswith(f"batch {rec.batch} of epoch 0 from `train_loader`: `train_ds[{bad[0].dataset_index}]`"
+                               f" has class label 195 (position {bad[0].position[0]} of `targets`")
+    assert f"{len(bad)} bad sample" in lines[0]
+
+
+def test_dict_batches_of_token_labels_name_the_sample_and_the_key(loaded, shell, capsys):
+    _run(shell, """
+import torch, torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+class Tokens(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        labels = torch.full((6,), i % 5)
+        if i == 50:
+            labels[4] = 9
+        return {"input_ids": torch.arange(6) + i, "attention_mask": torch.ones(6, dtype=torch.long),
+                "labels": labels}
+tok_ds = Tokens()
+loader = DataLoader(tok_ds, batch_size=16)
+""")
+    _run(shell, "for batch in loader:\n"
+                "    logits = torch.randn(batch['labels'].numel(), 5)\n"
+                "    loss = F.cross_entropy(logits, batch['labels'].view(-1))\n")
+    lines = _samples_lines(capsys)
+    assert lines[0] == ("batch 3 of epoch 0 from `loader`: `tok_ds[50]` has class label 9 (position [2, 4] of "
+                        "`batch['labels']`; valid: 0..4 or ignore_index=-100); 1 bad sample in that batch, none "
+                        "in the 2 batches before it.")
+
+
+def test_nested_batches_are_searched_for_the_label_field(loaded, shell, capsys):
+    _run(shell, SETUP + """
+class Nested(Dataset):
+    def __len__(self):
+        return 40
+    def __getitem__(self, i):
+        return (torch.randn(8), {"meta": torch.tensor(i), "y": torch.tensor(195 if i == 13 else 1)})
+nested_ds = Nested()
+nested_loader = DataLoader(nested_ds, batch_size=8)
+""")
+    _run(shell, "for x, extra in nested_loader:\n    F.cross_entropy(model(x), extra['y'])")
+    lines = _samples_lines(capsys)
+    assert lines[0].startswith("batch 1 of epoch 0 from `nested_loader`: `nested_ds[13]` has class label 195 "
+                               "(position 5 of `extra['y']`;")
+
+
+def test_a_late_report_names_the_earlier_batch_that_held_the_bad_value(loaded, shell, capsys):
+    _run(shell, SETUP + "train_loader = DataLoader(train_ds, batch_size=32)")
+    # what CUDA does: the bad batch's kernel fails, the error surfaces two batches later
+    _run(shell, "for i, (images, targets) in enumerate(train_loader):\n"
+                "    if i == 2:\n"
+                "        F.cross_entropy(model(images), torch.full_like(targets, 195))\n")
+    lines = _samples_lines(capsys)
+    assert lines[0].startswith("batch 1 of epoch 0 from `train_loader`: `train_ds[41]` has class label 195")
+    assert lines[0].endswith("none in the 1 batch before it and none in the 1 batch after it (CUDA reported it late).")
+
+
+def test_an_iterable_dataset_says_it_has_no_indices_but_names_the_batch(loaded, shell, capsys):
+    _run(shell, SETUP + """
+class Stream(IterableDataset):
+    def __iter__(self):
+        for i in range(64):
+            yield torch.randn(8), torch.tensor(195 if i == 20 else 3)
+stream_loader = DataLoader(Stream(), batch_size=16)
+""")
+    _run(shell, "for images, targets in stream_loader:\n    F.cross_entropy(model(images), targets)")
+    lines = _samples_lines(capsys)
+    assert lines[0].startswith("batch 1 of epoch 0 from `stream_loader`: sample 4 of the batch (an IterableDataset "
+                               "has no sample indices; only the batch number is known) has class label 195")
+    assert cudaassert_ipy.bad_samples()[0].dataset_index is None
+
+
+def test_a_generator_instead_of_a_dataloader_gets_a_line_saying_why_no_sample_is_named(loaded, shell, capsys):
+    _run(shell, SETUP + "def batches():\n    yield torch.randn(4, 8), torch.tensor([1, 2, 195, 3])")
+    _run(shell, "for images, targets in batches():\n    F.cross_entropy(model(images), targets)")
+    assert _samples_lines(capsys) == [
+        "No DataLoader batch was recorded, so no sample can be named: the failing loop did not iterate a torch "
+        "DataLoader (a generator, a list or a custom iterator is not recorded)."]
+
+
+def test_batches_not_on_the_cpu_are_not_kept_and_the_report_says_why(loaded, shell, capsys):
+    _run(shell, SETUP + "meta_loader = DataLoader(train_ds, batch_size=32, "
+                        "collate_fn=lambda b: [t.to('meta') for t in torch.utils.data.default_collate(b)])")
+    _run(shell, "for images, targets in meta_loader:\n"
+                "    F.cross_entropy(torch.randn(32, 195), torch.full((32,), 195))")
+    assert _samples_lines(capsys) == [
+        "batch 0 of epoch 0 from `meta_loader` was not recorded because the batch was not on the CPU when the "
+        "loader yielded it (nothing is read from GPU memory)."]
+
+
+def test_a_loader_of_strings_gets_a_line_and_no_exception(loaded, shell, capsys):
+    _run(shell, SETUP + "words = DataLoader(['a', 'b', 'c', 'd'], batch_size=2)")
+    _run(shell, "for w in words:\n    F.cross_entropy(torch.randn(2, 195), torch.tensor([1, 195]))")
+    assert _samples_lines(capsys) == ["`words` yields a list: none of its fields holds class labels to check."]
+
+
+def test_interleaved_train_and_val_loaders_are_checked_apart(loaded, shell, capsys):
+    _run(shell, SETUP + "val_ds = Birds(bad=())\n"
+                        "train_loader = DataLoader(train_ds, batch_size=32)\nval_loader = DataLoader(val_ds, "
+                        "batch_size=32)")
+    _run(shell, "for i, (images, targets) in enumerate(train_loader):\n"
+                "    for vx, vy in val_loader:\n        break\n"
+                "    F.cross_entropy(model(images), targets)")
+    lines = _samples_lines(capsys)
+    assert lines[0].startswith("batch 0 of epoch 1 from `val_loader`") is False
+    assert any(line.startswith("batch 1 of epoch 0 from `train_loader`: `train_ds[41]`") for line in lines)
+    assert "`val_loader`: no class label outside 0..194 or ignore_index=-100 in its 1 batch recorded." in lines
+
+
+def test_a_dataset_that_raises_keeps_its_traceback_and_the_loader_keeps_working(loaded, shell, capsys):
+    _run(shell, SETUP + """
+class Flaky(Birds):
+    def __getitem__(self, i):
+        if i == 3:
+            raise ValueError("corrupt image 3")
+        return super().__getitem__(i)
+flaky_loader = DataLoader(Flaky(), batch_size=4)
+""")
+    result = _run(shell, "it = iter(flaky_loader)\nnext(it)")
+    assert isinstance(result.error_in_exec, ValueError) and str(result.error_in_exec) == "corrupt image 3"
+    assert len(list(shell.user_ns["it"])) == 99  # the rest of the epoch still comes, unchanged
+
+
+def test_unloading_removes_the_patch_and_every_per_iterator_trace(shell):
+    import torch.utils.data.dataloader as dl
+
+    original = dl._BaseDataLoaderIter.__next__, dl._BaseDataLoaderIter._next_index
+    meta_path = list(sys.meta_path)
+    shell.config.CudaAssert.tap = False
+    shell.run_line_magic("load_ext", "cudaassert")
+    assert dl._BaseDataLoaderIter.__next__ is not original[0]
+    it = iter(torch.utils.data.DataLoader(list(range(8)), batch_size=2))
+    next(it)
+    assert "_cudaassert_bookmark" in it.__dict__
+    shell.run_line_magic("unload_ext", "cudaassert")
+    assert (dl._BaseDataLoaderIter.__next__, dl._BaseDataLoaderIter._next_index) == original
+    assert "_cudaassert_bookmark" not in it.__dict__
+    assert sys.meta_path == meta_path
+    assert cudaassert_ipy.last_batches() == ()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_iterator_made_before_loading_is_recorded_too(shell, workers):
+    loader = torch.utils.data.DataLoader(list(range(40)), batch_size=4, num_workers=workers)
+    it = iter(loader)
+    next(it)
+    shell.config.CudaAssert.tap = False
+    shell.run_line_magic("load_ext", "cudaassert")
+    shell.user_ns["early"] = loader
+    batches = [next(it) for _ in range(8)]
+    records = cudaassert_ipy.last_batches()
+    assert [r.batch for r in records] == [8, 7, 6]
+    assert [list(r.indices) for r in records] == [b.tolist() for b in batches[::-1][:3]]
+    assert records[0].loader == "early"
