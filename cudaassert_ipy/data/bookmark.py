@@ -29,7 +29,7 @@ _RECENT = 8  # iterators whose records outlive them (a failing loop drops its it
 
 NOT_RECORDED = {
     "gpu": "the batch was not on the CPU when the loader yielded it (nothing is read from GPU memory)",
-    "too_big": "the batch ({size}) is larger than the bookmark's share of CudaAssert.bookmark_bytes ({cap})",
+    "too_big": "the batch ({size}) is larger than CudaAssert.bookmark_bytes / 3 ({share}): 3 batches are kept",
     "iterable": "an IterableDataset has no sample indices; only the batch number is known",
     "unmatched": "its sample indices could not be matched to the yielded batch",
     "raised": "the dataset raised {error} while this batch was being loaded",
@@ -78,7 +78,7 @@ def _ref(obj: Any) -> Callable[[], Any]:
 def batch_nbytes(obj: Any, tensor_type: type, depth: int = 0) -> int:
     """Bytes of CPU tensors in a (nested) batch; -1 when any tensor is not on the CPU."""
     if isinstance(obj, tensor_type):
-        return obj.nbytes if obj.is_cpu else -1  # type: ignore[attr-defined, no-any-return]
+        return obj.nbytes if obj.is_cpu else -1  # type: ignore[attr-defined]
     if depth > 4:
         return 0
     if isinstance(obj, (tuple, list)):
@@ -235,7 +235,7 @@ class Bookmark:
                 size = raw[6] if len(raw) > 6 else 0
                 text = NOT_RECORDED.get(note or "", note)
                 if note == "too_big":
-                    text = NOT_RECORDED["too_big"].format(size=_mib(size), cap=_mib(self.cap_bytes))
+                    text = NOT_RECORDED["too_big"].format(size=_size(size), share=_size(self.cap_bytes // _KEEP))
                 out.append(BatchRecord(name, epoch, number, _indices(index), kept, text, order, st.dataset(),
                                        sampler, st.collate_fn()))
         out.sort(key=lambda r: r.order, reverse=True)
@@ -254,8 +254,8 @@ def _indices(index: Any) -> tuple[Any, ...] | None:
     return (index,)  # batch_size=None: one sample per batch
 
 
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.0f} MiB"
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
 def start(cap_bytes: int) -> tuple[Bookmark, Callable[[], None]]:

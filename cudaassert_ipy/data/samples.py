@@ -87,6 +87,8 @@ def _name_words(keys: tuple[Any, ...]) -> str:
 def _candidates(batch: Any, rng: ValidRange) -> list[tuple[str, Any, tuple[Any, ...]]]:
     """The fields that hold the values this range is about, best guesses first."""
     all_fields = [f for f in fields(batch) if f[1].numel() and f[1].dim() >= 1]
+    words: tuple[str, ...]
+    avoid: tuple[str, ...]
     if rng.kind == UNIT:
         cands = [f for f in all_fields if f[1].is_floating_point()]
         words, avoid = _LABEL_WORDS, ("input", "pixel", "image")

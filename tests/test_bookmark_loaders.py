@@ -1,0 +1,138 @@
+"""The bookmark's records match the batch each loader actually yielded, and change nothing it yields.
+
+Every dataset here yields its own index as the value, so a record is right exactly when its
+indices equal the values of the batch it kept. Real DataLoaders, real worker processes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.utils.data.dataloader as dl
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, SequentialSampler, TensorDataset
+
+from cudaassert_ipy.data.bookmark import Bookmark
+
+DATA = TensorDataset(torch.arange(203), torch.arange(203) % 7)
+
+
+class MyLoader(DataLoader):
+    """A DataLoader subclass, as libraries make them."""
+
+
+class EveryThird(BatchSampler):
+    """A custom batch sampler: batches of uneven size."""
+
+    def __init__(self) -> None:
+        super().__init__(SequentialSampler(range(203)), batch_size=5, drop_last=False)
+
+    def __iter__(self):
+        start = 0
+        for n in [3, 9, 1] * 20:
+            if start >= 203:
+                return
+            yield list(range(start, min(start + n, 203)))
+            start += n
+
+
+def _seeded(**kw):
+    return lambda: DataLoader(DATA, generator=torch.Generator().manual_seed(7), **kw)
+
+
+CONFIGS = {
+    "shuffle": _seeded(batch_size=32, shuffle=True),
+    "shuffle, 2 workers": _seeded(batch_size=32, shuffle=True, num_workers=2),
+    "2 workers, persistent": _seeded(batch_size=16, shuffle=True, num_workers=2, persistent_workers=True),
+    "2 workers, not in order": _seeded(batch_size=8, num_workers=2, in_order=False),
+    "pin_memory, drop_last": _seeded(batch_size=32, shuffle=True, pin_memory=True, drop_last=True),
+    "custom batch_sampler": lambda: DataLoader(DATA, batch_sampler=EveryThird()),
+    "custom batch_sampler, 2 workers": lambda: DataLoader(DATA, batch_sampler=EveryThird(), num_workers=2),
+    "DistributedSampler": lambda: DataLoader(DATA, batch_size=10,
+                                             sampler=DistributedSampler(DATA, num_replicas=2, rank=1, seed=3)),
+    "batch_size=None": lambda: DataLoader(DATA, batch_size=None, shuffle=True,
+                                          generator=torch.Generator().manual_seed(1)),
+    "loader subclass": lambda: MyLoader(DATA, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(2)),
+}
+
+
+def _epochs(loader, n=2, stop=None):
+    out = []
+    for _ in range(n):
+        for i, batch in enumerate(loader):
+            out.append([t.tolist() for t in batch])
+            if stop is not None and i == stop:
+                break
+    return out
+
+
+@pytest.fixture
+def bookmark():
+    b = Bookmark()
+    b.patch(dl)
+    yield b
+    b.unpatch()
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_the_loader_yields_the_same_batches_in_the_same_order_with_the_bookmark(name):
+    plain = _epochs(CONFIGS[name]())
+    b = Bookmark()
+    b.patch(dl)
+    try:
+        recorded = _epochs(CONFIGS[name]())
+    finally:
+        b.unpatch()
+    if "not in order" in name:  # in_order=False yields as workers finish, with or without us
+        recorded, plain = sorted(recorded), sorted(plain)
+    assert recorded == plain
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_each_record_holds_the_indices_of_the_batch_it_kept(bookmark, name):
+    loader = CONFIGS[name]()
+    _epochs(loader, n=2, stop=4)  # the second epoch stops early: prefetched lists must not leak into records
+    records = bookmark.records({id(loader._index_sampler): "loader"})
+    assert len(records) == 6 and all(r.loader == "loader" for r in records)
+    assert [(r.epoch, r.batch) for r in records] == [(1, 4), (1, 3), (1, 2), (0, 4), (0, 3), (0, 2)] \
+        or [(r.epoch, r.batch) for r in records][:3] == [(1, 4), (1, 3), (1, 2)]
+    for r in records:
+        values = r.batch_object[0]
+        assert r.note is None
+        assert list(r.indices) == (values.tolist() if values.dim() else [values.item()])
+
+
+def test_a_worker_that_raises_leaves_a_record_and_the_error_unchanged(bookmark):
+    class Broken(torch.utils.data.Dataset):
+        def __len__(self):
+            return 40
+
+        def __getitem__(self, i):
+            if i == 9:
+                raise KeyError("missing file 9")
+            return torch.tensor(i)
+
+    loader = DataLoader(Broken(), batch_size=4, num_workers=2)
+    with pytest.raises(KeyError) as info:
+        for _ in loader:
+            pass
+    assert "missing file 9" in str(info.value)
+    notes = [r.note for r in bookmark.records()]
+    assert any(n and n.startswith("the dataset raised KeyError: Caught KeyError in DataLoader worker process")
+               for n in notes)
+
+
+def test_a_batch_larger_than_its_share_of_the_cap_keeps_its_indices_but_not_the_batch():
+    b = Bookmark(cap_bytes=3 * 2048)
+    b.patch(dl)
+    try:
+        loader = DataLoader(TensorDataset(torch.zeros(64, 10)), batch_size=32)  # 1,280 bytes a batch: kept
+        big = DataLoader(TensorDataset(torch.zeros(64, 100)), batch_size=32)  # 12,800 bytes: not kept
+        list(loader), list(big)
+        records = b.records({id(loader.batch_sampler): "small", id(big.batch_sampler): "big"})
+    finally:
+        b.unpatch()
+    assert [(r.loader, r.batch_object is not None) for r in records] == [
+        ("big", False), ("big", False), ("small", True), ("small", True)]
+    assert records[0].indices == tuple(range(32, 64))
+    assert records[0].note == ("the batch (12.5 KiB) is larger than CudaAssert.bookmark_bytes / 3 (2.0 KiB): "
+                               "3 batches are kept")
