@@ -10,8 +10,13 @@ import pytest
 from gpu_double import CATALOGUE, assertion_lines
 
 from cudaassert_ipy.capture.assert_lines import scan
+from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes import all_causes, get_cause, markdown_table, match_assert
+from cudaassert_ipy.diagnose.causes.rules import RULES, Case, Finding, RuleEntry
 from cudaassert_ipy.diagnose.causes.texts import TEXTS
+from cudaassert_ipy.diagnose.detection import classify
+from cudaassert_ipy.diagnose.diagnosis import diagnose
+from cudaassert_ipy.diagnose.evidence import Evidence, collect
 
 ROOT = Path(__file__).resolve().parents[1]
 IDS = [e["id"] for e in CATALOGUE]
@@ -75,3 +80,56 @@ def test_ctc_loss_has_a_cause_though_no_kernel_asserts_it():
     cause = get_cause("ctc_loss_target_out_of_range")
     assert cause.title == "CTC target out of range"
     assert "blank" in cause.fix and match_assert("anything", "LossCTC.cu") is None
+
+
+def _device_assert_evidence(cause_id: str, user_ns: dict) -> Evidence:
+    from gpu_double import DEVICE_ASSERT_WORDINGS, make_exception
+
+    detection = classify(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]))
+    assert detection is not None
+    return collect(detection, scan(assertion_lines(cause_id, threads=64).decode()), user_ns=user_ns)
+
+
+def _crashing_rule(case: Case) -> Finding | None:
+    return {}["no such fact"]  # a rule's own bug: KeyError
+
+
+def test_a_crashing_rule_becomes_one_note_and_the_rest_of_the_report_stands():
+    import torch
+
+    ev = _device_assert_evidence("nll_loss_target_out_of_range",
+                                 {"labels": torch.tensor([3, 195]), "model": torch.nn.Linear(4, 195)})
+    broken = RuleEntry("broken", frozenset({"class_target_out_of_range"}), _crashing_rule)
+    whole = diagnose(ev)
+    d = diagnose(ev, rules=(broken, *RULES))
+    assert d.notes[-1] == ("[internal] rule broken failed: KeyError: 'no such fact'; the rest of this report "
+                           "stands.")
+    assert (d.title, d.fix, d.assert_sites, d.exception_line) == \
+        (whole.title, whole.fix, whole.assert_sites, whole.exception_line)
+    assert d.assert_sites == tuple(site.summary() for site in ev.sites)
+    assert len(d.assert_sites) == 1 and d.assert_sites[0].startswith("Loss.cu:250 nll_loss_forward_reduce_cuda")
+    assert d.exception_line == "AcceleratorError: CUDA error: device-side assert triggered"
+    assert d.specific == whole.specific and d.likely_fix == whole.likely_fix  # the other rules still ran
+    assert "the labels reach 195 with 195 classes" in (d.likely_fix or "")
+    alone = diagnose(ev, rules=(broken,))
+    assert alone.specific is None and alone.title == whole.title and alone.notes[-1] == d.notes[-1]
+
+
+def test_a_rule_for_another_cause_is_not_run():
+    ev = _device_assert_evidence("index_select_out_of_range", {})
+    broken = RuleEntry("broken", frozenset({"class_target_out_of_range"}), _crashing_rule)
+    assert not any("[internal]" in n for n in diagnose(ev, rules=(broken,)).notes)
+    assert broken.applies("nll_loss_target_out_of_range", "class_target_out_of_range")
+    assert broken.applies("class_target_out_of_range", None)
+    assert not broken.applies("index_select_out_of_range", "embedding_or_index_select_out_of_range")
+
+
+def test_every_rule_family_words_its_fix_through_hints():
+    assert {e.name for e in RULES} == {"class_labels", "token_ids", "bce"}
+    for cause_id, family in hints.FAMILIES.items():
+        assert get_cause(cause_id).id == cause_id, cause_id  # every keyed id is a catalogued cause
+        assert family in (hints.LabelFacts, hints.TokenFacts, hints.BceFacts)
+    with pytest.raises(TypeError, match="no fix wording for take_put_out_of_range"):
+        hints.fix("take_put_out_of_range", hints.LabelFacts(bad=(3,), n_classes=3))
+    assert hints.fix("nll_loss_target_out_of_range", hints.LabelFacts(bad=(3,), n_classes=3)).startswith(
+        "the labels reach 3 with 3 classes")

@@ -40,8 +40,8 @@ def test_check_labels_names_every_kind_of_bad_value_and_the_fix() -> None:
     assert (error.op, error.argument, error.valid, error.n_bad) == ("check_labels", "labels", "0..4", 2)
     assert error.examples == [((0, 1), 255), ((1, 1), 7)]
     assert error.cause_id == "nll_loss2d_target_out_of_range"
-    assert "VOC-style masks use 255 for 'void' pixels: pass ignore_index=255" in error.hint
-    assert "num_classes is 5 but the labels reach 7" in error.hint
+    assert "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss" in error.hint
+    assert "the labels reach 7 with 5 classes" in error.hint
     assert str(error).startswith("check_labels: labels has 2 bad values; valid: 0..4. First bad: labels[0, 1]=255")
     assert str(error).endswith("(Found by cudaassert on the CPU, before anything ran on the GPU.)")
 
@@ -79,8 +79,8 @@ def test_preflight_of_a_shuffled_loader_reports_every_bad_dataset_index() -> Non
         "  sample indices: 3, 17, 55, 80   (all in report.bad_labels)",
         "  bad values: 10 in 3 samples, -1 in 1 sample",
     ]
-    assert "  Likely fix: num_classes is 10 but the labels reach 10: if you have 11 classes" in summary
-    assert "if -1 marks unlabelled items, pass ignore_index=-1" in summary
+    assert "  Likely fix: the labels reach 10 with 10 classes: if you have 11 classes" in summary
+    assert "if -1 marks padding or unlabelled items, pass ignore_index=-1" in summary
 
 
 def test_preflight_of_an_iterable_loader_counts_samples_across_batches() -> None:
@@ -129,7 +129,7 @@ def test_raise_if_bad_names_the_samples() -> None:
     assert isinstance(error, ValidationIndexError)
     assert str(error).startswith(
         "preflight: 4 samples with bad labels; valid: 0..9. First: sample[3]=10, sample[17]=10, sample[55]=10, "
-        "sample[80]=-1.\nLikely fix: num_classes is 10"
+        "sample[80]=-1.\nLikely fix: the labels reach 10 with 10 classes"
     )
 
 

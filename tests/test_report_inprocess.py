@@ -27,7 +27,7 @@ def test_label_195_with_195_outputs_names_the_last_linear_layer_and_the_dataset(
     assert "[cudaassert] CPU error · class label out of range in cross_entropy" in out
     assert ("Cause: cross_entropy got class label 195, but the model's last layer `model.2` has out_features=195, "
             "so labels must be 0..194. 2 value(s) of `labels` are out of range (first: 195 at [1], 195 at [3]). "
-            "`train_ds.classes` has 196 entries: set out_features=196.") in out
+            "Likely fix: the dataset lists 196 classes but the model outputs 195: set out_features=196.") in out
     assert "Your code: line 1: loss = F.cross_entropy(model(torch.randn(4, 8)), labels)" in out
     assert "  train_ds.classes: 196 entries" in out
     assert "Exception: IndexError: Target 195 is out of bounds." in out
@@ -41,15 +41,16 @@ def test_voc_void_label_255_suggests_ignore_index(loaded, shell, capsys):
     out = capsys.readouterr().out
     assert "cross_entropy got class label 255, but the input has 21 classes (shape (2, 21, 4, 4)), so labels " \
            "must be 0..20." in out
-    assert "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss." in out
+    assert "Likely fix: 255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the " \
+           "loss." in out
 
 
 def test_negative_padding_label_suggests_matching_ignore_index(loaded, shell, capsys):
     _run(shell, "import torch, torch.nn.functional as F\ny = torch.tensor([1, -1, 2])")
     _run(shell, "F.cross_entropy(torch.randn(3, 5), y)")
     out = capsys.readouterr().out
-    assert "Negative labels are only allowed as the loss's ignore_index (now -100): if -1 marks padding, " \
-           "pass ignore_index=-1." in out
+    assert "Likely fix: negative labels are only allowed as the loss's ignore_index (now -100): if -1 marks " \
+           "padding or unlabelled items, pass ignore_index=-1." in out
 
 
 def test_token_ids_beyond_the_embedding_suggest_resize_token_embeddings(loaded, shell, capsys):
@@ -72,15 +73,18 @@ input_ids = torch.tensor([[5, 99, 110, 101]])
     assert "[cudaassert] CPU error · index out of range in an embedding or index_select in embedding" in out
     assert "Token ids reach 110, but `lm.embed` has num_embeddings=100 (valid 0..99)." in out
     assert "2 id(s) in `input_ids` are out of range (first: 110 at [0, 2], 101 at [0, 3])." in out
-    assert "The tokenizer `tokenizer` has 120 tokens: call model.resize_token_embeddings(len(tokenizer))." in out
+    assert "Likely fix: the tokenizer has 120 tokens but the embedding only 100 rows: call " \
+           "model.resize_token_embeddings(len(tokenizer))." in out
+    assert "  tokenizer: len = 120" in out
 
 
 def test_bce_on_raw_logits_suggests_bce_with_logits(loaded, shell, capsys):
     _run(shell, "import torch, torch.nn.functional as F\nlogits = torch.tensor([-2.5, 0.3, 4.0])")
     _run(shell, "F.binary_cross_entropy(logits, torch.tensor([0., 1., 1.]))")
     out = capsys.readouterr().out
-    assert "The input ranges from -2.5 to 4: these look like raw logits. Use nn.BCEWithLogitsLoss on them " \
-           "(or apply torch.sigmoid first)." in out
+    assert "The input ranges from -2.5 to 4: these look like raw logits. Likely fix: the input must be " \
+           "probabilities in [0, 1], not logits: pass the raw logits to nn.BCEWithLogitsLoss / " \
+           "F.binary_cross_entropy_with_logits (numerically stable), or apply torch.sigmoid first." in out
 
 
 def test_device_assert_marks_the_context_dead_and_later_failures_get_one_banner(loaded, shell, capsys):
@@ -255,7 +259,8 @@ def test_hugging_face_style_config_vocab_size_is_used_for_out_of_vocabulary_ids(
     _run(shell, "hf_model(ids)")
     out = capsys.readouterr().out
     assert "Token ids reach 50300, but `hf_model.wte` has num_embeddings=50257 (valid 0..50256)." in out
-    assert "`hf_model.config.vocab_size` is 50257: the ids come from a larger vocabulary than the model's" in out
+    assert "Likely fix: the model's config has vocab_size=50257: the ids come from a larger vocabulary than the " \
+           "model's" in out
     assert "hf_model.config: vocab_size=50257" in out
 
 
@@ -265,7 +270,7 @@ def test_hugging_face_style_num_labels_is_named_for_class_labels(loaded, shell, 
     out = capsys.readouterr().out
     assert "cross_entropy got class label 2, but the model's last layer `hf_model.score` has out_features=2, " \
            "so labels must be 0..1." in out
-    assert "`hf_model.config.num_labels` is 3: set out_features=3." in out
+    assert "Likely fix: the model's config has num_labels=3 but the model outputs 2: set out_features=3." in out
     assert "hf_model.config: num_labels=3" in out
 
 

@@ -128,7 +128,7 @@ def test_cross_entropy_message_names_target_range_positions_and_the_fix() -> Non
         "cross_entropy: target has 2 bad values; valid: 0..194 (or ignore_index=-100). "
         "First bad: target[1]=195, target[3]=195.\n"
     )
-    assert "Likely fix: the input has 195 classes (input.shape[1] == 195) but the target reaches 195" in text
+    assert "Likely fix: the labels reach 195 with 195 classes: if you have 196 classes" in text
     assert "\nIn general: " in text
     assert text.endswith(
         "(Caught by cudaassert validators: on a GPU this input triggers a device-side assert; raised as "
@@ -146,7 +146,7 @@ def test_voc_void_label_255_suggests_ignore_index_255_for_segmentation() -> None
     assert error.cause_id == "nll_loss2d_target_out_of_range"
     assert error.n_bad == 4
     assert error.examples[0] == ((0, 0, 0), 255)
-    assert "VOC-style masks use 255 for 'void' pixels: pass ignore_index=255" in error.hint
+    assert "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss" in error.hint
     assert "First bad: target[0, 0, 0]=255, target[0, 0, 1]=255" in str(error)
 
 
@@ -156,7 +156,8 @@ def test_minus_100_with_another_ignore_index_says_so_and_reduction_none_picks_it
     error = info.value
     assert error.valid == "0..2 (or ignore_index=255)"
     assert error.cause_id == "nll_loss_target_out_of_range_no_reduce"
-    assert "-100 is the usual 'ignore this position' label but ignore_index=255" in error.hint
+    assert error.hint == ("negative labels are only allowed as the loss's ignore_index (now 255): if -100 marks "
+                          "padding or unlabelled items, pass ignore_index=-100")
 
 
 def test_large_labels_suggest_remapping_and_more_than_five_bad_values_are_counted() -> None:
@@ -172,7 +173,7 @@ def test_large_labels_suggest_remapping_and_more_than_five_bad_values_are_counte
 def test_minus_one_labels_suggest_ignore_index_minus_one() -> None:
     with validators(), pytest.raises(ValidationIndexError) as info:
         F.nll_loss(torch.randn(2, 3), torch.tensor([-1, 0]))
-    assert "if -1 marks unlabelled items, pass ignore_index=-1" in info.value.hint
+    assert "if -1 marks padding or unlabelled items, pass ignore_index=-1" in info.value.hint
 
 
 def test_validation_error_still_caught_by_a_cpu_style_except_index_error() -> None:

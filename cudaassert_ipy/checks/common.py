@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
+from types import FrameType
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, cast
 
 import torch
 from torch import Tensor
@@ -39,20 +40,22 @@ def arg(args: Sequence[Any], kwargs: Mapping[str, Any], index: int, name: str, d
 
 def plain(t: object) -> bool:
     """A plain dense tensor whose shape we can trust (not fake, meta, sparse, vmap-wrapped...)."""
+    if type(t) not in _PLAIN_TYPES:
+        return False
+    tensor = cast(Tensor, t)
     return (
-        type(t) in _PLAIN_TYPES
-        and t.layout is torch.strided  # type: ignore[union-attr]
-        and not t.is_meta  # type: ignore[union-attr]
-        and not t.is_quantized  # type: ignore[union-attr]
-        and not _is_functorch_wrapped(t)
+        tensor.layout is torch.strided
+        and not tensor.is_meta
+        and not tensor.is_quantized
+        and not _is_functorch_wrapped(tensor)
     )
 
 
 def readable(t: object) -> bool:
     """:func:`plain`, non-empty, and its values can be read now (not during CUDA graph capture)."""
-    if not plain(t) or t.numel() == 0:  # type: ignore[union-attr]
+    if not plain(t) or cast(Tensor, t).numel() == 0:
         return False
-    return not (t.is_cuda and torch.cuda.is_current_stream_capturing())  # type: ignore[union-attr]
+    return not (cast(Tensor, t).is_cuda and torch.cuda.is_current_stream_capturing())
 
 
 def read(packed: Tensor) -> List[Any]:
@@ -135,7 +138,7 @@ def caller_name(default: str, skip_files: Sequence[str] = ()) -> str:
     ``torch.multinomial`` called from ``Categorical.sample`` becomes ``Categorical.sample``.
     Frames in this package, in torch's pass-through wrappers and in ``skip_files`` are skipped.
     """
-    frame = sys._getframe(1)
+    frame: Optional[FrameType] = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
         if filename.startswith(_HERE) or filename in _PASS_THROUGH or filename in skip_files:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 
@@ -17,28 +17,9 @@ from cudaassert_ipy.checks.common import (
     read_minmax,
     readable,
 )
-from cudaassert_ipy.checks.errors import (
-    HINT_EMBEDDING_MINUS_100,
-    HINT_EMBEDDING_NEGATIVE,
-    HINT_EMBEDDING_TOO_BIG,
-    HINT_OFFSETS,
-    ValidationError,
-    ValidationIndexError,
-    ValidationIndexRuntimeError,
-)
-
-
-def _embedding_hint(num_embeddings: int, distinct: List[int]) -> str:
-    hints = []
-    too_big = [v for v in distinct if v >= num_embeddings]
-    if too_big:
-        top = max(too_big)
-        hints.append(HINT_EMBEDDING_TOO_BIG.format(num=num_embeddings, last=num_embeddings - 1, top=top, more=top + 1))
-    if -100 in distinct:
-        hints.append(HINT_EMBEDDING_MINUS_100)
-    if any(v < 0 and v != -100 for v in distinct):
-        hints.append(HINT_EMBEDDING_NEGATIVE)
-    return "; ".join(hints)
+from cudaassert_ipy.checks.errors import ValidationError, ValidationIndexError, ValidationIndexRuntimeError
+from cudaassert_ipy.diagnose import hints
+from cudaassert_ipy.diagnose.hints import TokenFacts
 
 
 def check_embedding(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
@@ -55,6 +36,7 @@ def check_embedding(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
     if lo >= 0 and hi < num:
         return None
     n_bad, examples, distinct = bad_details(ids, (ids < 0) | (ids >= num))
+    facts = TokenFacts(bad=tuple(int(v) for v in distinct), num_embeddings=num)
     return ValidationIndexError(
         op=caller_name(op),
         argument="input",
@@ -62,7 +44,8 @@ def check_embedding(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
         n_bad=n_bad,
         examples=examples,
         cause_id="index_select_out_of_range",
-        hint=_embedding_hint(num, distinct),
+        hint=hints.token_ids(facts),
+        facts=facts,
     )
 
 
@@ -113,6 +96,7 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
         if offsets is not None and checked_ids is not ids:
             bad &= checked_ids == ids
         n_bad, examples, distinct = bad_details(ids, bad)
+        facts = TokenFacts(bad=tuple(int(v) for v in distinct), num_embeddings=num)
         return ValidationIndexRuntimeError(
             op=name,
             argument="input",
@@ -120,7 +104,8 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
             n_bad=n_bad,
             examples=examples,
             cause_id="embedding_bag_index_out_of_range",
-            hint=_embedding_hint(num, distinct),
+            hint=hints.token_ids(facts),
+            facts=facts,
         )
     # CPU raises RuntimeError, IndexError for a negative offset, and nothing at all for a decreasing
     # last offset with include_last_offset=True, which the CUDA kernel asserts on (end >= begin)
@@ -137,5 +122,5 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
         n_bad=n_bad,
         examples=examples,
         cause_id="embedding_bag_offsets_not_increasing",
-        hint=HINT_OFFSETS,
+        hint=hints.OFFSETS,
     )

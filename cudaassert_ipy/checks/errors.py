@@ -6,13 +6,16 @@ bad input (``IndexError`` for ``cross_entropy`` targets, ``RuntimeError`` for ``
 so ``except IndexError:`` written against CPU behaviour keeps working.
 
 The attributes are a contract read by the extension's diagnosis code: ``op``, ``argument``,
-``valid``, ``n_bad``, ``examples``, ``cause_id``, ``hint``. ``str(exc)`` is the full message.
+``valid``, ``n_bad``, ``examples``, ``cause_id``, ``hint``, ``facts``. ``str(exc)`` is the full message.
+The "Likely fix" wording itself lives in :mod:`cudaassert_ipy.diagnose.hints`, shared with the
+post-mortem rules and preflight; ``facts`` are the plain values it was worded from (or None).
 """
 
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
+from cudaassert_ipy.diagnose.hints import Facts
 from cudaassert_ipy.wording import plural
 
 __all__ = [
@@ -67,111 +70,6 @@ NONFINITE_TEMPLATE = (
 
 MAX_EXAMPLES = 5
 
-# ---------------------------------------------------------------- the specific fixes ("Likely fix: ...")
-# class labels (cross_entropy, nll_loss, check_labels, preflight)
-CLASSES_OF_INPUT = "the input has {n} classes (input.shape[{dim}] == {n})"
-CLASSES_OF_PREFLIGHT = "num_classes is {n}"
-HINT_VOC_VOID = "VOC-style masks use 255 for 'void' pixels: pass ignore_index=255"
-HINT_ONE_MORE_CLASS = (
-    "{classes} but {reaches} {top}: if you have {more} classes, make the last layer output {more} logits "
-    "(out_features={more}); if labels start at 1, subtract 1"
-)
-HINT_REMAP_LABELS = (
-    "{classes} but {reaches} {top}: remap the labels to 0..{last} (for example "
-    "torch.unique(labels, return_inverse=True)) or make the last layer output {more} logits (out_features={more})"
-)
-HINT_NEAREST_RESIZE = "resize label masks with nearest-neighbour interpolation only (bilinear invents labels)"
-HINT_MINUS_100 = (
-    "-100 is the usual 'ignore this position' label but {now}: pass ignore_index=-100 "
-    "(cross_entropy's default) or pad with the value you ignore"
-)
-HINT_MINUS_ONE = "if -1 marks unlabelled items, pass ignore_index=-1"
-HINT_NEGATIVE_LABELS = "class labels cannot be negative: find where they become negative"
-HINT_NOT_INTEGER_LABELS = "labels must be whole class ids, not fractions, NaN or inf"
-# binary_cross_entropy
-HINT_BCE_LOGITS = (
-    "the input must be probabilities in [0, 1], not logits: pass the raw logits to nn.BCEWithLogitsLoss / "
-    "F.binary_cross_entropy_with_logits (numerically stable), or apply torch.sigmoid first"
-)
-HINT_BCE_NAN_INPUT = (
-    "the input holds NaN: the model's outputs diverged or the data has NaN "
-    "(lower the learning rate, clip gradients, check the inputs with torch.isfinite)"
-)
-HINT_BCE_MASK_PIXELS = "targets look like 0..255 mask pixels: divide by 255 or binarise with (mask > 0).float()"
-HINT_BCE_MULTICLASS = "for integer class labels with more than two classes use CrossEntropyLoss instead"
-HINT_BCE_NEGATIVE_TARGETS = "targets cannot be negative: mask padding (-1/-100) out with a weight instead"
-HINT_BCE_SCALE_TARGETS = "scale the targets into [0, 1] (label smoothing must stay inside [0, 1] too)"
-HINT_BCE_NAN_TARGET = "the target holds NaN: check how the labels are built"
-# ctc_loss
-HINT_CTC_BLANK = (
-    "the targets contain the blank label {blank}, which CTC reserves: shift 0-based labels by one "
-    "(labels 1..C-1 with blank=0) or choose another blank index"
-)
-HINT_CTC_TOO_BIG = (
-    "log_probs has C={n_classes} classes but the targets reach {top}: the output layer needs one unit per "
-    "label plus one for blank"
-)
-HINT_CTC_NEGATIVE = "negative padding must lie beyond each target length (check target_lengths)"
-HINT_CTC_CPU_SILENT = "CPU PyTorch does not check this and silently returns a wrong loss"
-# embedding, embedding_bag, check_token_ids
-HINT_EMBEDDING_TOO_BIG = (
-    "the embedding has num_embeddings={num} (ids 0..{last}) but the ids reach {top}: if the ids come from a "
-    "tokenizer with added tokens, resize the embedding (model.resize_token_embeddings(len(tokenizer))) or build "
-    "it with num_embeddings={more}; if they are positions, truncate sequences to the model's maximum length"
-)
-HINT_EMBEDDING_MINUS_100 = (
-    "-100 is the 'ignore' value for labels, not an input id: pad input_ids with the tokenizer's pad_token_id instead"
-)
-HINT_EMBEDDING_NEGATIVE = (
-    "embedding ids cannot be negative (a negative padding_idx is normalised on the module, the ids themselves "
-    "are not): pad with a real id such as padding_idx"
-)
-HINT_OFFSETS = (
-    "offsets are the start position of each bag in the flat input: build them with torch.cumsum of the bag "
-    "lengths, starting at 0 (offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)[:-1]]))"
-)
-# indexing, gather/scatter, take/put
-HINT_INDEX_TOO_BIG = (
-    "{where} but the index reaches {top}: indices are 0-based, so the largest valid one is {last} "
-    "(off by one? a length computed before filtering?)"
-)
-HINT_INDEX_NO_NEGATIVES = (
-    "this call does not accept negative indices (x[idx] does): wrap them with idx % size if you meant "
-    "counting from the end"
-)
-HINT_INDEX_NEGATIVE_FLOOR = "negative indices count from the end and stop at {lowest}"
-# multinomial / Categorical, bernoulli
-HINT_PROBS_NONFINITE = (
-    "the probabilities hold NaN/inf, usually from NaN/inf logits (fp16 overflow, dividing by temperature=0, "
-    "weights that diverged): check torch.isfinite(logits).all() before softmax, sample in float32, and use "
-    "argmax for greedy decoding instead of temperature 0"
-)
-HINT_PROBS_NEGATIVE = "weights cannot be negative: pass probabilities (softmax(logits)), not raw logits"
-HINT_PROBS_ZERO_ROWS = (
-    "a row with all-zero weights has nothing to sample (every candidate masked out by top-k/top-p or -inf "
-    "masking, or probabilities that underflowed): keep at least one candidate per row, add a small epsilon, "
-    "or fall back to argmax for such rows"
-)
-HINT_BERNOULLI_RANGE = (
-    "p must be probabilities in [0, 1]: apply torch.sigmoid to logits, or clamp(0, 1) after arithmetic "
-    "that can overshoot"
-)
-HINT_BERNOULLI_NAN = "p holds NaN: find where it comes from (torch.isfinite)"
-# one_hot, repeat_interleave
-HINT_ONE_HOT_NEGATIVE = (
-    "one_hot cannot encode negative labels (often -1/-100 padding): encode only the valid positions, "
-    "e.g. F.one_hot(t.clamp(min=0), C) * (t >= 0).unsqueeze(-1)"
-)
-HINT_ONE_HOT_TOO_BIG = (
-    "num_classes={num_classes} but the labels reach {top}: pass num_classes={more} if there are that many "
-    "classes, or remap the labels to 0..{last} (1-based labels: subtract 1)"
-)
-HINT_REPEATS_NEGATIVE = (
-    "repeat counts cannot be negative: clamp(min=0) them or find where they go below 0 "
-    "(lengths computed as end - start with swapped ends?)"
-)
-HINT_OUTPUT_SIZE = "pass output_size={required}, or leave it out (PyTorch then computes it, with one sync)"
-
 
 def format_examples(argument: str, examples: Sequence[Example], n_bad: int, *, row_sums: bool = False) -> str:
     """``target[2]=5, target[3]=-1`` (positions as the user would index them)."""
@@ -209,6 +107,7 @@ class ValidationError(Exception):
     examples: List[Example]
     cause_id: str
     hint: str
+    facts: Optional[Facts]
 
     def __init__(
         self,
@@ -223,6 +122,7 @@ class ValidationError(Exception):
         headline: Optional[str] = None,
         example_label: Optional[str] = None,
         footer: str = FOOTER,
+        facts: Optional[Facts] = None,
     ) -> None:
         self.op = op
         self.argument = argument
@@ -231,6 +131,7 @@ class ValidationError(Exception):
         self.examples = [(tuple(int(p) for p in pos), value) for pos, value in examples]
         self.cause_id = cause_id
         self.hint = hint
+        self.facts = facts
         if headline is None:
             headline = RANGE_HEADLINE.format(
                 op=op,
@@ -263,6 +164,7 @@ class ValidationError(Exception):
             "hint": self.hint,
             "headline": self.headline,
             "footer": self.footer,
+            "facts": self.facts,
         }
         return (_rebuild, (type(self), state))
 

@@ -25,15 +25,13 @@ from cudaassert_ipy.checks.common import (
     readable,
 )
 from cudaassert_ipy.checks.errors import (
-    HINT_INDEX_NEGATIVE_FLOOR,
-    HINT_INDEX_NO_NEGATIVES,
-    HINT_INDEX_TOO_BIG,
     MAX_EXAMPLES,
     Example,
     ValidationError,
     ValidationIndexError,
     ValidationIndexRuntimeError,
 )
+from cudaassert_ipy.diagnose import hints
 
 _MASK_DTYPES = (torch.bool, torch.uint8)
 #: Key items that never hold an index to check (Python ints are bounds-checked by torch itself).
@@ -169,13 +167,13 @@ def parse_index_put_indices(self_dim: int, indices: Any) -> Optional[List[Tuple[
 
 # ---------------------------------------------------------------- checking parsed indices
 def _index_hint(where: str, size: int, lo_ok: int, distinct: Sequence[int]) -> str:
-    hints = []
+    clauses = []
     too_big = [v for v in distinct if v >= size]
     if too_big:
-        hints.append(HINT_INDEX_TOO_BIG.format(where=where, top=max(too_big), last=size - 1))
+        clauses.append(hints.INDEX_TOO_BIG.format(where=where, top=max(too_big), last=size - 1))
     if any(v < lo_ok for v in distinct):
-        hints.append(HINT_INDEX_NO_NEGATIVES if lo_ok == 0 else HINT_INDEX_NEGATIVE_FLOOR.format(lowest=lo_ok))
-    return "; ".join(hints)
+        clauses.append(hints.INDEX_NO_NEGATIVES if lo_ok == 0 else hints.INDEX_NEGATIVE_FLOOR.format(lowest=lo_ok))
+    return "; ".join(clauses)
 
 
 def _host_bad(entry: _HostIndex, lo: int, hi: int) -> Tuple[int, List[Example], List[int]]:
@@ -201,7 +199,7 @@ def check_indices(
     tensors = [t for _, t in entries if isinstance(t, Tensor) and readable(t)]
     bound_of = {}
     if tensors:
-        parts = []
+        parts: List[Tensor] = []
         for t in tensors:
             parts.extend(torch.aminmax(t))
         values = read(torch.stack([p.to(torch.int64) for p in parts]))

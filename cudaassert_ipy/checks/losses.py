@@ -6,8 +6,7 @@ and ``ctc_loss`` (which CPU PyTorch silently accepts with out-of-range targets).
 
 from __future__ import annotations
 
-import math
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -22,30 +21,9 @@ from cudaassert_ipy.checks.common import (
     read_minmax,
     readable,
 )
-from cudaassert_ipy.checks.errors import (
-    CLASSES_OF_INPUT,
-    HINT_BCE_LOGITS,
-    HINT_BCE_MASK_PIXELS,
-    HINT_BCE_MULTICLASS,
-    HINT_BCE_NAN_INPUT,
-    HINT_BCE_NAN_TARGET,
-    HINT_BCE_NEGATIVE_TARGETS,
-    HINT_BCE_SCALE_TARGETS,
-    HINT_CTC_BLANK,
-    HINT_CTC_CPU_SILENT,
-    HINT_CTC_NEGATIVE,
-    HINT_CTC_TOO_BIG,
-    HINT_MINUS_100,
-    HINT_MINUS_ONE,
-    HINT_NEAREST_RESIZE,
-    HINT_NEGATIVE_LABELS,
-    HINT_ONE_MORE_CLASS,
-    HINT_REMAP_LABELS,
-    HINT_VOC_VOID,
-    ValidationError,
-    ValidationIndexError,
-    ValidationRuntimeError,
-)
+from cudaassert_ipy.checks.errors import ValidationError, ValidationIndexError, ValidationRuntimeError
+from cudaassert_ipy.diagnose import hints
+from cudaassert_ipy.diagnose.hints import BceFacts, LabelFacts
 
 #: dtypes nll_loss accepts for class targets ("expected target dtype to be Long or Byte");
 #: the N-D (nll_loss2d) kernels take Long only.
@@ -54,43 +32,6 @@ ND_CLASS_TARGET_DTYPES = frozenset({torch.int64})
 
 
 # ---------------------------------------------------------------- cross_entropy / nll_loss
-def _class_target_hint(
-    n_classes: int,
-    distinct: List[int],
-    ignore_index: Optional[int],
-    segmentation: bool,
-    class_dim: int,
-    classes_phrase: Optional[str] = None,
-    reaches_phrase: str = "the target reaches",
-) -> str:
-    """The specific fix for class labels outside ``0..n_classes-1`` (``distinct``: the bad values).
-
-    ``classes_phrase`` replaces "the input has C classes (input.shape[1] == C)".
-    """
-    hints: List[str] = []
-    too_big = [v for v in distinct if v >= n_classes]
-    negative = [v for v in distinct if v < 0]
-    if 255 in too_big and ignore_index != 255:
-        hints.append(HINT_VOC_VOID)
-    top = max((v for v in too_big if v != 255), default=None)
-    if top is not None:
-        classes = classes_phrase or CLASSES_OF_INPUT.format(n=n_classes, dim=class_dim)
-        template = HINT_ONE_MORE_CLASS if top == n_classes else HINT_REMAP_LABELS
-        hints.append(
-            template.format(classes=classes, reaches=reaches_phrase, top=top, more=top + 1, last=n_classes - 1)
-        )
-        if segmentation and top < 255:
-            hints.append(HINT_NEAREST_RESIZE)
-    if -100 in negative:
-        now = "no ignore_index is set" if ignore_index is None else f"ignore_index={ignore_index}"
-        hints.append(HINT_MINUS_100.format(now=now))
-    if -1 in negative:
-        hints.append(HINT_MINUS_ONE)
-    if not set(negative) <= {-1, -100}:
-        hints.append(HINT_NEGATIVE_LABELS)
-    return "; ".join(hints)
-
-
 def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
     inp = arg(args, kwargs, 0, "input")
     target = arg(args, kwargs, 1, "target")
@@ -99,13 +40,13 @@ def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
     if inp.dim() == 1:
         if target.dim() != 0:
             return None
-        n_classes, class_dim = inp.shape[0], 0
+        n_classes = inp.shape[0]
     elif inp.dim() >= 2:
         if tuple(target.shape) != (inp.shape[0], *inp.shape[2:]):
             return None  # torch raises its own shape error on the host
         if inp.dim() >= 3 and target.dtype not in ND_CLASS_TARGET_DTYPES:
             return None
-        n_classes, class_dim = inp.shape[1], 1
+        n_classes = inp.shape[1]
     else:
         return None
     ignore_index = int(arg(args, kwargs, 4, "ignore_index", -100))
@@ -128,6 +69,8 @@ def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
     cause = "nll_loss2d_target_out_of_range" if segmentation else "nll_loss_target_out_of_range"
     if reduction == "none":
         cause += "_no_reduce"
+    facts = LabelFacts(bad=tuple(int(v) for v in distinct), n_classes=n_classes, ignore_index=ignore_index,
+                       dense=segmentation)
     valid = range_text(0, n_classes)
     if ignore_matters:
         valid += f" (or ignore_index={ignore_index})"
@@ -138,7 +81,8 @@ def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
         n_bad=n_bad,
         examples=examples,
         cause_id=cause,
-        hint=_class_target_hint(n_classes, distinct, ignore_index, segmentation, class_dim),
+        hint=hints.class_labels(facts),
+        facts=facts,
     )
 
 
@@ -152,28 +96,14 @@ def _unit_interval_bad(t: Tensor) -> Tensor:
     return ~((t >= 0) & (t <= 1))  # NaN compares false: bad
 
 
-def _bce_hint(argument: str, distinct: List[float], n_nan: int) -> str:
-    finite = [v for v in distinct if not math.isnan(v)]
-    hints = []
-    if argument == "input":
-        if finite:
-            hints.append(HINT_BCE_LOGITS)
-        if n_nan:
-            hints.append(HINT_BCE_NAN_INPUT)
-        return "; ".join(hints)
-    if finite and all(float(v).is_integer() for v in finite):
-        top = max(finite)
-        if 1 < top <= 255:
-            hints.append(HINT_BCE_MASK_PIXELS)
-        if top > 1:
-            hints.append(HINT_BCE_MULTICLASS)
-        if min(finite) < 0:
-            hints.append(HINT_BCE_NEGATIVE_TARGETS)
-    elif finite:
-        hints.append(HINT_BCE_SCALE_TARGETS)
-    if n_nan:
-        hints.append(HINT_BCE_NAN_TARGET)
-    return "; ".join(hints)
+def _bce_facts(argument: str, t: Tensor) -> BceFacts:
+    """Failure path only: the finite range, NaN, and whether the values outside [0, 1] are whole numbers."""
+    finite = t[torch.isfinite(t)]
+    lo, hi = (finite.min().item(), finite.max().item()) if finite.numel() else (0.0, 0.0)
+    outside = finite[(finite < 0) | (finite > 1)]
+    whole = bool(outside.numel()) and bool((outside == outside.round()).all().item())
+    return BceFacts(argument=argument, lo=float(lo), hi=float(hi), has_nan=bool(torch.isnan(t).any().item()),
+                    whole=whole)
 
 
 def check_binary_cross_entropy(
@@ -192,8 +122,8 @@ def check_binary_cross_entropy(
         return None
     argument, tensor = ("input", inp) if not input_ok else ("target", target)
     bad = _unit_interval_bad(tensor)
-    n_bad, examples, distinct = bad_details(tensor, bad)
-    n_nan = int(torch.isnan(tensor).sum().item())
+    n_bad, examples, _ = bad_details(tensor, bad)
+    facts = _bce_facts(argument, tensor)
     return ValidationRuntimeError(
         op=caller_name(op),
         argument=argument,
@@ -201,7 +131,8 @@ def check_binary_cross_entropy(
         n_bad=n_bad,
         examples=examples,
         cause_id="bce_input_out_of_range" if argument == "input" else "bce_target_out_of_range",
-        hint=_bce_hint(argument, distinct, n_nan),
+        hint=hints.bce(facts),
+        facts=facts,
     )
 
 
@@ -259,14 +190,14 @@ def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> O
     if not read_flag(bad.any()):
         return None
     n_bad, examples, distinct = bad_details(targets, bad)
-    hints = []
+    clauses = []
     if blank in distinct:
-        hints.append(HINT_CTC_BLANK.format(blank=blank))
+        clauses.append(hints.CTC_BLANK.format(blank=blank))
     if any(v >= n_classes for v in distinct):
-        hints.append(HINT_CTC_TOO_BIG.format(n_classes=n_classes, top=max(distinct)))
+        clauses.append(hints.CTC_TOO_BIG.format(n_classes=n_classes, top=max(distinct)))
     if any(v < 0 for v in distinct):
-        hints.append(HINT_CTC_NEGATIVE)
-    hints.append(HINT_CTC_CPU_SILENT)
+        clauses.append(hints.CTC_NEGATIVE)
+    clauses.append(hints.CTC_CPU_SILENT)
     return ValidationRuntimeError(
         op=caller_name(op),
         argument="targets",
@@ -274,5 +205,5 @@ def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> O
         n_bad=n_bad,
         examples=examples,
         cause_id="ctc_loss_target_out_of_range",
-        hint="; ".join(hints),
+        hint="; ".join(clauses),
     )

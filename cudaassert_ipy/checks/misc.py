@@ -20,14 +20,11 @@ from cudaassert_ipy.checks.common import (
     readable,
 )
 from cudaassert_ipy.checks.errors import (
-    HINT_ONE_HOT_NEGATIVE,
-    HINT_ONE_HOT_TOO_BIG,
-    HINT_OUTPUT_SIZE,
-    HINT_REPEATS_NEGATIVE,
     OUTPUT_SIZE_HEADLINE,
     ValidationError,
     ValidationRuntimeError,
 )
+from cudaassert_ipy.diagnose import hints
 
 
 def check_one_hot(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
@@ -50,13 +47,15 @@ def check_one_hot(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Op
         bad = (labels < 0) | (labels >= num_classes)
         valid = f"{range_text(0, num_classes)} (num_classes={num_classes})"
     n_bad, examples, distinct = bad_details(labels, bad)
-    hints = []
+    clauses = []
     if any(v < 0 for v in distinct):
-        hints.append(HINT_ONE_HOT_NEGATIVE)
+        clauses.append(hints.ONE_HOT_NEGATIVE)
     too_big = [v for v in distinct if num_classes != -1 and v >= num_classes]
     if too_big:
         top = max(too_big)
-        hints.append(HINT_ONE_HOT_TOO_BIG.format(num_classes=num_classes, top=top, more=top + 1, last=num_classes - 1))
+        clauses.append(
+            hints.ONE_HOT_TOO_BIG.format(num_classes=num_classes, top=top, more=top + 1, last=num_classes - 1)
+        )
     return ValidationRuntimeError(
         op=caller_name(op),
         argument="tensor",
@@ -64,7 +63,7 @@ def check_one_hot(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Op
         n_bad=n_bad,
         examples=examples,
         cause_id="scatter_gather_index_out_of_range_v1",
-        hint="; ".join(hints),
+        hint="; ".join(clauses),
     )
 
 
@@ -111,7 +110,7 @@ def check_repeat_interleave(
             n_bad=n_bad,
             examples=examples,
             cause_id="repeat_interleave_negative_repeats",
-            hint=HINT_REPEATS_NEGATIVE,
+            hint=hints.REPEATS_NEGATIVE,
         )
     required = total * copies
     if output_size is None or output_size == required:
@@ -124,6 +123,6 @@ def check_repeat_interleave(
         n_bad=1,
         examples=[((), output_size)],
         cause_id="repeat_interleave_output_size_mismatch",
-        hint=HINT_OUTPUT_SIZE.format(required=required),
+        hint=hints.OUTPUT_SIZE.format(required=required),
         headline=OUTPUT_SIZE_HEADLINE.format(op=name, output_size=output_size, total=required, valid=valid),
     )

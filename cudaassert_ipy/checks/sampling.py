@@ -18,27 +18,23 @@ from cudaassert_ipy.checks.common import (
     readable,
 )
 from cudaassert_ipy.checks.errors import (
-    HINT_BERNOULLI_NAN,
-    HINT_BERNOULLI_RANGE,
-    HINT_PROBS_NEGATIVE,
-    HINT_PROBS_NONFINITE,
-    HINT_PROBS_ZERO_ROWS,
     ZERO_ROWS_HEADLINE,
     ValidationError,
     ValidationRuntimeError,
     format_examples,
 )
+from cudaassert_ipy.diagnose import hints
 
 MULTINOMIAL_VALID = "finite values >= 0, every row with a positive sum"
 
 
 def _probs_hint(distinct: List[float]) -> str:
-    hints = []
+    clauses = []
     if any(math.isnan(v) or math.isinf(v) for v in distinct):
-        hints.append(HINT_PROBS_NONFINITE)
+        clauses.append(hints.PROBS_NONFINITE)
     if any(v < 0 for v in distinct if not math.isnan(v)):
-        hints.append(HINT_PROBS_NEGATIVE)
-    return "; ".join(hints)
+        clauses.append(hints.PROBS_NEGATIVE)
+    return "; ".join(clauses)
 
 
 def check_multinomial(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
@@ -73,7 +69,7 @@ def check_multinomial(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -
         n_bad=n_bad,
         examples=examples,
         cause_id="multinomial_zero_sum_async",
-        hint=HINT_PROBS_ZERO_ROWS,
+        hint=hints.PROBS_ZERO_ROWS,
         headline=ZERO_ROWS_HEADLINE.format(
             op=name,
             argument=argument,
@@ -92,11 +88,11 @@ def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[Valida
         return None
     p_t: Tensor = p
     n_bad, examples, distinct = bad_details(p_t, ~((p_t >= 0) & (p_t <= 1)))
-    hints = []
+    clauses = []
     if any(not math.isnan(v) for v in distinct):
-        hints.append(HINT_BERNOULLI_RANGE)
+        clauses.append(hints.BERNOULLI_RANGE)
     if any(math.isnan(v) for v in distinct):
-        hints.append(HINT_BERNOULLI_NAN)
+        clauses.append(hints.BERNOULLI_NAN)
     return ValidationRuntimeError(
         op=caller_name(op),
         argument=argument,
@@ -104,7 +100,7 @@ def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[Valida
         n_bad=n_bad,
         examples=examples,
         cause_id="bernoulli_prob_out_of_range",
-        hint="; ".join(hints),
+        hint="; ".join(clauses),
     )
 
 

@@ -18,16 +18,9 @@ import torch
 from torch import Tensor
 
 from cudaassert_ipy.checks.common import bad_details, range_text
-from cudaassert_ipy.checks.embedding import _embedding_hint
-from cudaassert_ipy.checks.errors import (
-    CLASSES_OF_PREFLIGHT,
-    HINT_NOT_INTEGER_LABELS,
-    PREFLIGHT_FOOTER,
-    PREFLIGHT_HEADLINE,
-    ValidationIndexError,
-    format_examples,
-)
-from cudaassert_ipy.checks.losses import _class_target_hint
+from cudaassert_ipy.checks.errors import PREFLIGHT_FOOTER, PREFLIGHT_HEADLINE, ValidationIndexError, format_examples
+from cudaassert_ipy.diagnose import hints
+from cudaassert_ipy.diagnose.hints import LabelFacts, TokenFacts
 
 __all__ = ["PreflightReport", "check_labels", "check_token_ids", "preflight"]
 
@@ -67,14 +60,24 @@ def _integers(values: List[Any]) -> List[int]:
     return [int(v) for v in values if isinstance(v, (int, bool)) or (isinstance(v, float) and v.is_integer())]
 
 
-def _label_hint(num_classes: int, distinct: List[Any], ignore_index: Optional[int], segmentation: bool) -> str:
-    hint = _class_target_hint(
-        num_classes, _integers(distinct), ignore_index, segmentation, class_dim=1,
-        classes_phrase=CLASSES_OF_PREFLIGHT.format(n=num_classes), reaches_phrase="the labels reach",
+def _label_facts(
+    num_classes: int, distinct: List[Any], ignore_index: Optional[int], segmentation: bool,
+    declared: Optional[int] = None,
+) -> LabelFacts:
+    return LabelFacts(
+        bad=tuple(_integers(distinct)), n_classes=num_classes, ignore_index=ignore_index, dense=segmentation,
+        declared=declared, non_integer=any(isinstance(v, float) and not v.is_integer() for v in distinct),
     )
-    if any(isinstance(v, float) and not v.is_integer() for v in distinct):
-        hint = HINT_NOT_INTEGER_LABELS + ("; " + hint if hint else "")
-    return hint
+
+
+def _declared_classes(data: Any) -> Optional[int]:
+    """How many classes the dataset lists (``dataset.classes``, as torchvision datasets have), if it does."""
+    classes = getattr(getattr(data, "dataset", data), "classes", None)
+    return len(classes) if isinstance(classes, (list, tuple)) and classes else None
+
+
+def _tokenizer_size(tokenizer: Any) -> Optional[int]:
+    return None if tokenizer is None else len(tokenizer)
 
 
 def check_labels(labels: Any, num_classes: int, ignore_index: Optional[int] = None) -> None:
@@ -93,6 +96,7 @@ def check_labels(labels: Any, num_classes: int, ignore_index: Optional[int] = No
     valid = range_text(0, num_classes)
     if ignore_index is not None:
         valid += f" (or ignore_index={ignore_index})"
+    facts = _label_facts(num_classes, distinct, ignore_index, segmentation=t.dim() >= 2)
     raise ValidationIndexError(
         op="check_labels",
         argument="labels",
@@ -100,13 +104,18 @@ def check_labels(labels: Any, num_classes: int, ignore_index: Optional[int] = No
         n_bad=n_bad,
         examples=examples,
         cause_id="nll_loss2d_target_out_of_range" if t.dim() >= 2 else "nll_loss_target_out_of_range",
-        hint=_label_hint(num_classes, distinct, ignore_index, segmentation=t.dim() >= 2),
+        hint=hints.class_labels(facts),
         footer=PREFLIGHT_FOOTER,
+        facts=facts,
     )
 
 
-def check_token_ids(ids: Any, vocab_size: int) -> None:
-    """Raise ``ValidationIndexError`` if a token id is outside ``0..vocab_size-1``."""
+def check_token_ids(ids: Any, vocab_size: int, *, tokenizer: Any = None) -> None:
+    """Raise ``ValidationIndexError`` if a token id is outside ``0..vocab_size-1``.
+
+    ``tokenizer``: the tokenizer the ids come from; when ``len(tokenizer)`` exceeds ``vocab_size`` the
+    fix says to resize the embedding to it.
+    """
     t = _as_cpu_tensor(ids)
     if t.numel() == 0:
         return
@@ -114,6 +123,8 @@ def check_token_ids(ids: Any, vocab_size: int) -> None:
     if not bool(bad.any()):
         return
     n_bad, examples, distinct = bad_details(t, bad)
+    facts = TokenFacts(bad=tuple(_integers(distinct)), num_embeddings=vocab_size,
+                       tokenizer_size=_tokenizer_size(tokenizer))
     raise ValidationIndexError(
         op="check_token_ids",
         argument="ids",
@@ -121,8 +132,9 @@ def check_token_ids(ids: Any, vocab_size: int) -> None:
         n_bad=n_bad,
         examples=examples,
         cause_id="index_select_out_of_range",
-        hint=_embedding_hint(vocab_size, _integers(distinct)),
+        hint=hints.token_ids(facts),
         footer=PREFLIGHT_FOOTER,
+        facts=facts,
     )
 
 
@@ -139,7 +151,7 @@ class _Progress:
         self._bar: Any = None
         if enabled:
             try:
-                from tqdm.auto import tqdm
+                from tqdm.auto import tqdm  # type: ignore[import-untyped, unused-ignore]
             except ImportError:
                 pass
             else:
@@ -184,6 +196,10 @@ class PreflightReport:
     label_value_counts: Counter = field(default_factory=Counter)
     id_value_counts: Counter = field(default_factory=Counter)
     segmentation: bool = False
+    #: how many classes the dataset lists (``dataset.classes``), when it does
+    declared_classes: Optional[int] = None
+    #: ``len(tokenizer)`` when a tokenizer was passed
+    tokenizer_size: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -212,13 +228,21 @@ class PreflightReport:
             lines.append(f"  Likely fix: {hint}")
         return lines
 
-    def _label_hint(self) -> str:
-        assert self.num_classes is not None
-        return _label_hint(self.num_classes, list(self.label_value_counts), self.ignore_index, self.segmentation)
+    @property
+    def labels_fix(self) -> str:
+        """The likely fix for the bad labels ("" when there are none or no num_classes was given)."""
+        if self.num_classes is None or not self.bad_labels:
+            return ""
+        return hints.class_labels(_label_facts(self.num_classes, list(self.label_value_counts), self.ignore_index,
+                                               self.segmentation, self.declared_classes))
 
-    def _ids_hint(self) -> str:
-        assert self.vocab_size is not None
-        return _embedding_hint(self.vocab_size, _integers(list(self.id_value_counts)))
+    @property
+    def ids_fix(self) -> str:
+        """The likely fix for the bad token ids ("" when there are none or no vocab_size was given)."""
+        if self.vocab_size is None or not self.bad_ids:
+            return ""
+        return hints.token_ids(TokenFacts(bad=tuple(_integers(list(self.id_value_counts))),
+                                          num_embeddings=self.vocab_size, tokenizer_size=self.tokenizer_size))
 
     def summary(self) -> str:
         lines = [f"preflight: scanned {_count(self.n_samples, 'sample')} of {self.source}."]
@@ -226,10 +250,10 @@ class PreflightReport:
             valid = range_text(0, self.num_classes)
             if self.ignore_index is not None:
                 valid += f" or ignore_index={self.ignore_index}"
-            lines += self._section("labels", valid, self.bad_labels, self.label_value_counts, self._label_hint())
+            lines += self._section("labels", valid, self.bad_labels, self.label_value_counts, self.labels_fix)
         if self.vocab_size is not None:
             valid = range_text(0, self.vocab_size)
-            lines += self._section("token ids", valid, self.bad_ids, self.id_value_counts, self._ids_hint())
+            lines += self._section("token ids", valid, self.bad_ids, self.id_value_counts, self.ids_fix)
         if self.ok:
             lines.append("Nothing out of range: these labels and ids cannot trigger an index device-side assert.")
         return "\n".join(lines)
@@ -258,7 +282,7 @@ class PreflightReport:
             n_bad=len(bad),
             examples=examples,
             cause_id="nll_loss_target_out_of_range" if labels else "index_select_out_of_range",
-            hint=self._label_hint() if labels else self._ids_hint(),
+            hint=self.labels_fix if labels else self.ids_fix,
             headline=PREFLIGHT_HEADLINE.format(
                 op="preflight", count=_count(len(bad), "sample"), argument=argument, valid=valid,
                 examples=format_examples("sample", examples, len(bad)),
@@ -366,6 +390,7 @@ def preflight(
     ids_key: Key = None,
     limit: Optional[int] = None,
     progress: bool = True,
+    tokenizer: Any = None,
 ) -> PreflightReport:
     """Scan a dataset (or ``DataLoader``) on the CPU for labels/ids that would trigger a device assert.
 
@@ -374,6 +399,8 @@ def preflight(
     ``label_key`` / ``ids_key``: where each sample keeps them (a dict key, a tuple position or a
     function of the sample); by default ``labels``/``label``/``target``... and ``input_ids``
     for dict samples, the last and first element for ``(x, y)`` tuples.
+    ``tokenizer``: where the ids come from; the fix names it when it has more tokens than ``vocab_size``.
+    A dataset with a ``classes`` list (torchvision style) is compared with ``num_classes`` in the fix.
     A ``DataLoader`` over a map-style dataset is scanned through ``loader.dataset``, so the
     reported indices are dataset indices. ``limit`` stops after that many samples.
 
@@ -385,7 +412,8 @@ def preflight(
     if limit is not None:
         total = min(total, limit) if total is not None else limit
     report = PreflightReport(
-        n_samples=0, source=source, num_classes=num_classes, vocab_size=vocab_size, ignore_index=ignore_index
+        n_samples=0, source=source, num_classes=num_classes, vocab_size=vocab_size, ignore_index=ignore_index,
+        declared_classes=_declared_classes(dataset_or_loader), tokenizer_size=_tokenizer_size(tokenizer),
     )
     bar = _Progress(total, progress)
     try:

@@ -6,9 +6,10 @@ Renderers (report, panel) hold no logic: everything they show is decided here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, Cause, get_cause, match_assert
-from cudaassert_ipy.diagnose.causes.rules import find
+from cudaassert_ipy.diagnose.causes.rules import RULES, Case, RuleEntry, find
 from cudaassert_ipy.diagnose.causes.texts import FOLLOW_ON, NO_LINE, STICKY_TEXTS, Text
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.evidence import Evidence
@@ -45,6 +46,7 @@ class Diagnosis:
     error_code: int | None = None
     notes: tuple[str, ...] = ()
     cuda_device: int | None = None  # index of the device the failing tensors lived on, when known
+    likely_fix: str | None = None  # the specific fix (diagnose.hints): the same string on every path
     samples: tuple[str, ...] = ()  # the DataLoader bookmark's lines: which dataset samples hold the bad values
 
 
@@ -55,7 +57,8 @@ def _sticky_text(message: str) -> Text:
     return STICKY_TEXTS["unspecified launch failure"]
 
 
-def diagnose(ev: Evidence) -> Diagnosis:
+def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
+    """``rules``: the post-mortem rules to run, each under its own guard (a crash becomes a note)."""
     det = ev.detection
     cause: Cause | None = None
     text: Text | None = None
@@ -90,21 +93,25 @@ def diagnose(ev: Evidence) -> Diagnosis:
 
     facts: list[tuple[str, str]] = []
     specific: str | None = None
+    likely_fix: str | None = None
     op: str | None = None
     if det.kind is Kind.VALIDATOR:
         exc = det.exception
         op = getattr(exc, "op", None)
-        specific = getattr(exc, "hint", None) or None
+        specific = likely_fix = getattr(exc, "hint", None) or None
         facts += [("call", f"{op}({getattr(exc, 'argument', '?')}=...)"),
                   ("valid range", str(getattr(exc, "valid", "?"))),
                   ("bad values", str(getattr(exc, "n_bad", "?")))]
         examples = getattr(exc, "examples", None) or []
         if examples:
             facts.append(("first", ", ".join(f"{v} at {list(p)}" for p, v in examples[:5])))
-    elif cause is not None and cause.id != GENERIC_ID:
-        finding = find(ev, cause.id, cause.group, value)
-        if finding is not None:
-            specific, op = finding.specific, finding.op
+    if cause is not None and cause.id != GENERIC_ID:
+        known = getattr(det.exception, "facts", None) if det.kind is Kind.VALIDATOR else None
+        finding, rule_notes = find(Case(ev, cause.id, cause.group, value, known), rules)
+        notes += rule_notes
+        if finding is not None and (det.kind is not Kind.VALIDATOR or finding.fix):
+            specific, likely_fix = finding.specific, finding.fix
+            op = op or finding.op
             facts += finding.facts
 
     dead = det.kills_context
@@ -139,6 +146,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         error_code=det.error_code,
         notes=tuple(notes),
         cuda_device=_cuda_device(ev),
+        likely_fix=likely_fix,
     )
 
 

@@ -16,7 +16,7 @@ from cudaassert_ipy.capture.assert_lines import AssertSite
 from cudaassert_ipy.diagnose.detection import Detection
 from cudaassert_ipy.wording import is_cell_filename
 
-__all__ = ["Evidence", "LabelValues", "collect"]
+__all__ = ["CallFacts", "Evidence", "FloatValues", "LabelValues", "collect"]
 
 _MAX_VALUE_NUMEL = 50_000_000  # larger CPU tensors are described, not scanned
 _INT_DTYPES = ("torch.int64", "torch.int32", "torch.int16", "torch.int8", "torch.uint8")
@@ -64,6 +64,60 @@ class LabelValues:
         positions = bad.nonzero()[:limit].tolist()
         return count, [(tuple(p), int(t[tuple(p)])) for p in positions]
 
+    def distinct_outside(self, low: int, high: int, ignore: int | None = None) -> tuple[int, ...]:
+        """The distinct values outside [low, high) (and not ``ignore``): all of them up to 10, else 5 + 5."""
+        t = self.tensor
+        bad = (t < low) | (t >= high)
+        if ignore is not None:
+            bad &= t != ignore
+        values = [int(v) for v in t[bad].unique().tolist()]
+        return tuple(values if len(values) <= 10 else values[:5] + values[-5:])
+
+
+@dataclass(frozen=True)
+class FloatValues:
+    """Floating-point values of a CPU tensor a failing call got: its finite range and NaN."""
+
+    name: str
+    shape: tuple[int, ...]
+    lo: float  # finite minimum (0.0 when nothing is finite)
+    hi: float
+    has_nan: bool
+    tensor: Any = field(repr=False, compare=False)  # the CPU tensor itself; never a CUDA one
+
+    def whole_outside(self, low: float, high: float) -> bool:
+        """Whether the finite values outside [low, high] exist and are all whole numbers."""
+        t = self.tensor
+        out = t[t.isfinite() & ((t < low) | (t > high))]
+        return bool(out.numel()) and bool((out == out.round()).all())
+
+
+@dataclass(frozen=True)
+class CallFacts:
+    """The innermost ``torch.nn.functional`` call of the traceback, read once into plain facts.
+
+    Values come only from CPU tensors; a parameter's values carry the name the user knows the
+    tensor by (``labels``) when the same tensor sits in their namespace.
+    """
+
+    function: str  # "cross_entropy"
+    tensors: tuple[tuple[str, TensorFact], ...] = ()  # parameter -> shape, dtype, device
+    ints: tuple[tuple[str, LabelValues], ...] = ()
+    floats: tuple[tuple[str, FloatValues], ...] = ()
+    scalars: tuple[tuple[str, Any], ...] = ()  # int / float / str / bool / None parameters
+
+    def tensor(self, param: str) -> TensorFact | None:
+        return dict(self.tensors).get(param)
+
+    def values(self, param: str) -> LabelValues | None:
+        return dict(self.ints).get(param)
+
+    def float_values(self, param: str) -> FloatValues | None:
+        return dict(self.floats).get(param)
+
+    def scalar(self, param: str, default: Any = None) -> Any:
+        return dict(self.scalars).get(param, default)
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -82,7 +136,7 @@ class Evidence:
     datasets: tuple[tuple[str, int], ...] = ()  # (name, number of classes)
     tokenizers: tuple[tuple[str, int], ...] = ()  # (name, len(tokenizer))
     labels: tuple[LabelValues, ...] = ()
-    call_locals: tuple[tuple[str, Any], ...] = ()  # locals of the innermost torch frame (F.cross_entropy)
+    call: CallFacts | None = None  # the innermost torch.nn.functional call (F.cross_entropy), as facts
     stderr_text: str = ""
 
 
@@ -109,11 +163,12 @@ def collect(
     facts = _Facts(torch)
     for ns in namespaces:
         facts.scan_namespace(ns)
-    call_locals: tuple[tuple[str, Any], ...] = ()
+    call: CallFacts | None = None
     torch_frame = _innermost_torch_frame(frames)
     if torch_frame is not None:
-        call_locals = tuple((k, v) for k, v in torch_frame.f_locals.items() if not k.startswith("__"))
-        facts.scan_namespace(dict(call_locals), prefix=f"{torch_frame.f_code.co_name}:")
+        call_locals = {k: v for k, v in torch_frame.f_locals.items() if not k.startswith("__")}
+        facts.scan_namespace(call_locals, prefix=f"{torch_frame.f_code.co_name}:")
+        call = facts.call(torch_frame.f_code.co_name, call_locals)
     return Evidence(
         detection=detection,
         sites=tuple(sites),
@@ -128,7 +183,7 @@ def collect(
         datasets=tuple(facts.datasets.items()),
         tokenizers=tuple(facts.tokenizers.items()),
         labels=tuple(facts.labels.values()),
-        call_locals=call_locals,
+        call=call,
         stderr_text=stderr_text,
     )
 
@@ -208,6 +263,49 @@ class _Facts:
         if t.device.type == "cpu" and str(t.dtype) in _INT_DTYPES and 0 < t.numel() <= _MAX_VALUE_NUMEL:
             lo, hi = t.min(), t.max()
             self.labels[name] = LabelValues(name, tuple(t.shape), int(lo), int(hi), t.detach())
+
+    def call(self, function: str, params: Mapping[str, Any]) -> CallFacts | None:
+        """Plain facts about one call's parameters; None when they cannot be read."""
+        try:
+            return self._call(function, params)
+        except Exception:  # odd arguments must not cost the whole diagnosis
+            return None
+
+    def _call(self, function: str, params: Mapping[str, Any]) -> CallFacts:
+        torch = self.torch
+        tensors, ints, floats, scalars = [], [], [], []
+        for key, value in params.items():
+            if isinstance(value, (int, float, str, bool)) or value is None:
+                scalars.append((key, value))
+            elif torch is not None and isinstance(value, torch.Tensor):
+                tensors.append((key, TensorFact(key, tuple(value.shape), str(value.dtype), str(value.device))))
+                label = self._same_label(value)
+                if label is not None:
+                    ints.append((key, label))
+                elif self._readable(value) and value.is_floating_point():
+                    floats.append((key, self._floats(f"{function}:{key}", value.detach())))
+        return CallFacts(function, tuple(tensors), tuple(ints), tuple(floats), tuple(scalars))
+
+    def _readable(self, t: Any) -> bool:
+        fake = type(t).__name__ in ("FakeTensor", "FunctionalTensor")
+        return not fake and t.device.type == "cpu" and 0 < t.numel() <= _MAX_VALUE_NUMEL
+
+    def _same_label(self, t: Any) -> LabelValues | None:
+        """The label values already read for this very tensor (or a view starting at its data)."""
+        if not self._readable(t):
+            return None
+        for label in self.labels.values():
+            try:
+                if label.tensor.data_ptr() == t.data_ptr() and label.shape == tuple(t.shape):
+                    return label
+            except Exception:
+                continue
+        return None
+
+    def _floats(self, name: str, t: Any) -> FloatValues:
+        finite = t[t.isfinite()]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.numel() else (0.0, 0.0)
+        return FloatValues(name, tuple(t.shape), lo, hi, bool(t.isnan().any()), t)
 
     def _module(self, name: str, module: Any) -> None:
         if id(module) in self._seen_modules:

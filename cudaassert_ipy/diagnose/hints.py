@@ -1,0 +1,263 @@
+"""The one place where each specific fix ("Likely fix: ...") is worded, from plain facts.
+
+The post-mortem rules, the validators and preflight all call these functions, so the same bad
+input gets the same fix sentence on every path. A fix is a string of lowercase clauses joined by
+"; " (it follows "Likely fix: "). Inputs are plain values (ints, floats, bools), never tensors:
+each path extracts its facts first (from an exception's evidence, a checked call, or a dataset).
+Standard library only: ``diagnose`` imports neither torch nor IPython.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+__all__ = ["BceFacts", "Facts", "LabelFacts", "TokenFacts", "bce", "class_labels", "fix", "token_ids"]
+
+# ---------------------------------------------------------------- class labels (cross_entropy, nll_loss, preflight)
+VOC_VOID = "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss"
+#: How many classes the data declares, by who declares it (``LabelFacts.declared_by``).
+DECLARED = {
+    "dataset": "the dataset lists {declared} classes",
+    "config": "the model's config has num_labels={declared}",
+}
+DECLARED_CLASSES = "{declared_text} but the model outputs {n_classes}: set out_features={declared}"
+ONE_MORE_CLASS = (
+    "the labels reach {top} with {n_classes} classes: if you have {more} classes, make the last layer output "
+    "{more} logits (out_features={more}); if labels start at 1, subtract 1"
+)
+REMAP_LABELS = (
+    "the labels reach {top} with {n_classes} classes: remap the labels to 0..{last} (for example "
+    "torch.unique(labels, return_inverse=True)) or make the last layer output {more} logits (out_features={more})"
+)
+NEAREST_RESIZE = "resize label masks with nearest-neighbour interpolation only (bilinear invents labels)"
+PADDING_LABEL = (
+    "negative labels are only allowed as the loss's ignore_index ({now}): if {value} marks padding or "
+    "unlabelled items, pass ignore_index={value}"
+)
+NEGATIVE_LABELS = "class labels cannot be negative: find where they become negative"
+NOT_INTEGER_LABELS = "labels must be whole class ids, not fractions, NaN or inf"
+# ---------------------------------------------------------------- token ids (embedding, check_token_ids, preflight)
+TOKENIZER_RESIZE = (
+    "the tokenizer has {tokenizer_size} tokens but the embedding only {num} rows: call "
+    "model.resize_token_embeddings(len(tokenizer))"
+)
+CONFIG_VOCAB = (
+    "the model's config has vocab_size={vocab}: the ids come from a larger vocabulary than the model's "
+    "(tokenizer and model from different checkpoints?); resize the embeddings with "
+    "model.resize_token_embeddings(len(tokenizer))"
+)
+EMBEDDING_TOO_BIG = (
+    "the embedding has num_embeddings={num} (ids 0..{last}) but the ids reach {top}: if the ids come from a "
+    "tokenizer with added tokens, resize the embedding (model.resize_token_embeddings(len(tokenizer))) or build "
+    "it with num_embeddings={more}; if they are positions, truncate sequences to the model's maximum length"
+)
+EMBEDDING_MINUS_100 = (
+    "-100 is the 'ignore' value for labels, not an input id: pad input_ids with the tokenizer's pad_token_id instead"
+)
+EMBEDDING_NEGATIVE = (
+    "embedding ids cannot be negative (a negative padding_idx is normalised on the module, the ids themselves "
+    "are not): pad with a real id such as padding_idx"
+)
+# ---------------------------------------------------------------- binary_cross_entropy
+BCE_LOGITS = (
+    "the input must be probabilities in [0, 1], not logits: pass the raw logits to nn.BCEWithLogitsLoss / "
+    "F.binary_cross_entropy_with_logits (numerically stable), or apply torch.sigmoid first"
+)
+BCE_NAN_INPUT = (
+    "the input holds NaN: the model's outputs diverged or the data has NaN "
+    "(lower the learning rate, clip gradients, check the inputs with torch.isfinite)"
+)
+BCE_MASK_PIXELS = "targets look like 0..255 mask pixels: divide by 255 or binarise with (mask > 0).float()"
+BCE_MULTICLASS = "for integer class labels with more than two classes use CrossEntropyLoss instead"
+BCE_NEGATIVE_TARGETS = "targets cannot be negative: mask padding (-1/-100) out with a weight instead"
+BCE_SCALE_TARGETS = "scale the targets into [0, 1] (label smoothing must stay inside [0, 1] too)"
+BCE_NAN_TARGET = "the target holds NaN: check how the labels are built"
+# ---------------------------------------------------------------- validator-only families (worded here all the same)
+CTC_BLANK = (
+    "the targets contain the blank label {blank}, which CTC reserves: shift 0-based labels by one "
+    "(labels 1..C-1 with blank=0) or choose another blank index"
+)
+CTC_TOO_BIG = (
+    "log_probs has C={n_classes} classes but the targets reach {top}: the output layer needs one unit per "
+    "label plus one for blank"
+)
+CTC_NEGATIVE = "negative padding must lie beyond each target length (check target_lengths)"
+CTC_CPU_SILENT = "CPU PyTorch does not check this and silently returns a wrong loss"
+OFFSETS = (
+    "offsets are the start position of each bag in the flat input: build them with torch.cumsum of the bag "
+    "lengths, starting at 0 (offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)[:-1]]))"
+)
+INDEX_TOO_BIG = (
+    "{where} but the index reaches {top}: indices are 0-based, so the largest valid one is {last} "
+    "(off by one? a length computed before filtering?)"
+)
+INDEX_NO_NEGATIVES = (
+    "this call does not accept negative indices (x[idx] does): wrap them with idx % size if you meant "
+    "counting from the end"
+)
+INDEX_NEGATIVE_FLOOR = "negative indices count from the end and stop at {lowest}"
+PROBS_NONFINITE = (
+    "the probabilities hold NaN/inf, usually from NaN/inf logits (fp16 overflow, dividing by temperature=0, "
+    "weights that diverged): check torch.isfinite(logits).all() before softmax, sample in float32, and use "
+    "argmax for greedy decoding instead of temperature 0"
+)
+PROBS_NEGATIVE = "weights cannot be negative: pass probabilities (softmax(logits)), not raw logits"
+PROBS_ZERO_ROWS = (
+    "a row with all-zero weights has nothing to sample (every candidate masked out by top-k/top-p or -inf "
+    "masking, or probabilities that underflowed): keep at least one candidate per row, add a small epsilon, "
+    "or fall back to argmax for such rows"
+)
+BERNOULLI_RANGE = (
+    "p must be probabilities in [0, 1]: apply torch.sigmoid to logits, or clamp(0, 1) after arithmetic "
+    "that can overshoot"
+)
+BERNOULLI_NAN = "p holds NaN: find where it comes from (torch.isfinite)"
+ONE_HOT_NEGATIVE = (
+    "one_hot cannot encode negative labels (often -1/-100 padding): encode only the valid positions, "
+    "e.g. F.one_hot(t.clamp(min=0), C) * (t >= 0).unsqueeze(-1)"
+)
+ONE_HOT_TOO_BIG = (
+    "num_classes={num_classes} but the labels reach {top}: pass num_classes={more} if there are that many "
+    "classes, or remap the labels to 0..{last} (1-based labels: subtract 1)"
+)
+REPEATS_NEGATIVE = (
+    "repeat counts cannot be negative: clamp(min=0) them or find where they go below 0 "
+    "(lengths computed as end - start with swapped ends?)"
+)
+OUTPUT_SIZE = "pass output_size={required}, or leave it out (PyTorch then computes it, with one sync)"
+
+_PADDING_VALUES = (-1, -100)
+
+
+@dataclass(frozen=True)
+class LabelFacts:
+    """Class labels outside ``0..n_classes-1``: what every path knows about them."""
+
+    bad: tuple[int, ...]  # distinct bad (integer) values
+    n_classes: int
+    ignore_index: int | None = None
+    dense: bool = False  # segmentation masks (N×H×W), not one label per sample
+    declared: int | None = None  # how many classes the data says there are
+    declared_by: str = "dataset"  # a key of DECLARED
+    non_integer: bool = False  # some labels are fractions, NaN or inf
+
+
+@dataclass(frozen=True)
+class TokenFacts:
+    """Ids outside ``0..num_embeddings-1`` given to an embedding."""
+
+    bad: tuple[int, ...]
+    num_embeddings: int
+    tokenizer_size: int | None = None  # len(tokenizer), when known
+    config_vocab: int | None = None  # the model config's vocab_size, when known
+
+
+@dataclass(frozen=True)
+class BceFacts:
+    """binary_cross_entropy's input or target outside [0, 1]."""
+
+    argument: str  # "input" or "target"
+    lo: float  # finite minimum
+    hi: float  # finite maximum
+    has_nan: bool
+    whole: bool = False  # the finite values outside [0, 1] are all whole numbers
+
+
+Facts = Union[LabelFacts, TokenFacts, BceFacts]
+
+
+def _join(clauses: Sequence[str]) -> str:
+    return "; ".join(clauses)
+
+
+def class_labels(f: LabelFacts) -> str:
+    """The fix for class labels outside ``0..n_classes-1`` (``ignore_index`` excepted)."""
+    clauses = [NOT_INTEGER_LABELS] if f.non_integer else []
+    too_big = [v for v in f.bad if v >= f.n_classes]
+    negative = sorted({v for v in f.bad if v < 0})
+    if 255 in too_big and f.ignore_index != 255:
+        clauses.append(VOC_VOID)
+    top = max((v for v in too_big if v != 255), default=None)
+    if top is not None:
+        if f.declared is not None and f.n_classes < f.declared and top < f.declared:
+            text = DECLARED.get(f.declared_by, DECLARED["dataset"]).format(declared=f.declared)
+            clauses.append(DECLARED_CLASSES.format(declared_text=text, n_classes=f.n_classes, declared=f.declared))
+        else:
+            template = ONE_MORE_CLASS if top == f.n_classes else REMAP_LABELS
+            clauses.append(template.format(top=top, n_classes=f.n_classes, more=top + 1, last=f.n_classes - 1))
+        if f.dense and top < 255:
+            clauses.append(NEAREST_RESIZE)
+    now = "none is set" if f.ignore_index is None else f"now {f.ignore_index}"
+    clauses += [PADDING_LABEL.format(now=now, value=v) for v in negative if v in _PADDING_VALUES]
+    if any(v not in _PADDING_VALUES for v in negative):
+        clauses.append(NEGATIVE_LABELS)
+    return _join(clauses)
+
+
+def token_ids(f: TokenFacts) -> str:
+    """The fix for ids outside ``0..num_embeddings-1``."""
+    clauses = []
+    too_big = [v for v in f.bad if v >= f.num_embeddings]
+    if too_big:
+        top = max(too_big)
+        if f.tokenizer_size is not None and f.num_embeddings < f.tokenizer_size and top < f.tokenizer_size:
+            clauses.append(TOKENIZER_RESIZE.format(tokenizer_size=f.tokenizer_size, num=f.num_embeddings))
+        elif f.tokenizer_size is None and f.config_vocab is not None and top >= f.config_vocab:
+            clauses.append(CONFIG_VOCAB.format(vocab=f.config_vocab))
+        else:
+            clauses.append(EMBEDDING_TOO_BIG.format(num=f.num_embeddings, last=f.num_embeddings - 1, top=top,
+                                                    more=top + 1))
+    if -100 in f.bad:
+        clauses.append(EMBEDDING_MINUS_100)
+    if any(v < 0 and v != -100 for v in f.bad):
+        clauses.append(EMBEDDING_NEGATIVE)
+    return _join(clauses)
+
+
+def bce(f: BceFacts) -> str:
+    """The fix for binary_cross_entropy's input or target outside [0, 1] (or NaN)."""
+    outside = f.lo < 0 or f.hi > 1
+    if f.argument == "input":
+        return _join(([BCE_LOGITS] if outside else []) + ([BCE_NAN_INPUT] if f.has_nan else []))
+    clauses = []
+    if outside and f.whole:
+        if 1 < f.hi <= 255:
+            clauses.append(BCE_MASK_PIXELS)
+        if f.hi > 1:
+            clauses.append(BCE_MULTICLASS)
+        if f.lo < 0:
+            clauses.append(BCE_NEGATIVE_TARGETS)
+    elif outside:
+        clauses.append(BCE_SCALE_TARGETS)
+    if f.has_nan:
+        clauses.append(BCE_NAN_TARGET)
+    return _join(clauses)
+
+
+#: Which facts (and so which wording) each cause id takes.
+FAMILIES: dict[str, type] = {
+    **dict.fromkeys((
+        "nll_loss_target_out_of_range", "nll_loss_target_out_of_range_no_reduce",
+        "thcunn_class_nll_target_out_of_range", "nll_loss2d_target_out_of_range",
+        "nll_loss2d_target_out_of_range_no_reduce", "thcunn_spatial_class_nll_target_out_of_range",
+        "multi_margin_target_out_of_range",
+    ), LabelFacts),
+    **dict.fromkeys((
+        "index_select_out_of_range", "thc_index_select_out_of_range", "embedding_bag_index_out_of_range",
+    ), TokenFacts),
+    **dict.fromkeys(("bce_input_out_of_range", "thcunn_bce_input_out_of_range",
+                     "thcunn_bce_no_reduce_input_out_of_range", "bce_target_out_of_range"), BceFacts),
+}
+
+
+def fix(cause_id: str, facts: Facts) -> str:
+    """The specific fix for ``cause_id`` from ``facts``; raises TypeError when they are the wrong kind."""
+    family = FAMILIES.get(cause_id)
+    if family is None or not isinstance(facts, family):
+        raise TypeError(f"no fix wording for {cause_id} from {type(facts).__name__}")
+    if isinstance(facts, LabelFacts):
+        return class_labels(facts)
+    if isinstance(facts, TokenFacts):
+        return token_ids(facts)
+    return bce(facts)
