@@ -10,10 +10,11 @@ never as sites. Pure string work: no IPython, no torch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-from cudaassert_ipy.capture.assert_records import NO_DIM, Record, normalise_file, orphan_fragments, records
+from cudaassert_ipy.capture.assert_records import _MARK, NO_DIM, Record, normalise_file, orphan_fragments, records
 from cudaassert_ipy.wording import plural
 
 __all__ = [
@@ -105,10 +106,7 @@ class ScanResult:
     orphans: List[Orphan]
     unreadable: List[Tuple[Optional[str], str]]
     records: int
-
-    @property
-    def sites(self) -> List[AssertSite]:
-        return [s for sites in self.groups.values() for s in sites]
+    sites: List[AssertSite]  # every group's sites, in first-seen order
 
 
 def short_function(function: Optional[str]) -> Optional[str]:
@@ -142,24 +140,26 @@ def _is_candidate(line: str) -> bool:
     return "ssertion" in line or _FAILED in line or ": block: [" in line
 
 
-def _walk(text: str) -> Iterator[Tuple[str, List[Record], List[str]]]:
-    """``(first physical line, whole records, orphan fragments)`` for every line that holds any of them;
-    a line with a record marker and neither comes back with both empty (unreadable)."""
-    lines = text.splitlines()
+def _walk(lines: List[str], indices: Iterable[int],
+          taken: Optional[Set[int]] = None) -> Iterator[Tuple[int, List[Record], List[str]]]:
+    """``(index of the first physical line, whole records, orphan fragments)`` for every candidate line
+    (``indices``, ascending) that holds any of them; a line with a record marker and neither comes back
+    with both empty (unreadable). Lines in ``taken`` were read already and are not rejoined."""
     used = -1  # index of the last physical line that produced records
-    for i, line in enumerate(lines):
-        if i <= used or not _is_candidate(line):
+    for i in indices:
+        line = lines[i]
+        if i <= used:
             continue
         found, dropped = records(line) if "ssertion" in line else ([], 0)
         if found and not dropped:
             used = i
-            yield line, found, []
+            yield i, found, []
             continue
         if not found:
-            joined, lo, hi = _rejoin(lines, i, used)
+            joined, lo, hi = _rejoin(lines, i, used, taken or set())
             if joined:
                 used = hi
-                yield lines[lo], joined, []
+                yield lo, joined, []
                 continue
         fragments = orphan_fragments(line)
         for rec in found:
@@ -168,14 +168,16 @@ def _walk(text: str) -> Iterator[Tuple[str, List[Record], List[str]]]:
         if found:
             used = i
         if found or fragments or "ssertion `" in line or ": block: [" in line:
-            yield line, found, fragments
+            yield i, found, fragments
 
 
-def _rejoin(lines: List[str], i: int, used: int) -> Tuple[List[Record], int, int]:
+def _rejoin(lines: List[str], i: int, used: int, taken: Set[int]) -> Tuple[List[Record], int, int]:
     """Try ``lines[i]`` glued to up to two previous lines, or to the next ones (console wrap)."""
     for lo, hi in ((i - 1, i), (i - 2, i), (i, i + 1), (i, i + 2)):
-        if lo <= used or lo < 0 or hi >= len(lines):
+        if lo <= used or lo < 0 or hi >= len(lines) or any(n in taken for n in range(lo, hi + 1)):
             continue
+        if hi > i and records(lines[hi])[0]:
+            break  # the next line is whole on its own: it is no continuation of this one
         joined = "".join(lines[lo:hi + 1])
         if len(joined) > 4096:
             continue
@@ -191,60 +193,141 @@ def parse_lines(text: str) -> List[AssertLine]:
     Lines that fail alone but hold part of a record are retried joined with their neighbours,
     which recovers records a console wrapped at its width (``thr`` / ``ead: [215,0,0]``).
     """
-    return [AssertLine(*r) for _, found, _ in _walk(text) for r in found]
+    lines = text.splitlines()
+    candidates = [i for i, line in enumerate(lines) if _is_candidate(line)]
+    return [AssertLine(*r) for _, found, _ in _walk(lines, candidates) for r in found]
 
 
-def _fold(
-    records_: Iterable[Tuple[str, int, str, Optional[str], Optional[str], Dim3, Dim3, object]],
-) -> List[AssertSite]:
-    acc: dict = {}
-    for file, lineno, condition, function, message, block, thread, first in records_:
-        key = (file, lineno, condition)
-        entry = acc.get(key)
+def _dims_key(block: Dim3, thread: Dim3) -> str:
+    """The dims as the bulk path keeps them: the text between ``block: [`` and the thread's ``]``."""
+    return f"{block[0]},{block[1]},{block[2]}{_THREAD}{thread[0]},{thread[1]},{thread[2]}"
+
+
+class _Folder:
+    """Accumulates records into sites keyed by (file, line, condition), remembering first-seen order."""
+
+    def __init__(self) -> None:
+        self.acc: dict = {}
+
+    def add(self, rec: Record, order: int, dims: Iterable[str], count: int) -> None:
+        key = (rec[1], rec[2], rec[6])
+        entry = self.acc.get(key)
         if entry is None:
-            acc[key] = [first, function, message, 1, {(block, thread)}, {block}]
-            continue
-        entry[3] += 1
-        entry[4].add((block, thread))
-        entry[5].add(block)
-        if entry[1] is None and function is not None:
-            entry[1] = function
-        if entry[2] is None and message is not None:
-            entry[2] = message
-    sites = []
-    for (file, lineno, condition), (first, function, message, count, threads, blocks) in acc.items():
-        first = first if isinstance(first, AssertLine) else AssertLine(*first)
-        sites.append(AssertSite(file, lineno, function, condition, message, count, len(threads), len(blocks), first))
-    return sites
+            entry = self.acc[key] = [rec, rec[3], rec[7], 0, set(), order]
+        entry[3] += count
+        entry[4].update(dims)
+        if entry[1] is None and rec[3] is not None:
+            entry[1] = rec[3]
+        if entry[2] is None and rec[7] is not None:
+            entry[2] = rec[7]
+
+    def sites(self) -> List[Tuple[int, AssertSite]]:
+        out = []
+        for (file, lineno, condition), (first, function, message, count, dims, order) in self.acc.items():
+            blocks = {d.partition("]")[0] for d in dims}
+            first = first if isinstance(first, AssertLine) else AssertLine(*first)
+            out.append((order, AssertSite(file, lineno, function, condition, message, count, len(dims),
+                                          len(blocks), first)))
+        return out
 
 
 def fold(lines: Iterable[AssertLine]) -> List[AssertSite]:
     """One ``AssertSite`` per (file, line, condition), in first-seen order."""
-    return _fold((a.file, a.line, a.condition, a.function, a.message, a.block, a.thread, a) for a in lines)
+    folder = _Folder()
+    for n, a in enumerate(lines):
+        rec = (a.path, a.file, a.line, a.function, a.block, a.thread, a.condition, a.message, a.printf, a.raw)
+        folder.add(rec, n, (_dims_key(a.block, a.thread),), 1)
+    return [site for _, site in sorted(folder.sites(), key=lambda p: p[0])]
 
 
-def _fold_records(recs: Iterable[Record]) -> List[AssertSite]:
-    return _fold((r[1], r[2], r[6], r[3], r[7], r[4], r[5], r) for r in recs)
+_THREAD = "], thread: ["
+_DIMS = re.compile(r"\d+, ?\d+, ?\d+\], thread: \[\d+, ?\d+, ?\d+", re.ASCII)
+
+
+def _bulk(lines: List[str]) -> Tuple[Dict[Tuple[str, str], List[int]], List[int]]:
+    """Split the lines: single-record lines grouped by the text around their dims (a template: only the
+    dims differ between a kernel's threads), and the indices of every other candidate line."""
+    templates: Dict[Tuple[str, str], List[int]] = {}
+    rest: List[int] = []
+    mark, thread, failed = _MARK, _THREAD, _FAILED
+    for n, line in enumerate(lines):
+        i = line.find(mark)
+        if i < 0:
+            if "ssertion" in line or failed in line:
+                rest.append(n)
+            continue
+        k = line.find(thread, i)
+        j = line.find("]", k + 12) if k > 0 else -1
+        if j < 0:
+            rest.append(n)
+            continue
+        key = (line[:i], line[j:])
+        found = templates.get(key)
+        if found is None:
+            templates[key] = [n]
+        else:
+            found.append(n)
+    return templates, rest
+
+
+def _template_record(key: Tuple[str, str], lines: List[str], indices: List[int]) -> Optional[Tuple[Record, List[str]]]:
+    """The template's record and every line's dims, or None when the template is not one whole record."""
+    head, tail = key
+    if _MARK in tail or "\x1b" in head or "\x1b" in tail or "Device-side assertion" in head + tail:
+        return None
+    start, cut = len(head) + len(_MARK), len(tail)
+    dims = [lines[n][start:len(lines[n]) - cut] for n in indices]
+    if not all(_DIMS.fullmatch(d) for d in set(dims)):
+        return None
+    found, dropped = records(lines[indices[0]])
+    if len(found) != 1 or dropped:
+        return None
+    return found[0], [d.replace(" ", "") if " " in d else d for d in dims]
 
 
 def scan(text: str) -> List[AssertSite]:
     """``fold(parse_lines(text))``, without building an ``AssertLine`` for every thread."""
-    return _fold_records(r for _, found, _ in _walk(text) for r in found)
+    return scan_all(text).sites
 
 
 def scan_all(text: str, group: Optional[Callable[[str], Optional[str]]] = None) -> ScanResult:
     """Sites folded per group (``group(physical line)``, e.g. the rank a launcher prefix names), plus
-    orphan fragments and the lines that held a record marker but nothing whole."""
-    per: Dict[Optional[str], List[Record]] = {}
+    orphan fragments and the lines that held a record marker but nothing whole.
+
+    Most lines are one thread's copy of a record that differs from the others only in its dims:
+    those are grouped by the text around the dims first, and each group is parsed once.
+    """
+    lines = text.splitlines()
+    templates, rest = _bulk(lines)
+    folders: Dict[Optional[str], _Folder] = {}
+    count = 0
+    taken: Set[int] = set()
+    for key, indices in templates.items():
+        parsed = _template_record(key, lines, indices)
+        if parsed is None:
+            rest.extend(indices)
+            continue
+        taken.update(indices)
+        rec, dims = parsed
+        label = group(lines[indices[0]]) if group is not None else None
+        folders.setdefault(label, _Folder()).add(rec, indices[0], dims, len(dims))
+        count += len(dims)
     orphans: List[Orphan] = []
     unreadable: List[Tuple[Optional[str], str]] = []
-    count = 0
-    for line, found, fragments in _walk(text):
-        key = group(line) if group is not None else None
+    for n, found, fragments in _walk(lines, sorted(rest), taken):
+        label = group(lines[n]) if group is not None else None
         if found:
-            per.setdefault(key, []).extend(found)
+            folder = folders.setdefault(label, _Folder())
+            for rec in found:
+                folder.add(rec, n, (_dims_key(rec[4], rec[5]),), 1)
             count += len(found)
-        orphans.extend(Orphan(f, line, key) for f in fragments)
+        orphans.extend(Orphan(f, lines[n], label) for f in fragments)
         if not found and not fragments:
-            unreadable.append((key, line))
-    return ScanResult({k: _fold_records(v) for k, v in per.items()}, orphans, unreadable, count)
+            unreadable.append((label, lines[n]))
+    groups = {}
+    everything = []
+    for label, folder in folders.items():
+        ordered = sorted(folder.sites(), key=lambda p: p[0])
+        groups[label] = [site for _, site in ordered]
+        everything += ordered
+    return ScanResult(groups, orphans, unreadable, count, [site for _, site in sorted(everything, key=lambda p: p[0])])

@@ -83,6 +83,7 @@ class _Caches:
     heads: ClassVar[dict] = {}
     tails: ClassVar[dict] = {}
     dims: ClassVar[dict] = {}
+    lines: ClassVar[dict] = {}  # (text before the block dims, text after the thread dims) -> record template
 
 
 def _dim3(text: str) -> Dim3:
@@ -196,9 +197,49 @@ def _marks(line: str) -> List[int]:
     return sorted(marks)
 
 
+_THREAD = "], thread: ["
+_TEMPLATE_MISS = (None,)
+
+
+def _fast(line: str, i: int) -> Optional[Tuple[List[Record], int]]:
+    """The common line, one record and nothing else: only its dims differ from the line before,
+    so everything else is looked up by the text around them. None when the line is not that simple."""
+    k = line.find(_THREAD, i)
+    j = line.find("]", k + len(_THREAD)) if k > 0 else -1
+    if j < 0 or line.find(_MARK, j) >= 0 or "\x1b" in line:
+        return None
+    key = (line[:i], line[j:])
+    template = _Caches.lines.get(key)
+    if template is None:
+        found = _one_record(line, i, len(line))
+        if found is None:
+            template = _TEMPLATE_MISS
+        else:
+            raw = found[9]
+            start = i - raw.find(_MARK)  # where the record starts in the line
+            template = (*found[:4], *found[6:9], raw[:i - start], raw[j - start:])
+        if len(_Caches.lines) > _CACHE_LIMIT:
+            _Caches.lines.clear()
+        _Caches.lines[key] = template
+    if template is _TEMPLATE_MISS:
+        return [], 1
+    try:
+        block, thread = _dim3(line[i + len(_MARK):k]), _dim3(line[k + len(_THREAD):j])
+    except ValueError:
+        return None
+    path, file, lineno, function, condition, message, printf, before, after = template
+    raw = before + line[i:j] + after
+    return [(path, file, lineno, function, block, thread, condition, message, printf, raw)], 0
+
+
 def records(line: str) -> Tuple[List[Record], int]:
     """Every whole record in one physical line (several when threads' output is glued), and how many
     record markers in it gave no whole record (cut off or spliced)."""
+    i = line.find(_MARK)
+    if i >= 0 and _HIP_MARK not in line:
+        fast = _fast(line, i)
+        if fast is not None:
+            return fast
     if "\x1b" in line:  # colour codes from a log prefixer would glue onto the path
         line = _ANSI.sub("", line)
     i = line.find(_MARK)

@@ -1,0 +1,167 @@
+"""Explain a saved log: every assertion site and CUDA error in it, diagnosed and grouped by rank.
+
+The same pieces as a live failure (``capture`` reads the lines, ``detection`` classifies the
+printed errors, ``diagnosis`` explains), with no exception object and no host facts: what the
+log says is all there is. Lines a launcher tagged (``[rank3]:``) are grouped by rank; the
+CUDA runtime's own assertion lines usually carry no tag, and when exactly one rank reported a
+device-side assert they are shown under it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from cudaassert_ipy.capture.assert_lines import AssertSite, Orphan, scan_all
+from cudaassert_ipy.diagnose.causes import GENERIC_ID, match_assert
+from cudaassert_ipy.diagnose.detection import Detection, Kind, classify_text, logged_exception
+from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
+from cudaassert_ipy.diagnose.evidence import Evidence
+from cudaassert_ipy.diagnose.recovered import recover
+from cudaassert_ipy.logs.errors import LoggedError, find_errors
+from cudaassert_ipy.logs.lines import interesting
+from cudaassert_ipy.logs.paste import Repaired, repair
+from cudaassert_ipy.logs.ranks import rank_label, sort_key, tag_end
+
+__all__ = ["Explanation", "Group", "explain_text"]
+
+# Paste damage is repaired only up to this size of relevant lines: pasted text is never larger, and
+# a 100 MB log was written by processes, not pasted (the repairs' scans would cost a second).
+PASTE_LIMIT = 8_000_000
+NO_EXCEPTION = "none printed in the log (only the kernel's assertion lines)"
+UNTAGGED_MOVED = (
+    "The kernel's assertion lines carry no rank tag; {label} is the only rank that reported a device-side "
+    "assert, so they are shown under it."
+)
+LOG_STATUS = (
+    "The GPU context of the process that printed this died: nothing on the GPU could be used again in that "
+    "process, so it had to be restarted."
+)
+SHARED_SITES = "The assertion lines carry no rank tag: they may come from any rank."
+
+
+@dataclass(frozen=True)
+class Group:
+    """What one rank (or the untagged part of the log) holds."""
+
+    label: str | None
+    diagnoses: tuple[Diagnosis, ...]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Everything found in one log, and what could not be read."""
+
+    source: str
+    groups: tuple[Group, ...]
+    sites: int  # assertion sites, recovered ones included
+    errors: int  # distinct CUDA error lines
+    repairs: tuple[str, ...]  # paste damage read through
+    spliced: tuple[Orphan, ...]  # fragments with no whole known condition
+    unreadable: tuple[str, ...]  # lines with an assertion marker and no whole record
+
+    @property
+    def found(self) -> bool:
+        return any(g.diagnoses for g in self.groups)
+
+
+def _dedupe(errors: list[LoggedError]) -> list[LoggedError]:
+    seen: set[tuple[str | None, str, str]] = set()
+    out = []
+    for e in errors:
+        key = (e.group, e.type_name.rsplit(".", 1)[-1], e.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out
+
+
+def _detect(e: LoggedError, assert_seen: bool) -> Detection | None:
+    return classify_text(e.type_name, e.message, assert_seen=assert_seen)
+
+
+def _cause_key(site: AssertSite) -> str:
+    cause = match_assert(site.condition, site.file, site.function)
+    return cause.id if cause is not None else f"{GENERIC_ID}:{site.condition}"
+
+
+def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_notes: list[str]) -> list[Diagnosis]:
+    """One diagnosis per cause; the first direct device-assert error is its exception, follow-ons are notes."""
+    main = next((d for d in detections if d.kind is Kind.DEVICE_ASSERT and not d.follow_on), None)
+    main = main or next((d for d in detections if d.kind is Kind.DEVICE_ASSERT), None)
+    notes = [d.note for d in detections if d.note and d is not main]
+    clusters: dict[str, list[AssertSite]] = {}
+    for site in sites:
+        clusters.setdefault(_cause_key(site), []).append(site)
+    out = []
+    for cluster in clusters.values():
+        det = main or Detection(Kind.DEVICE_ASSERT, logged_exception("", cluster[0].first.raw), cluster[0].first.raw)
+        d = diagnose(Evidence(detection=det, sites=tuple(cluster)))
+        changes: dict[str, object] = {"notes": (*extra_notes, *((main.note,) if main and main.note else ()),
+                                                *notes, *d.notes)}
+        if main is None:
+            changes.update(exception_line=NO_EXCEPTION, exception_text="")
+        out.append(dataclasses.replace(d, **changes))  # type: ignore[arg-type]
+    return out
+
+
+def _error_diagnoses(detections: list[Detection]) -> list[Diagnosis]:
+    return [diagnose(Evidence(detection=d)) for d in detections]
+
+
+def _in_log_words(d: Diagnosis) -> Diagnosis:
+    """A log's process is gone: say what happened to it, not 'restart the kernel'."""
+    return dataclasses.replace(d, status=LOG_STATUS) if d.context_dead else d
+
+
+def explain_text(text: str, source: str = "log") -> Explanation:
+    """Read a whole log (or pasted text) and explain what it holds."""
+    lines = interesting(text)
+    fixed = repair(lines) if len(lines) <= PASTE_LIMIT else Repaired(lines)
+    scanned = scan_all(fixed.text, group=rank_label)
+    errors = _dedupe(find_errors(fixed.text, rank_label, tag_end))
+    sites: dict[str | None, list[AssertSite]] = {k: list(v) for k, v in scanned.groups.items()}
+    spliced: list[Orphan] = []
+    for label in {o.group for o in scanned.orphans}:
+        found, unread = recover([o for o in scanned.orphans if o.group == label], sites.get(label, []))
+        spliced += unread
+        if found:
+            sites.setdefault(label, []).extend(found)
+    labels = sorted({*sites, *(e.group for e in errors)}, key=sort_key)
+    notes: dict[str | None, list[str]] = {label: [] for label in labels}
+    untagged = sites.get(None, [])
+    if untagged and not any(k is not None for k in sites):
+        asserting = [lab for lab in labels if lab is not None and any(
+            (d := _detect(e, True)) is not None and d.kind is Kind.DEVICE_ASSERT and not d.follow_on
+            for e in errors if e.group == lab)]
+        if len(asserting) == 1:
+            sites[asserting[0]] = sites.pop(None)
+            notes[asserting[0]].append(UNTAGGED_MOVED.format(label=asserting[0]))
+            untagged = []
+    groups = []
+    explained: set[tuple[str, str]] = set()
+    for label in labels:
+        own = sites.get(label, [])
+        shared = own or (untagged if label is not None else [])
+        dets = []
+        for e in errors:
+            if e.group == label and (d := _detect(e, bool(shared))) is not None:
+                dets.append(d)
+                explained.add((e.type_name.rsplit(".", 1)[-1], e.message))
+        if own:
+            diagnoses = _site_diagnoses(own, dets, notes[label])
+        elif shared and dets:
+            diagnoses = _site_diagnoses(shared, dets, [SHARED_SITES])
+        else:
+            diagnoses = _error_diagnoses(dets)
+        if diagnoses:
+            groups.append(Group(label, tuple(_in_log_words(d) for d in diagnoses)))
+    return Explanation(
+        source=source,
+        groups=tuple(groups),
+        sites=sum(len(v) for v in sites.values()),
+        errors=len(explained),
+        repairs=tuple(fixed.repairs),
+        spliced=tuple(spliced),
+        unreadable=tuple(line for _, line in scanned.unreadable),
+    )
