@@ -8,19 +8,20 @@ Imports neither IPython nor ipywidgets: the script runner and the log explainer 
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.diagnose.gpu_state import GpuState, describe, describe_parts
 from cudaassert_ipy.view.style import ACCENTS, block, box, escape
 from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["Banner", "Report", "banner_text", "cause_html", "details_html", "evidence_html", "gpu_html", "gpu_line",
-           "header_html", "headline_bundle", "samples_html", "to_html", "to_markdown", "to_text"]
+           "header_html", "headline_bundle", "to_html", "to_markdown", "to_text"]
 
-GpuInput = Union[str, GpuState, None]
+if TYPE_CHECKING:  # the NVML module is imported only when there is a snapshot to show (not on %load_ext)
+    from cudaassert_ipy.diagnose.gpu_state import GpuState
+
+GpuInput = Union[str, "GpuState", None]
 DETAILS = "Details"
-SAMPLES = "Bad samples"
 
 BANNER = (
     "{prefix} This failure is a consequence of the dead GPU context (since cell {cell}: {title}). "
@@ -42,7 +43,11 @@ def banner_text(original: Diagnosis) -> str:
 
 def gpu_line(gpu_state: GpuInput) -> str | None:
     """The one-line form the text and markdown reports take."""
-    return describe(gpu_state) if isinstance(gpu_state, GpuState) else gpu_state
+    if gpu_state is None or isinstance(gpu_state, str):
+        return gpu_state
+    from cudaassert_ipy.diagnose.gpu_state import describe
+
+    return describe(gpu_state)
 
 
 def _user_line(d: Diagnosis) -> str | None:
@@ -60,8 +65,6 @@ def to_text(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     lines += [f"What it means: {d.explanation}", "", f"Fix: {d.fix}"]
     if _user_line(d):
         lines += ["", f"Your code: {_user_line(d)}"]
-    if d.samples:
-        lines += ["", f"{SAMPLES}:"] + [f"  {s}" for s in d.samples]
     if d.assert_sites:
         lines += ["", "Kernel assertion (folded):"] + [f"  {s}" for s in d.assert_sites]
     if d.facts:
@@ -81,8 +84,6 @@ def to_markdown(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     out += [f"**What it means:** {d.explanation}", "", f"**Fix:** {d.fix}", ""]
     if _user_line(d):
         out += [f"**Your code:** `{_user_line(d)}`", ""]
-    if d.samples:
-        out += [f"**{SAMPLES}:**", ""] + [f"- {s}" for s in d.samples] + [""]
     if d.assert_sites:
         out += ["**Kernel assertion:**", "", "```", *list(d.assert_sites), "```", ""]
     if d.facts:
@@ -134,17 +135,14 @@ def evidence_html(d: Diagnosis) -> str:
     return block(*parts)
 
 
-def samples_html(d: Diagnosis) -> str:
-    """Which dataset samples hold the bad values (the DataLoader bookmark); empty when none were checked."""
-    if not d.samples:
-        return ""
-    items = "".join(f"<li>{escape(s)}</li>" for s in d.samples)
-    return block(f'<div class="ca-label">{SAMPLES}</div>', f'<ul class="cudaassert-samples">{items}</ul>')
-
-
 def gpu_html(gpu_state: GpuInput) -> str:
     """NVML's view, one row per line (or the one line saying why it is unavailable)."""
-    rows = describe_parts(gpu_state) if isinstance(gpu_state, GpuState) else [str(gpu_state)]
+    if gpu_state is None or isinstance(gpu_state, str):
+        rows = [str(gpu_state)]
+    else:
+        from cudaassert_ipy.diagnose.gpu_state import describe_parts
+
+        rows = describe_parts(gpu_state)
     body = "<br>".join(escape(r) for r in rows)
     return block('<div class="ca-label">GPU state</div>', f'<div class="ca-muted">{body}</div>')
 
@@ -160,7 +158,7 @@ def details_html(d: Diagnosis) -> str:
 
 def to_html(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     """The whole report as one self-contained output (inline styles): the panel's sections, Details collapsed."""
-    body = [header_html(d), cause_html(d), samples_html(d), evidence_html(d)]
+    body = [header_html(d), cause_html(d), evidence_html(d)]
     if gpu_state is not None:
         body.append(gpu_html(gpu_state))
     body.append(f"<details><summary>{DETAILS}</summary>{details_html(d)}</details>")
