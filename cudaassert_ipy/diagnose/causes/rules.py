@@ -13,6 +13,7 @@ from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, RuleEntry
 from cudaassert_ipy.diagnose.causes.rule_bce import bce
 from cudaassert_ipy.diagnose.causes.rule_labels import class_labels
 from cudaassert_ipy.diagnose.causes.rule_tokens import token_ids
+from cudaassert_ipy.diagnose.causes.rule_triton import triton_size
 from cudaassert_ipy.wording import error_line
 
 __all__ = ["RULES", "RULE_FAILED", "Case", "Finding", "RuleEntry", "find"]
@@ -25,6 +26,7 @@ RULES: tuple[RuleEntry, ...] = (
     RuleEntry("class_labels", frozenset({"class_target_out_of_range"}), class_labels),
     RuleEntry("token_ids", frozenset({"embedding_or_index_select_out_of_range"}), token_ids),
     RuleEntry("bce", frozenset({"bce_range"}), bce),
+    RuleEntry("triton_size", frozenset({"inductor_triton_index_out_of_bounds"}), triton_size),
 )
 
 
