@@ -37,7 +37,7 @@ SETUP = [
     "from fake_cuda_session import make_batch, cross_entropy\nlogits, labels = make_batch()",
 ]
 FAILING = "loss = cross_entropy(logits, labels)"
-REPORT = "__import__('cudaassert_ipy.restart.replay').replay.last_report()"
+REPORT = "__import__('cudaassert_ipy.shell.resume').shell.resume.last_report()"
 READY_GOAL = 3.5  # seconds: the auto-restart range measured in reference/jupyter-mechanics.md B
 
 

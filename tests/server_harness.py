@@ -188,7 +188,7 @@ class WsKernel:
     def execute(self, code: str, cell_id: str | None = None, timeout: float = 120) -> tuple[dict, list[dict]]:
         msg_id = self.send("shell", "execute_request",
                            {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                            "allow_stdin": False, "stop_on_error": True},
+                            "allow_stdin": True, "stop_on_error": True},  # as JupyterLab sends it
                            {"cellId": cell_id} if cell_id else {})
         return self.collect(msg_id, timeout)
 

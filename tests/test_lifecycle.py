@@ -136,3 +136,90 @@ def test_misuse_raises_usage_error_with_the_fix(loaded, shell, line, fix):
     with pytest.raises(UsageError) as err:
         shell.run_line_magic("cudaassert", line)
     assert fix in str(err.value)
+
+
+# -- the whole footprint, with the fd tap on, in a fresh and in a resumed kernel --------------------------
+# A separate process (pytest's own fd capture must not be re-plumbed), with plain IPython: the tap, the
+# dead-context printer (the GPU double kills the pretend context), validators, the resume plan, the stub's
+# claim and the Replayer's hook all take part; after `%unload_ext cudaassert` IPython must be as found.
+# Deliberately not compared: os.environ keys a resume plan sets (CUDA_LAUNCH_BLOCKING is read once, at
+# CUDA's start, so unsetting it would only lie to child processes) and the user's namespace.
+FOOTPRINT = r'''
+import json, os, subprocess, sys, threading
+from IPython.core.interactiveshell import InteractiveShell
+from cudaassert_ipy.shell import registry
+
+ip = InteractiveShell.instance()
+for name in ("load_ext", "unload_ext", "reload_ext", "config"):
+    ip.find_line_magic(name)
+
+def snapshot(skip_env=()):
+    fmt = ip.display_formatter.formatters
+    torch = sys.modules.get("torch")
+    return {
+        "events": {e: [repr(c) for c in cbs] for e, cbs in ip.events.callbacks.items()},
+        "magics": {k: sorted(v) for k, v in ip.magics_manager.magics.items()},
+        "registry": sorted(ip.magics_manager.registry),
+        "configurables": [id(c) for c in ip.configurables],
+        "formatters": {m: [sorted(map(repr, f.type_printers)), sorted(map(repr, f.deferred_printers))]
+                       for m, f in fmt.items()},
+        "loaded": sorted(ip.extension_manager.loaded),
+        "fds": {fd: list(os.fstat(fd)[:3]) for fd in (0, 1, 2)},
+        "threads": sorted(t.name for t in threading.enumerate()),
+        "env": {k: v for k, v in os.environ.items() if k not in skip_env},
+        "extensions": registry.count(),
+        "function_modes": torch._C._len_torch_function_stack() if torch is not None else 0,
+    }
+
+def diff(a, b):
+    return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+
+def story():
+    assert ip.run_cell("import torch\nfrom fake_cuda_session import make_batch, cross_entropy\n"
+                       "logits, labels = make_batch()", store_history=True).success
+    assert not ip.run_cell("loss = cross_entropy(logits, labels)", store_history=True).success
+    assert ip.find_line_magic("cudaassert").__self__.ext.state.dead
+
+case = sys.argv[1]
+before = snapshot()
+ip.run_line_magic("load_ext", "cudaassert")
+assert registry.active(ip).tap is not None, "the fd tap must be on for this test"
+story()
+if case == "fresh":
+    ip.run_line_magic("unload_ext", "cudaassert")
+    print(json.dumps(diff(before, snapshot())))
+    sys.exit(0)
+ip.run_line_magic("cudaassert", "restart")  # a terminal: the plan is armed
+ip.run_line_magic("unload_ext", "cudaassert")  # the old kernel ends
+plans = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "cudaassert")
+(plan,) = [os.path.join(plans, n) for n in os.listdir(plans) if n.startswith("plan-")]
+data = json.load(open(plan))
+gone = subprocess.Popen(["true"])
+gone.wait()
+data["writer_pid"] = gone.pid  # the writer is gone, as after a restart
+with open(plan, "w") as f:
+    json.dump(data, f)
+ip.reset(new_session=False)
+before = snapshot()
+stub = os.path.join(ip.profile_dir.startup_dir, "00-cudaassert-resume.py")
+exec(compile(open(stub).read(), stub, "exec"), ip.user_ns)
+ext = registry.active(ip)
+assert ext is not None and ext.resumed is not None and not os.path.exists(plan), "the plan was not claimed"
+if case == "resumed-replayed":
+    ip.run_cell("x = 1", store_history=True)  # the Replayer runs, turns validators on, and removes itself
+    assert ext.resumed.report["replayed"] == 1 and ext.validators_on()
+ip.run_line_magic("unload_ext", "cudaassert")
+print(json.dumps(diff(before, snapshot(skip_env=("CUDA_LAUNCH_BLOCKING", "CUDAASSERT_VALIDATORS")))))
+'''
+
+
+@pytest.mark.parametrize("case", ["fresh", "resumed-before-its-first-cell", "resumed-replayed"])
+def test_unload_leaves_ipython_exactly_as_found_with_the_tap_on_also_in_a_resumed_kernel(tmp_path, case):
+    from conftest import TESTS, kernel_env
+
+    env = kernel_env(JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"), IPYTHONDIR=str(tmp_path / "ipython"),
+                     CUDAASSERT_TEST_PRETEND_GPU="1")
+    out = subprocess.run([sys.executable, "-c", FOOTPRINT, case], capture_output=True, text=True, timeout=180,
+                         env=env, cwd=TESTS)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "{}", out.stdout[-3000:]

@@ -115,9 +115,10 @@ def test_the_panels_restart_on_cpu_button_restarts_and_replays_on_the_cpu(server
         server.rest("DELETE", f"api/kernels/{kid}")
 
 
-ARM = ("from cudaassert_ipy import extension, frontend, restart\n"
-       "fe = frontend.detect(get_ipython())\nprint(fe.kind, fe.key == fe.kernel_id)\n"
-       "restart.request_restart(extension.current(), frontend=frontend.Frontend('vscode', fe.key, fe.kernel_id))")
+ARM = ("from cudaassert_ipy.shell import extension\nfrom cudaassert_ipy.restart import frontend, request\n"
+       "fe = frontend.detect(get_ipython())\nprint(fe.kind.value, fe.key == fe.kernel_id)\n"
+       "request.request_restart(extension.current(), frontend.Frontend(frontend.FrontendKind.VSCODE, fe.key, "
+       "fe.kernel_id))")
 
 
 def test_two_kernels_in_one_profile_do_not_cross_and_a_plain_crash_replays_nothing(server):
@@ -189,11 +190,15 @@ def test_a_kernel_that_crashes_during_the_replay_comes_back_plain_and_never_loop
 def test_the_kernel_asks_its_server_whether_it_knows_the_kernel_id(server):
     kid = server.start_kernel()
     try:
-        info = json.loads(next(server.runtime.glob("jpserver-*.json")).read_text())
-        assert frontend.check_server(info, kid) == ("ok", "")
-        assert frontend.check_server({**info, "token": "wrong"}, kid) == ("refused", "HTTP 403")
-        assert frontend.check_server(info, str(uuid.uuid4())) == ("unknown", "HTTP 404")
-        verdict, why = frontend.check_server({**info, "url": "http://127.0.0.1:9/"}, kid, timeout=2)
+        runtime_file = next(server.runtime.glob("jpserver-*.json"))
+        info = json.loads(runtime_file.read_text())
+        ref = frontend.ServerRef(info["url"], runtime_file)
+        assert frontend.check_server(ref, kid) == ("ok", "")
+        wrong = server.home / "jpserver-wrong.json"
+        wrong.write_text(json.dumps({**info, "token": "wrong"}))
+        assert frontend.check_server(frontend.ServerRef(info["url"], wrong), kid) == ("refused", "HTTP 403")
+        assert frontend.check_server(ref, str(uuid.uuid4())) == ("unknown", "HTTP 404")
+        verdict, why = frontend.check_server(frontend.ServerRef("http://127.0.0.1:9/", runtime_file), kid, timeout=2)
         assert verdict == "unreachable" and why
     finally:
         server.rest("DELETE", f"api/kernels/{kid}")
@@ -264,3 +269,68 @@ def test_without_a_server_the_plan_waits_for_a_manual_restart_of_the_same_kernel
         assert out.rstrip().endswith("1 False")  # --no-replay: the environment, no cells
     finally:
         stop(km, kc)
+
+
+# -- issue #15: the server's token and the kernel's HMAC key stay out of everything we show or write ----------
+REPRS = ("from cudaassert_ipy import last_diagnosis\n"
+         "from cudaassert_ipy.shell import extension\n"
+         "from cudaassert_ipy.restart import frontend, request\n"
+         "ext = extension.current()\nfe = frontend.detect(get_ipython())\n"
+         "plan = request.build_plan(ext, fe, request.Mode.DEBUG, ext.history.plan(request.failing_record(ext)))\n"
+         "for obj in (fe, fe.server, str(fe.server), plan, plan.to_json(), ext, vars(ext), ext.config, ext.state,\n"
+         "            ext.history, ext.watcher, vars(ext.watcher), ext.last, last_diagnosis(), ext.resumed,\n"
+         "            request.actions_for(ext, ext.last, fe)):\n"
+         "    print(repr(obj))\n"
+         "print(fe.kind.value, fe.server is not None)")
+
+
+def assert_no_secret(text: str, secrets: dict[str, str], where: str) -> None:
+    for name, secret in secrets.items():
+        assert secret not in text, f"the {name} appears in {where}"
+
+
+def test_no_output_repr_or_file_of_ours_holds_the_server_token_or_the_kernel_key(server):
+    kid = server.start_kernel()
+    k = WsKernel(server, kid)
+    connection = json.loads((server.runtime / f"kernel-{kid}.json").read_text())
+    secrets = {"server token": server.token, "kernel HMAC key": connection["key"]}
+    assert len(server.token) >= 16 and len(connection["key"]) >= 16
+    seen: list[str] = []
+    try:
+        seen.append(json.dumps(run_story(k)))  # the failure report: text, HTML, the panel's widget state
+        for line in ("%cudaassert status", "%cudaassert explain", "%cudaassert setup", "%cudaassert setup show"):
+            reply, messages = k.execute(line)
+            assert reply["status"] == "ok", text_of(messages)
+            seen.append(json.dumps(messages))
+        reply, messages = k.execute(REPRS)
+        assert reply["status"] == "ok", text_of(messages)
+        assert text_of(messages).rstrip().endswith("server True")  # a ServerRef was among them
+        reprs = text_of(messages)
+        seen.append(json.dumps(messages))
+        _, messages = k.execute(ARM)  # an armed plan stays on disk: read it as written
+        seen.append(json.dumps(messages))
+        seen.append((server.runtime / "cudaassert" / f"plan-{kid}.json").read_text())
+        pid, restarts = k.pid(), k.restarts
+        _, messages = k.execute("%cudaassert restart")
+        seen.append(json.dumps(messages))
+        k.wait_for_new_process(pid, restarts)
+        _, messages = k.execute(FAILING[1], FAILING[0])  # the replay, then the validator's report
+        assert "[cudaassert] Replayed 3 setup cell(s) in " in text_of(messages)
+        seen.append(json.dumps(messages))
+        for line in ("%cudaassert status", REPRS):
+            reply, messages = k.execute(line)
+            assert reply["status"] == "ok", text_of(messages)
+            seen.append(json.dumps(messages))
+        assert "restarted by cudaassert: debug mode" in seen[-2]
+        for i, text in enumerate(seen):
+            assert_no_secret(text, secrets, f"output #{i}")
+        ours = [*(server.runtime / "cudaassert").iterdir(), *server.startup_dir.iterdir()]
+        assert {p.name for p in ours} >= {"resume.log"}
+        for path in ours:
+            if path.is_file():
+                assert_no_secret(path.read_text(errors="replace"), secrets, str(path))
+        assert_no_secret(server.log_text(), {"kernel HMAC key": connection["key"]}, "the server log")
+        assert f"ServerRef('{server.url}')" in reprs  # its repr is the URL
+    finally:
+        k.close()
+        server.rest("DELETE", f"api/kernels/{kid}")
