@@ -15,13 +15,14 @@ from cudaassert_ipy.view.style import ACCENTS, block, box, escape
 from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["Banner", "Report", "banner_text", "cause_html", "details_html", "evidence_html", "gpu_html", "gpu_line",
-           "header_html", "headline_bundle", "to_html", "to_markdown", "to_text"]
+           "header_html", "headline_bundle", "samples_html", "to_html", "to_markdown", "to_text"]
 
 if TYPE_CHECKING:  # the NVML module is imported only when there is a snapshot to show (not on %load_ext)
     from cudaassert_ipy.diagnose.gpu_state import GpuState
 
 GpuInput = Union[str, "GpuState", None]
 DETAILS = "Details"
+SAMPLES = "Bad samples"
 
 BANNER = (
     "{prefix} This failure is a consequence of the dead GPU context (since cell {cell}: {title}). "
@@ -65,6 +66,8 @@ def to_text(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     lines += [f"What it means: {d.explanation}", "", f"Fix: {d.fix}"]
     if _user_line(d):
         lines += ["", f"Your code: {_user_line(d)}"]
+    if d.samples:
+        lines += ["", f"{SAMPLES}:"] + [f"  {s}" for s in d.samples]
     if d.assert_sites:
         lines += ["", "Kernel assertion (folded):"] + [f"  {s}" for s in d.assert_sites]
     if d.facts:
@@ -84,6 +87,8 @@ def to_markdown(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     out += [f"**What it means:** {d.explanation}", "", f"**Fix:** {d.fix}", ""]
     if _user_line(d):
         out += [f"**Your code:** `{_user_line(d)}`", ""]
+    if d.samples:
+        out += [f"**{SAMPLES}:**", ""] + [f"- {s}" for s in d.samples] + [""]
     if d.assert_sites:
         out += ["**Kernel assertion:**", "", "```", *list(d.assert_sites), "```", ""]
     if d.facts:
@@ -135,6 +140,14 @@ def evidence_html(d: Diagnosis) -> str:
     return block(*parts)
 
 
+def samples_html(d: Diagnosis) -> str:
+    """Which dataset samples hold the bad values (the DataLoader bookmark); empty when none were checked."""
+    if not d.samples:
+        return ""
+    items = "".join(f"<li>{escape(s)}</li>" for s in d.samples)
+    return block(f'<div class="ca-label">{SAMPLES}</div>', f'<ul class="cudaassert-samples">{items}</ul>')
+
+
 def gpu_html(gpu_state: GpuInput) -> str:
     """NVML's view, one row per line (or the one line saying why it is unavailable)."""
     if gpu_state is None or isinstance(gpu_state, str):
@@ -158,7 +171,7 @@ def details_html(d: Diagnosis) -> str:
 
 def to_html(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     """The whole report as one self-contained output (inline styles): the panel's sections, Details collapsed."""
-    body = [header_html(d), cause_html(d), evidence_html(d)]
+    body = [header_html(d), cause_html(d), samples_html(d), evidence_html(d)]
     if gpu_state is not None:
         body.append(gpu_html(gpu_state))
     body.append(f"<details><summary>{DETAILS}</summary>{details_html(d)}</details>")
