@@ -49,7 +49,9 @@ def test_a_cpu_twin_failure_names_the_dataset_index_of_the_bad_label(loaded, she
     assert isinstance(result.error_in_exec, IndexError)
     assert _samples_lines(capsys) == [
         "batch 1 of epoch 0 from `train_loader`: `train_ds[41]` has class label 195 (position 9 of `targets`; "
-        "valid: 0..194 or ignore_index=-100); 1 bad sample in that batch, none in the 1 batch before it."]
+        "valid: 0..194 or ignore_index=-100); 1 bad sample in that batch, none in the 1 batch before it.",
+        "Reproduce in one step: `cudaassert_ipy.failing_batch(train_loader)` is a DataLoader over exactly these 32 "
+        "samples (same dataset, collate_fn and batch size)."]
     bad = cudaassert_ipy.bad_samples()
     assert [(b.dataset_index, b.value, b.field, b.valid, b.position) for b in bad] == [
         (41, 195, "targets", "0..194 or ignore_index=-100", (9,))]
@@ -224,3 +226,30 @@ def test_an_iterator_made_before_loading_is_recorded_too(shell, workers):
     assert [r.batch for r in records] == [8, 7, 6]
     assert [list(r.indices) for r in records] == [b.tolist() for b in batches[::-1][:3]]
     assert records[0].loader == "early"
+
+
+def test_failing_batch_in_the_same_kernel_reproduces_the_failure_in_one_step(loaded, shell, capsys):
+    _run(shell, SETUP + "train_loader = DataLoader(train_ds, batch_size=32, shuffle=True)")
+    _run(shell, LOOP)
+    bad = cudaassert_ipy.bad_samples()[0]
+    _run(shell, "import cudaassert_ipy\nfb = cudaassert_ipy.failing_batch(train_loader)\nreplayed = list(fb)")
+    replayed = shell.user_ns["replayed"]
+    record = cudaassert_ipy.last_batches()[0]
+    assert len(replayed) == 1 and replayed[0][1].tolist() == shell.user_ns["train_ds"].y[list(record.indices)].tolist()
+    assert bad.dataset_index in record.indices
+    capsys.readouterr()
+    result = _run(shell, "for images, targets in fb:\n    F.cross_entropy(model(images), targets)")
+    assert str(result.error_in_exec) == "Target 195 is out of bounds."
+    assert f"`train_ds[{bad.dataset_index}]` has class label 195" in capsys.readouterr().out
+
+
+def test_failing_batch_of_a_loader_that_never_failed_says_so_in_one_line(loaded, shell):
+    _run(shell, SETUP + "val_loader = DataLoader(train_ds, batch_size=8)")
+    result = _run(shell, "import cudaassert_ipy\ncudaassert_ipy.failing_batch(val_loader)")
+    assert isinstance(result.error_in_exec, LookupError)
+    assert str(result.error_in_exec) == (
+        "No failing batch is known for `val_loader`: failing_batch() needs a failure whose bad values the "
+        "DataLoader bookmark found in a recorded batch of this loader (see the report's Bad samples).")
+    result = _run(shell, "cudaassert_ipy.failing_batch(iter([1, 2]))")
+    assert str(result.error_in_exec) == ("failing_batch() takes the torch DataLoader the training loop iterated, "
+                                         "not a list_iterator.")

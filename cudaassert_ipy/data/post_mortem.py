@@ -11,6 +11,7 @@ import sys
 from typing import Any, Mapping
 
 from cudaassert_ipy.data.bookmark import BatchRecord, Bookmark
+from cudaassert_ipy.data.reproduce import plan_entry
 from cudaassert_ipy.data.samples import SampleCheck, check_batches, fields, loop_names
 from cudaassert_ipy.data.valid_range import valid_range
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
@@ -20,6 +21,10 @@ from cudaassert_ipy.wording import error_line
 __all__ = ["CHECK_FAILED", "analyse", "annotate", "loader_names"]
 
 CHECK_FAILED = "The check of the recorded batches failed ({error}); the diagnosis above is unchanged."
+REPRODUCE_ALIVE = ("Reproduce in one step: `cudaassert_ipy.failing_batch({loader})` is a DataLoader over exactly "
+                   "these {count} samples (same dataset, collate_fn and batch size).")
+REPRODUCE_DEAD = ("After Restart & replay, run one training step on `cudaassert_ipy.failing_batch({loader})`, a "
+                  "DataLoader over exactly these {count} samples: the validators name the bad value in seconds.")
 
 
 def loader_names(user_ns: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, str]]:
@@ -88,4 +93,9 @@ def annotate(bookmark: Bookmark, diagnosis: Diagnosis, ev: Evidence,
         return dataclasses.replace(diagnosis, samples=(CHECK_FAILED.format(error=error_line(e)),)), None
     if check is None or not check.lines:
         return diagnosis, check
-    return dataclasses.replace(diagnosis, samples=check.lines), check
+    lines = check.lines
+    entry = plan_entry(check)
+    if entry is not None:
+        template = REPRODUCE_DEAD if diagnosis.context_dead else REPRODUCE_ALIVE
+        lines += (template.format(loader=entry[0], count=len(entry[1])),)
+    return dataclasses.replace(diagnosis, samples=lines), check

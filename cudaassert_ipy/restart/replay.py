@@ -135,7 +135,7 @@ class Replayer:
             self.resumed.report = self._replay(cells)
         from IPython.display import display
 
-        display(OnBanner(self.plan.mode.value))
+        display(OnBanner(self.plan.mode.value, self.plan.failing_batch))
         self.resumed.report["hook_seconds"] = time.perf_counter() - started  # validators' torch import included
 
     def _replay(self, cells: tuple[PlanCell, ...]) -> dict[str, Any]:

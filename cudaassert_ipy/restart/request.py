@@ -164,7 +164,9 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
     fe = frontend
     if cells is None:
         cells = ext.history.plan(failing_record(ext))
-    plan = build_plan(ext, fe, mode, cells)
+    from cudaassert_ipy.data.reproduce import plan_entry  # the failing batch's indices, when the bookmark found it
+
+    plan = build_plan(ext, fe, mode, cells, failing_batch=plan_entry(getattr(ext, "samples", None)))
     notes = [plan_listing(mode, cells)]
     outcome = Outcome.RESTARTING if fe.restarts_itself else Outcome.ARMED
     armed_kind = fe.kind.value
@@ -201,7 +203,7 @@ def _on_click(ext: Host, fe: Frontend, mode: Mode, picks: list[tuple[ReplayChoic
     return callback
 
 
-class ActionList(list):  # type: ignore[type-arg]
+class ActionList(list):
     """The panel's buttons; ``replay_choices`` are its checkboxes, the very objects the buttons read at click."""
 
     def __init__(self, actions: Sequence[Action] = (), replay_choices: Sequence[ReplayChoice] = ()) -> None:

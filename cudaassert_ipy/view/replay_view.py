@@ -26,6 +26,8 @@ ON_CPU = "CPU mode: CUDA_VISIBLE_DEVICES= hides the GPU, so everything runs on t
 ON_BACK = ("Back to normal speed: `%cudaassert restart --normal` (restarts and replays your setup without "
            "these).")
 ON_NORMAL = "{prefix} Normal speed: no blocking mode, no validators."
+ON_FAILING_BATCH = ("the failing batch: run one training step on `cudaassert_ipy.failing_batch({loader})`, a "
+                    "DataLoader over exactly its {count} samples, to name the bad value in seconds.")
 TEXT_STEP = "{prefix} replay [{bar}] {index}/{count}: [{number}] {first_line}"
 TEXT_DONE = "{prefix}   ... ok ({seconds:.2f} s)"
 TEXT_FAILED = "{prefix}   ... failed ({seconds:.2f} s)"
@@ -34,10 +36,12 @@ WIDGET_DONE = "Setup replayed: {count}/{count}"
 WIDGET_FAILED = "Replay stopped at cell [{number}]"
 
 
-def on_text(mode: str) -> str:
+def on_text(mode: str, failing_batch: tuple[str, tuple[int, ...]] | None = None) -> str:
     if mode == "normal":
         return ON_NORMAL.format(prefix=PREFIX)
     items = [ON_BLOCKING, ON_VALIDATORS] + ([ON_CPU] if mode == "cpu" else [])
+    if failing_batch is not None:
+        items.append(ON_FAILING_BATCH.format(loader=failing_batch[0], count=len(failing_batch[1])))
     return "\n".join([ON_HEADER.format(prefix=PREFIX), *(f"  - {i}" for i in items), f"  {ON_BACK}"])
 
 
@@ -49,9 +53,9 @@ def _code(escaped: str) -> str:
 class OnBanner:
     """Displayed after the replay: what is on, what it costs, and the way back."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, failing_batch: tuple[str, tuple[int, ...]] | None = None) -> None:
         self.mode = mode
-        self.text = on_text(mode)
+        self.text = on_text(mode, failing_batch)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         lines = self.text.splitlines()
