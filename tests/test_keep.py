@@ -108,6 +108,18 @@ def test_an_instance_of_a_class_from_a_replayed_cell_is_an_instance_of_the_repla
     assert outcomes[2].kept and isinstance(new["cfg"], new["Config"]) and new["cfg"].lr == 0.1
 
 
+def test_a_class_kept_before_a_value_that_failed_is_still_the_class_of_instances_kept_after_it(tmp_path):
+    ns, history = run_cells(
+        ("import torch\nclass Box:\n    pass", True),
+        ("bad = torch.ones(1, device='meta')", True),
+        ("box = Box()", True),
+    )
+    result = keep.save("k1", STAMP, history, ns, directory=tmp_path)
+    assert [c.kept for c in result.cells] == [True, False, True]
+    new, outcomes, _ = restore_all(tmp_path, history)
+    assert outcomes[3].kept and isinstance(new["box"], new["Box"])
+
+
 @pytest.mark.parametrize(("source", "reason"), [
     ("x = torch.ones(3, device='meta')", "`x` holds a tensor on meta"),
     ("x = {'w': [torch.ones(2), torch.ones(2, device='meta')]}", "`x` holds a tensor on meta"),
@@ -312,3 +324,29 @@ def test_names_are_read_from_the_cells_top_level_not_from_function_bodies():
     assert names.binds == {"np", "p", "x", "y", "z", "i", "acc", "fh", "f", "C", "w", "v"}
     assert names.changes == {"df", "t", "m", "q"}
     assert names.effect is None
+
+
+def test_the_plan_cells_marked_or_picked_are_kept_and_the_whole_history_is_read():
+    from cudaassert_ipy.restart.cell_history import CellRecord
+    from cudaassert_ipy.restart.plan import PlanCell
+
+    records = [CellRecord(0, 1, "%load_ext cudaassert\nimport torch", None, True, 0.1),
+               CellRecord(1, 2, "# cudaassert: keep\ndf = 1", "a", True, 3.0),
+               CellRecord(2, 3, "vocab = 2", "b", True, 3.0),
+               CellRecord(3, 4, "df = 3", "c", False, 0.1)]
+    plan = [PlanCell(1, None, "import torch"), PlanCell(2, "a", "# cudaassert: keep\ndf = 1"),
+            PlanCell(3, "b", "vocab = 2")]
+    cells = keep.cells_for_plan(records, plan, picked={3})
+    assert [(c.number, c.source, c.keep) for c in cells] == [
+        (1, "import torch", False), (2, "# cudaassert: keep\ndf = 1", True), (3, "vocab = 2", True),
+        (4, "df = 3", False)]  # the failed cell [4] is not replayed, but it is read: it changes `df`
+
+
+def test_after_a_replay_the_slow_cells_that_bound_only_cpu_values_are_offered_for_keeping():
+    ns, _ = run_cells(("import os, torch\nx = torch.ones(2)\nm = torch.nn.Linear(2, 2, device='meta')", False))
+    replayed = [(2, "x = torch.ones(2)", 5.0), (3, "m = torch.nn.Linear(2, 2, device='meta')", 9.0),
+                (4, "import os\nos.chdir('/')", 7.0), (5, "y = 1", 0.5), (6, "x = x + 1", 3.0)]
+    assert keep.suggest(replayed, ns) == (
+        "[cudaassert] Replaying [2], [6] took 8.0 s, and they bind only CPU values: keep them across the next "
+        "restart with `%cudaassert setup keep 2,6` (or a first line `# cudaassert: keep`).")
+    assert keep.suggest([(5, "y = 1", 0.5)], ns) is None

@@ -11,6 +11,7 @@ that fails is cut off the file (truncate to where it began, memo restored) and t
 from __future__ import annotations
 
 import functools
+import gc
 import io
 import pickle
 import socket
@@ -131,13 +132,15 @@ def _pickler_class() -> type:
         """cloudpickle's pickler with the refusal check and the deadline in ``reducer_override``.
 
         Functions whose globals are the notebook's namespace are rebuilt on the new namespace (not a
-        copy of the globals they used); a notebook class or function bound under its own name by a
-        cell that is not kept is looked up by that name in the new kernel, so it stays one class.
+        copy of the globals they used). A notebook class or function bound under its own name is saved
+        by value only as that name's own entry; inside any other value it is looked up by that name in
+        the new kernel (restored or replayed before, in the plan's order), so it stays one class.
         """
 
-        def __init__(self, file: _Limits, namespace: dict[str, Any], kept_names: frozenset[str]) -> None:
+        def __init__(self, file: _Limits, namespace: dict[str, Any]) -> None:
             super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-            self.limits, self.namespace, self.kept_names = file, namespace, kept_names
+            self.limits, self.namespace = file, namespace
+            self.top: Any = None  # the value of the name being dumped
             self.seen = 0
 
         def reducer_override(self, obj: Any) -> Any:
@@ -150,7 +153,7 @@ def _pickler_class() -> type:
             is_function = isinstance(obj, types.FunctionType)
             if (is_function or isinstance(obj, type)) and getattr(obj, "__module__", None) == "__main__":
                 name = getattr(obj, "__name__", "")
-                if self.namespace.get(name) is obj and name not in self.kept_names:
+                if self.namespace.get(name) is obj and obj is not self.top:
                     return _notebook_global, (name,)
             if is_function and obj.__globals__ is self.namespace:
                 return _notebook_function, (obj.__code__, obj.__name__, obj.__qualname__,
@@ -169,22 +172,27 @@ class Stored:
     offset: int
     size: int
     seconds: float
+    fresh: bool = False  # written after a failed name: read with a fresh unpickler (the memo was cleared)
 
 
 class StreamWriter:
-    """Dumps names one after another into ``f``; a failed name leaves no trace in the file or the memo."""
+    """Dumps names one after another into ``f``; a failed name is cut off the file and clears the memo
+    (copying the memo before every name to roll it back costs O(objects) per name)."""
 
-    def __init__(self, f: BinaryIO, namespace: dict[str, Any], kept_names: frozenset[str], deadline: float,
-                 budget_s: float, limit: int, limit_text: str) -> None:
+    def __init__(self, f: BinaryIO, namespace: dict[str, Any], deadline: float, budget_s: float, limit: int,
+                 limit_text: str) -> None:
         self.f = f
         self.limits = _Limits(f, deadline, budget_s, limit, limit_text)
-        self.pickler = _pickler_class()(self.limits, namespace, kept_names)
+        self.pickler = _pickler_class()(self.limits, namespace)
+        self.fresh = False
 
     def dump(self, name: str, value: Any) -> Stored:
-        """Refused (with the reason) when the value cannot be kept; the stream is as before the call."""
+        """Refused (with the reason) when the value cannot be kept; the file is as before the call."""
         offset = self.f.tell()
-        memo = self.pickler.memo.copy()
         started = time.perf_counter()
+        self.pickler.top = value
+        gc_was_on = gc.isenabled()
+        gc.disable()  # millions of new memo entries and containers: the collector's passes find nothing
         try:
             self.pickler.dump(value)
             self.f.flush()
@@ -192,7 +200,8 @@ class StreamWriter:
             self.f.seek(offset)
             self.f.truncate()
             self.limits.written = offset
-            self.pickler.memo = memo
+            self.pickler.clear_memo()
+            self.fresh = True
             if isinstance(e, Refused):
                 raise
             if isinstance(e, OSError):
@@ -200,7 +209,13 @@ class StreamWriter:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             raise Refused(CANNOT_SAVE.format(error=error_line(e))) from e
-        return Stored(name, offset, self.f.tell() - offset, time.perf_counter() - started)
+        finally:
+            self.pickler.top = None
+            if gc_was_on:
+                gc.enable()
+        stored = Stored(name, offset, self.f.tell() - offset, time.perf_counter() - started, self.fresh)
+        self.fresh = False
+        return stored
 
 
 class StreamReader:
@@ -211,14 +226,19 @@ class StreamReader:
         self.unpickler: pickle.Unpickler | None = None
 
     def load(self, stored: Stored) -> Any:
-        if self.unpickler is None or self.f.tell() != stored.offset:
+        if self.unpickler is None or stored.fresh or self.f.tell() != stored.offset:
             self.f.seek(stored.offset)
             self.unpickler = _Unpickler(self.f, self.namespace)
+        gc_was_on = gc.isenabled()
+        gc.disable()  # building millions of lists with the collector on costs several times more
         try:
             return self.unpickler.load()
         except BaseException:
             self.unpickler = None  # its memo may miss what this name added: later names that need it fail too
             raise
+        finally:
+            if gc_was_on:
+                gc.enable()
 
 
 class _Unpickler(pickle.Unpickler):
