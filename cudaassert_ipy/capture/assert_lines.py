@@ -71,7 +71,8 @@ class AssertSite:
             return "(location lost in interleaved output)"
         if self.file in _NO_LOCATION or self.file.startswith("<frozen "):
             return "Triton kernel (no source location)"
-        return f"{self.file.rsplit('/', 1)[-1]}:{self.line}"
+        base = self.file.rsplit("/", 1)[-1]
+        return f"{base}:{self.line}" if self.line else f"{base} (line number lost)"
 
     def summary(self) -> str:
         """One line a person can read, e.g. ``Loss.cu:250 f: `c` failed in 64 threads of 2 blocks``."""

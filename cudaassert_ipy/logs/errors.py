@@ -66,8 +66,12 @@ def _strip_tags(line: str, tag_end: Callable[[str], int]) -> str:
     return body.rstrip(_MARKUP + "\r")
 
 
+_GLUED = "Traceback (most recent call last)"  # 0.x stderr reports ran straight into the traceback
+
+
 def parse_error_line(body: str) -> tuple[str, str] | None:
     """``(type name, message)`` for an error line without its prefixes, or None when it is not one."""
+    body = body.split(_GLUED, 1)[0]
     if _CODE_LINE.match(body):
         return None  # a traceback's source line, or code quoted in the log
     m = _WHAT.search(body)

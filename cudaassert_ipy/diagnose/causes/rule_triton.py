@@ -75,7 +75,7 @@ def triton_size(case: Case) -> Finding | None:
     size = _size(case)
     if size is None:
         return None
-    f = Finding(op="torch.compile (Inductor)")
+    f = Finding()  # the cause's title already says torch.compile
     f.facts.append(("bound", size))
     if not size.isdigit():
         f.sentences.append(DYNAMIC.format(size=size))
