@@ -163,8 +163,10 @@ def find_server() -> tuple[ServerRef | None, str]:
     runtime = _runtime_dir()
     pids = [p for p in (os.environ.get("JPY_PARENT_PID", ""), str(os.getppid())) if p.isdigit()]
     names = [f"{kind}-{pid}.json" for pid in dict.fromkeys(pids) for kind in ("jpserver", "nbserver")]
-    looked = f"{', '.join(names[::2])} in {runtime}" if runtime else "no jupyter_core, no runtime dir"
-    for name in names if runtime else []:
+    if runtime is None:
+        return None, "no jupyter_core, no runtime dir"
+    looked = f"{', '.join(names[::2])} in {runtime}"
+    for name in names:
         try:
             info = json.loads((runtime / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -172,8 +172,8 @@ class ResumePlan:
         created = data.get("created")
         return cls(
             key=data["key"], mode=mode, cells=tuple(_cell(c) for c in cells),
-            created=float(created) if _is_number(created) else float(expires),
-            expires=float(expires), kernel_id=_opt_str(data, "kernel_id"), notebook=_opt_str(data, "notebook"),
+            created=_float(created) if _is_number(created) else _float(expires), expires=_float(expires),
+            kernel_id=_opt_str(data, "kernel_id"), notebook=_opt_str(data, "notebook"),
             frontend=kind, env=tuple(env.items()), validators=data.get("validators") is True,
             failing=_failing(data.get("failing")), diagnosis=_diagnosis(data.get("diagnosis")),
             failing_batch=_batch(data.get("failing_batch")),
@@ -184,6 +184,10 @@ class ResumePlan:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _float(v: Any) -> float:
+    return float(v)
 
 
 def _is_int(v: Any) -> bool:
@@ -213,7 +217,7 @@ def _cell(c: Mapping[str, Any]) -> PlanCell:
     duration = c.get("duration")
     first = c.get("first_line")
     return PlanCell(_opt_int(c, "number"), _opt_str(c, "cell_id"), c["source"],
-                    float(duration) if _is_number(duration) else 0.0, first if isinstance(first, str) else "")
+                    _float(duration) if _is_number(duration) else 0.0, first if isinstance(first, str) else "")
 
 
 def _failing(v: Any) -> FailingCell | None:
@@ -229,8 +233,8 @@ def _diagnosis(v: Any) -> DiagnosisSummary | None:
         return None
     if not isinstance(v, dict):
         raise PlanInvalid("'diagnosis' is not an object")
-    return DiagnosisSummary(*(_opt_str(v, n) for n in ("cause_id", "title", "headline", "specific")),
-                            _opt_int(v, "cell"), _opt_str(v, "exception_line"))
+    return DiagnosisSummary(_opt_str(v, "cause_id"), _opt_str(v, "title"), _opt_str(v, "headline"),
+                            _opt_str(v, "specific"), _opt_int(v, "cell"), _opt_str(v, "exception_line"))
 
 
 def _batch(v: Any) -> tuple[str, tuple[int, ...]] | None:

@@ -103,7 +103,10 @@ class Extension:
         self._undo.append(lambda: self.watcher.listeners.remove(self.history.record))
         from cudaassert_ipy.restart.startup_stub import remove_if_idle
 
-        self._undo.append(lambda: remove_if_idle(shell))  # the resume stub stays only while a plan is pending
+        def remove_stub() -> None:  # the resume stub stays only while a plan is pending
+            remove_if_idle(shell)
+
+        self._undo.append(remove_stub)
         from cudaassert_ipy.checks import env_requests_validators  # light: torch only when turned on
 
         if env_requests_validators():  # CUDAASSERT_VALIDATORS=1, set by the restart flow
