@@ -26,8 +26,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "restart": {"capture", "diagnose", "checks", "data", "view"},
     "run": {"capture", "diagnose", "checks", "data", "view", "restart", "logs"},
     "logs": {"capture", "diagnose", "checks", "data", "view", "restart", "run"},
-    "shell": {"capture", "diagnose", "checks", "data", "view", "restart"},
+    "shell": {"capture", "diagnose", "checks", "data", "view", "restart", "run", "logs"},
 }
+# run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
+# the reverse, and they stay free of IPython (see the bare-import test below).
 BASE = "wording"
 #: entry points above every layer, imported by no layer: the package itself (the public API) and each module
 #: directly in it but ``wording`` (``__main__``, ``auto``, ...); layers are the subpackages
@@ -63,7 +65,7 @@ def imports_in(source: str, package: str) -> list[tuple[int, str]]:
                 sub = PACKAGE.parent / f"{origin}.{alias.name}".replace(".", "/")
                 found.append((node.lineno, f"{origin}.{alias.name}" if sub.with_suffix(".py").exists()
                               or sub.is_dir() else origin))
-    return [(line, m) for line, m in found if m == "cudaassert_ipy" or m.startswith("cudaassert_ipy.")]
+    return sorted({(line, m) for line, m in found if m == "cudaassert_ipy" or m.startswith("cudaassert_ipy.")})
 
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
