@@ -929,3 +929,22 @@ def test_kernels_without_an_id_in_their_connection_file_are_keyed_by_the_file_or
     assert key.startswith("conn-") and key == frontend.kernel_key("/colab/kernel_conn.json")
     monkeypatch.setattr(frontend, "connection_file", lambda: None)
     assert frontend.kernel_key().startswith("host-")
+
+
+def test_a_stub_written_before_the_package_layout_still_claims_and_reports_its_old_plan(session, shell, tmp_path,
+                                                                                       capsys):
+    shell.run_cell("x = 1", store_history=True)
+    shell.run_line_magic("cudaassert", "restart")
+    path = plan_file(tmp_path)
+    extension.unload(shell)  # the old kernel ends; its plan is of the schema before the typed one
+    shell.reset(new_session=False)
+    edit(path, version=1, writer_pid=dead_pid())
+    old_stub = startup_stub.STUB_SOURCE.replace("cudaassert_ipy.shell.resume", "cudaassert_ipy.replay")
+    assert "from cudaassert_ipy.replay import resume_at_startup" in old_stub
+    exec(compile(old_stub, "00-cudaassert-resume.py", "exec"), shell.user_ns)
+    capsys.readouterr()
+    shell.run_cell("z = 1", store_history=True)
+    out = capsys.readouterr().out
+    assert f"[cudaassert] The resume plan {path} is not a valid plan (version 1, expected 2). Nothing was replayed; " \
+           f"the file was kept as {path}.invalid." in out
+    assert "x" not in shell.user_ns and "CUDA_LAUNCH_BLOCKING" not in os.environ
