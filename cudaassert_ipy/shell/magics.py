@@ -59,6 +59,8 @@ class CudaAssertMagics(Magics):
     @argument("--normal", action="store_true", help="restart: back to normal speed (no blocking mode, no validators)")
     @argument("--no-replay", action="store_true", help="restart: restart only, replay no cells")
     @argument("--cells", default=None, help="restart: replay exactly these cells, e.g. --cells 2,3,5")
+    @argument("--log", default=None, metavar="PATH", help="explain: explain the assertions and CUDA errors in a "
+              "saved log file instead (a Kaggle, torchrun or SLURM log); pasted text: %%%%cudaassert_explain")
     @line_magic
     def cudaassert(self, line: str) -> None:
         """Control the cudaassert extension."""
@@ -66,6 +68,8 @@ class CudaAssertMagics(Magics):
         restart_only = [o for o in ("cpu", "normal", "no_replay", "cells") if getattr(args, o) not in (False, None)]
         if restart_only and args.verb != "restart":
             raise UsageError(f"--{restart_only[0].replace('_', '-')} only goes with `%cudaassert restart`.")
+        if args.log is not None and args.verb != "explain":
+            raise UsageError("--log only goes with `%cudaassert explain`, e.g. `%cudaassert explain --log train.log`.")
         if args.verb in ("restart", "setup"):
             from cudaassert_ipy.restart import request as restart
             from cudaassert_ipy.restart.frontend import detect
@@ -86,6 +90,13 @@ class CudaAssertMagics(Magics):
                              f"{args.value}`?")
         if args.verb == "status":
             print(status_text(self.ext))
+        elif args.verb == "explain" and args.log is not None:
+            from cudaassert_ipy.logs.cli import LogUnreadable, explain_for_magic
+
+            try:
+                print(explain_for_magic(args.log))
+            except LogUnreadable as e:
+                raise UsageError(str(e)) from None
         elif args.verb == "explain":
             if self.ext.last is None:
                 print(NO_DIAGNOSIS)
@@ -99,6 +110,18 @@ class CudaAssertMagics(Magics):
                 raise UsageError("Say which: `%cudaassert validators on` or `%cudaassert validators off`.")
             self.ext.set_validators(args.value == "on")
             print(f"cudaassert validators are {args.value} (in this thread).")
+
+    @cell_magic
+    def cudaassert_explain(self, line: str, cell: str) -> None:
+        """Explain pasted text: every kernel assertion and CUDA error in the cell's text (a log copied from a
+        forum, an issue or a notebook), grouped by rank; markdown damage is read through."""
+        if line.strip():
+            raise UsageError("%%cudaassert_explain takes no options: paste the log text into the cell below it.")
+        if not cell.strip():
+            raise UsageError("Paste the log text into the cell, under the %%cudaassert_explain line.")
+        from cudaassert_ipy.logs.cli import explain_pasted
+
+        print(explain_pasted(cell))
 
     @debug_magic_arguments  # --sync / --nan with help=, so `%%cuda_debug?` is the manual
     @cell_magic
