@@ -253,3 +253,14 @@ def test_failing_batch_of_a_loader_that_never_failed_says_so_in_one_line(loaded,
     result = _run(shell, "cudaassert_ipy.failing_batch(iter([1, 2]))")
     assert str(result.error_in_exec) == ("failing_batch() takes the torch DataLoader the training loop iterated, "
                                          "not a list_iterator.")
+
+
+def test_a_loop_inside_a_function_from_an_earlier_cell_still_names_the_field(loaded, shell, capsys):
+    _run(shell, SETUP + "train_loader = DataLoader(train_ds, batch_size=50)\n"
+                        "def train_one_epoch():\n"
+                        "    for images, targets in train_loader:\n"
+                        "        images, targets = images.to('meta'), targets.to('meta')\n"
+                        "        F.cross_entropy(torch.randn(50, 195), torch.full((50,), 195))\n")
+    _run(shell, "train_one_epoch()")
+    assert _samples_lines(capsys)[0].startswith(
+        "batch 0 of epoch 0 from `train_loader`: `train_ds[41]` has class label 195 (position 41 of `targets`;")

@@ -7,6 +7,7 @@ cell called ``targets``) reads the user's namespace and cell source; the check i
 from __future__ import annotations
 
 import dataclasses
+import linecache
 import sys
 from typing import Any, Mapping
 
@@ -16,7 +17,7 @@ from cudaassert_ipy.data.samples import SampleCheck, check_batches, fields, loop
 from cudaassert_ipy.data.valid_range import valid_range
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.diagnose.evidence import Evidence
-from cudaassert_ipy.wording import error_line
+from cudaassert_ipy.wording import error_line, is_cell_filename
 
 __all__ = ["CHECK_FAILED", "analyse", "annotate", "loader_names"]
 
@@ -49,12 +50,31 @@ def loader_names(user_ns: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, 
     return loaders, datasets
 
 
-def _aliases(records: list[BatchRecord], user_ns: Mapping[str, Any], cell_source: str) -> dict[int, str]:
-    """id(field tensor) -> the name the user gave it: a global holding it, or the for-loop's target names."""
+def _cell_frames(ev: Evidence) -> list[Any]:
+    """The traceback's frames in notebook cells: ``train_one_epoch`` defined in an earlier cell counts too."""
+    out = []
+    tb = ev.detection.exception.__traceback__
+    while tb is not None:
+        if is_cell_filename(tb.tb_frame.f_code.co_filename):
+            out.append(tb.tb_frame)
+        tb = tb.tb_next
+    return out
+
+
+def _aliases(records: list[BatchRecord], user_ns: Mapping[str, Any], ev: Evidence) -> dict[int, str]:
+    """id(field tensor) -> the name the user gave it: a variable holding it, or the for-loop's target names."""
     torch = sys.modules.get("torch")
     out: dict[int, str] = {}
-    loops = loop_names(cell_source)
-    tensors = {id(v): k for k, v in list(user_ns.items()) if torch is not None and isinstance(v, torch.Tensor)}
+    frames = _cell_frames(ev)
+    loops = loop_names(ev.cell_source)
+    for frame in frames:  # the loop may sit in a function from another cell
+        for loader, targets in loop_names("".join(linecache.getlines(frame.f_code.co_filename))).items():
+            loops.setdefault(loader, targets)
+    tensors: dict[int, str] = {}
+    for ns in [user_ns, *(f.f_locals for f in reversed(frames))]:
+        for k, v in list(ns.items()):
+            if torch is not None and isinstance(v, torch.Tensor) and not k.startswith("_"):
+                tensors.setdefault(id(v), k)
     for rec in records:
         names = loops.get(rec.loader or "")
         batch = rec.batch_object
@@ -78,7 +98,7 @@ def analyse(bookmark: Bookmark, ev: Evidence, cause_id: str, user_ns: Mapping[st
         return None
     loaders, datasets = loader_names(user_ns)
     records = bookmark.records(loaders)
-    check = check_batches(records, rng, datasets, _aliases(records, user_ns, ev.cell_source))
+    check = check_batches(records, rng, datasets, _aliases(records, user_ns, ev))
     if bookmark.note:
         check = dataclasses.replace(check, lines=(*check.lines, bookmark.note + "."))
     return check
