@@ -350,3 +350,13 @@ def test_after_a_replay_the_slow_cells_that_bound_only_cpu_values_are_offered_fo
         "[cudaassert] Replaying [2], [6] took 8.0 s, and they bind only CPU values: keep them across the next "
         "restart with `%cudaassert setup keep 2,6` (or a first line `# cudaassert: keep`).")
     assert keep.suggest([(5, "y = 1", 0.5)], ns) is None
+
+
+def test_the_report_lists_each_cell_under_one_header_and_discard_removes_unread_values(tmp_path):
+    ns, history = run_cells(("x = 1", True), ("y = (i for i in [])", True))
+    result = keep.save("k1", STAMP, history, ns, directory=tmp_path)
+    assert result.report().splitlines() == ["[cudaassert] Kept across the restart:", "  " + result.cells[0].line(),
+                                            "  [2] replayed: `y` holds a generator, whose position cannot be saved"]
+    assert keep.KeepResult().report() == ""
+    keep.discard("k1", tmp_path)
+    assert not keep.keep_dir("k1", tmp_path).exists()

@@ -27,7 +27,7 @@ from typing import Any, Collection, Sequence
 from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.restart.cell_history import replayable_source
 from cudaassert_ipy.restart.keep_names import is_keep_marked, read_cell
-from cudaassert_ipy.restart.keep_restore import Restorer, opened, sweep
+from cudaassert_ipy.restart.keep_restore import Restorer, discard, opened, sweep
 from cudaassert_ipy.restart.keep_result import (
     CHANGES_MODULE,
     EFFECT,
@@ -61,6 +61,7 @@ __all__ = [
     "NameOutcome",
     "Restorer",
     "cells_for_plan",
+    "discard",
     "keep_dir",
     "opened",
     "save",

@@ -27,11 +27,12 @@ from cudaassert_ipy.restart.keep_result import (
     CellOutcome,
     NameOutcome,
     keep_dir,
+    report,
 )
 from cudaassert_ipy.restart.keep_store import Stored, StreamReader
 from cudaassert_ipy.wording import PREFIX, error_line
 
-__all__ = ["Restorer", "open_checked", "opened", "sweep"]
+__all__ = ["Restorer", "discard", "open_checked", "opened", "sweep"]
 
 
 @dataclass
@@ -48,6 +49,10 @@ class Restorer:
     _next: int = 0  # entries before this one are loaded (or lost)
     _loaded: dict[tuple[int, str], Any] = field(default_factory=dict)
     _failed: dict[int, str] = field(default_factory=dict)
+
+    def report(self) -> str:
+        """What the restore did, for the replay's output ("" when no cell was kept)."""
+        return report(self.outcomes, self.note)
 
     def _find(self, number: int | None, cell_id: str | None, source: str) -> dict[str, Any] | None:
         for cell in self.cells:
@@ -186,3 +191,13 @@ def sweep(directory: Path | None = None, now: float | None = None) -> list[Path]
         except OSError:
             continue
     return removed
+
+
+def discard(key: str, directory: Path | None = None) -> None:
+    """Remove this plan's kept values unread (the restart did not happen, or replays nothing); only if ours."""
+    path = keep_dir(key, directory)
+    try:
+        if plan_files._why_unsafe(os.lstat(path), True) is None:
+            shutil.rmtree(path)
+    except OSError:
+        return  # nothing there, or already gone

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from cudaassert_ipy.restart import plan_files
+from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["CellOutcome", "KeepBudget", "KeepCell", "KeepResult", "NameOutcome", "human_size", "keep_dir"]
+__all__ = ["CellOutcome", "KeepBudget", "KeepCell", "KeepResult", "NameOutcome", "human_size", "keep_dir", "report"]
 
 KEEP_VERSION = 1
 MANIFEST, VALUES = "manifest.json", "values.pickle"
@@ -30,6 +32,7 @@ RESTORE_REFUSED = ("{prefix} The kept values in {path} were refused: {why}. Noth
 KEPT_LINE = "[{number}] kept: {names} (saved in {save:.1f} s, loaded in {load:.1f} s)"
 KEPT_NAME = "`{name}` {size}"
 REPLAYED_LINE = "[{number}] replayed: {reason}"
+KEPT_HEADER = "{prefix} Kept across the restart:"
 SUGGEST = ("{prefix} Replaying {cells} took {seconds:.1f} s, and they bind only CPU values: keep them across the next "
            "restart with `%cudaassert setup keep {numbers}` (or a first line `# cudaassert: keep`).")
 SUGGEST_MIN_SECONDS = 2.0  # a replayed cell faster than this is not worth keeping
@@ -99,6 +102,17 @@ class KeepResult:
 
     def lines(self) -> list[str]:
         return [*([self.note] if self.note else []), *(c.line() for c in self.cells)]
+
+    def report(self) -> str:
+        """For the restart's notes: the header and one indented line per cell asked for ("" when none)."""
+        return report(self.cells, self.note)
+
+
+def report(cells: Sequence[CellOutcome], note: str | None = None) -> str:
+    """``Kept across the restart:`` and one line per cell, the one-line note first; "" when there is nothing."""
+    if not cells:
+        return note or ""
+    return "\n".join([*([note] if note else []), KEPT_HEADER.format(prefix=PREFIX), *("  " + c.line() for c in cells)])
 
 
 def human_size(n: int) -> str:

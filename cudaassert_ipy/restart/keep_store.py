@@ -27,6 +27,7 @@ __all__ = ["Refused", "Stored", "StreamReader", "StreamWriter"]
 
 HOLDS_TENSOR = "holds a tensor on {device}"
 HOLDS_PARAMETERS = "holds parameters on {device}"
+HOLDS_RANDOM = "holds a random number generator on {device}"
 HOLDS_FILE = "holds an open file ({name})"
 HOLDS_SOCKET = "holds an open socket"
 HOLDS_GENERATOR = "holds a {kind}, whose position cannot be saved"
@@ -74,6 +75,9 @@ def refusal(obj: Any) -> str | None:
     device = _device_of(obj)
     if device is not None:
         return HOLDS_TENSOR.format(device=device)
+    torch: Any = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Generator) and obj.device.type != "cpu":
+        return HOLDS_RANDOM.format(device=obj.device)  # its state lives on the device
     if isinstance(obj, io.IOBase):
         return HOLDS_FILE.format(name=getattr(obj, "name", type(obj).__name__))
     if isinstance(obj, socket.socket):

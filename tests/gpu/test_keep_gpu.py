@@ -25,7 +25,8 @@ CHILD = textwrap.dedent("""
 
     ns = {"__name__": "__main__"}
     cells = ["x = torch.ones(4, device='cuda')", "m = torch.nn.Linear(2, 2).cuda()",
-             "cpu = {'a': torch.arange(3), 'b': [1, 2]}", "mixed = [torch.ones(1), torch.ones(1, device='cuda')]"]
+             "cpu = {'a': torch.arange(3), 'b': [1, 2]}", "mixed = [torch.ones(1), torch.ones(1, device='cuda')]",
+             "g = torch.Generator(device='cuda')"]
     ns["torch"] = torch
     for c in cells:
         exec(c, ns)
@@ -49,3 +50,4 @@ def test_cuda_values_are_refused_by_device_and_cpu_values_kept_in_a_dead_context
     assert lines[1] == "[2] replayed: `m` holds parameters on cuda:0"
     assert lines[2].startswith("[3] kept: `cpu` ")
     assert lines[3] == "[4] replayed: `mixed` holds a tensor on cuda:0"
+    assert lines[4] == "[5] replayed: `g` holds a random number generator on cuda:0"
