@@ -118,7 +118,7 @@ def run_here(options: RunOptions, target: Target) -> int:
     return code
 
 
-def execute(options: RunOptions, target: Target) -> tuple[int, Guard]:
+def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) -> tuple[int, Guard]:
     """Run the target under a started Guard and report a failure; the caller finishes the Guard.
 
     ``SystemExit`` propagates (Python prints its message and exits with its code); a KeyboardInterrupt
@@ -135,7 +135,7 @@ def execute(options: RunOptions, target: Target) -> tuple[int, Guard]:
             print(warning, file=sys.stderr, flush=True)
     if options.children:
         child_environ(options, os.environ)
-    guard = Guard(options, target.label, UserFiles(target.origin() or ""))
+    guard = Guard(options, target.label, UserFiles(target.origin() or ""), notes)
     guard.start()
     try:
         target.run()

@@ -60,8 +60,10 @@ class UserFiles:
 class Guard:
     """Start the tap, and turn a failing exception into the report (stderr, JSON, torchelastic's file)."""
 
-    def __init__(self, options: RunOptions, target_label: str = "", user_files: object = ()) -> None:
+    def __init__(self, options: RunOptions, target_label: str = "", user_files: object = (),
+                 notes: tuple[str, ...] = ()) -> None:
         self.options = options
+        self.notes = notes  # lines the report ends with (a rerun's first diagnosis)
         self.rank = RankInfo.from_env()
         self.target_label = target_label
         self.user_files = user_files
@@ -154,7 +156,7 @@ class Guard:
         if diagnosis.context_dead and not checked and not self.options.rerun_on_failure and self.target_label:
             hint = RERUN_HINT_TORCHRUN if self.rank.torchrun else RERUN_HINT
             lines.append(hint.format(prefix=PREFIX, target=self.target_label))
-        return "\n".join(lines)
+        return "\n".join(lines + list(self.notes))
 
     def finish(self, exit_code: int, exc: BaseException | None = None, rerun: dict[str, Any] | None = None) -> None:
         """The JSON report (when asked for), then the tap stops: every byte reaches the real stderr first."""

@@ -123,24 +123,19 @@ def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
     state = _state_dir(rank)
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
     firsts = sorted(os.listdir(state)) if restarted and os.path.isdir(state) else []
-    opts = options
+    opts, notes = options, ()
     if firsts:
         opts = dataclasses.replace(opts, blocking=True, validators=True)
         if rank.is_zero:
             print(RERUN_BANNER.format(prefix=PREFIX, target=target.label), file=sys.stderr, flush=True)
-    code, guard = execute(opts, target)
-    mine = os.path.join(state, f"rank{rank.rank}.json")
-    if firsts and guard.diagnosis is not None:
-        first = _read(mine if os.path.basename(mine) in firsts else os.path.join(state, firsts[0]))
-        if first:
-            fields = {f.name for f in dataclasses.fields(Diagnosis)}
-            d = Diagnosis(**{k: v for k, v in first.items() if k in fields})
-            print(combined(d, {"diagnosis": dataclasses.asdict(guard.diagnosis)}, code), file=sys.stderr, flush=True)
+        first = _read(os.path.join(state, f"rank{rank.rank}.json" if f"rank{rank.rank}.json" in firsts else firsts[0]))
+        notes = (FIRST_RUN.format(prefix=PREFIX, headline=first.get("headline", "")),) if first else ()
+    code, guard = execute(opts, target, notes)  # the rerun's report ends with the first run's headline
     if firsts:  # the rerun is the last use of the first run's notes (every worker listed them at its start)
         shutil.rmtree(state, ignore_errors=True)
-    elif not firsts and guard.diagnosis is not None and guard.diagnosis.kind != "validator":
+    elif guard.diagnosis is not None and guard.diagnosis.kind != "validator":
         os.makedirs(state, mode=0o700, exist_ok=True)
-        with open(mine, "w", encoding="utf-8") as f:
+        with open(os.path.join(state, f"rank{rank.rank}.json"), "w", encoding="utf-8") as f:
             json.dump(dataclasses.asdict(guard.diagnosis), f, default=str)
         if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) < 1:
             print(NO_RESTARTS.format(prefix=PREFIX), file=sys.stderr, flush=True)

@@ -1,0 +1,95 @@
+"""torchrun (gloo, 127.0.0.1, 2 ranks) with ``-m cudaassert_ipy``: the failed rank reports, torchrun's summary says why."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from conftest import kernel_env
+
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+LOSS_LINE = "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 64 threads"
+DDP = """
+import os
+import torch, torch.distributed as dist, torch.nn.functional as F
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = torch.nn.Linear(4, 5)
+labels = torch.tensor([0, 5 if rank == 1 else 1, 1])
+if rank == 1 and os.environ.get("USE_DOUBLE") and os.environ.get("CUDA_LAUNCH_BLOCKING") != "1":
+    from gpu_double import fail_like_gpu
+    fail_like_gpu()
+loss = F.cross_entropy(model(torch.randn(3, 4)), labels)
+loss.backward()
+for p in model.parameters():
+    dist.all_reduce(p.grad)
+print("rank", rank, "done", flush=True)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def torchrun(tmp_path: Path, *runner: str, extra: tuple[str, ...] = (),
+             **env: str) -> tuple[subprocess.CompletedProcess, float]:
+    path = tmp_path / "ddp.py"
+    path.write_text(textwrap.dedent(DDP))
+    launcher = ["-m", "cudaassert_ipy", *runner] if runner != ("plain",) else []
+    if "--rdzv-backend" in extra:  # torchrun restarts a gloo job only through the c10d rendezvous (static hangs)
+        where = ["--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    else:
+        where = ["--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    cmd = [TORCHRUN, "--nproc-per-node", "2", *where, *extra, *launcher, str(path)]
+    started = time.monotonic()
+    result = subprocess.run(cmd, cwd=tmp_path, env=kernel_env(**env), capture_output=True, text=True, timeout=240)
+    return result, time.monotonic() - started
+
+
+def root_cause(stderr: str) -> str:
+    return stderr[stderr.index("Root Cause (first observed failure):"):]
+
+
+def test_a_bad_label_on_rank_1_reaches_torchruns_root_cause_with_the_rank_cause_and_fix(tmp_path):
+    result, _ = torchrun(tmp_path)
+    assert result.returncode == 1
+    err = result.stderr
+    summary = root_cause(err)
+    assert "rank      : 1 (local_rank: 1)" in summary
+    assert "IndexError: Target 5 is out of bounds." in summary
+    assert "[cudaassert] rank 1 (local_rank 1, host " in summary
+    assert "[cudaassert] CPU error · class label out of range in cross_entropy" in summary
+    assert "Fix: Make the labels 0-based integers" in summary
+    assert err.count("[cudaassert] rank 1 (local_rank 1, host ") == 2, "once from the rank, once in the summary"
+    assert "[cudaassert] rank 0" not in err, "only the rank that failed reports"
+
+
+def test_a_device_assert_on_rank_1_reports_the_folded_line_and_the_job_ends(tmp_path):
+    result, seconds = torchrun(tmp_path, USE_DOUBLE="1")
+    assert result.returncode == 1 and seconds < 120
+    summary = root_cause(result.stderr)
+    assert "AcceleratorError: CUDA error: device-side assert triggered" in summary
+    assert "[cudaassert] GPU context dead · class label out of range" in summary
+    assert LOSS_LINE in summary
+    assert "--max-restarts 1" in result.stderr, "the hint for a rank says how torchrun reruns the job"
+    assert "[cudaassert] rank 0" not in result.stderr
+
+
+def test_rerun_on_failure_restarts_the_job_with_checks_and_shows_the_validators_finding(tmp_path):
+    result, _ = torchrun(tmp_path, "--rerun-on-failure", extra=("--max-restarts", "1", "--rdzv-backend", "c10d"),
+                         USE_DOUBLE="1")
+    err = result.stderr
+    assert err.count("[cudaassert] --rerun-on-failure: running") == 1, "one banner, from rank 0"
+    assert "ValidationIndexError: cross_entropy: target has 1 bad value" in err
+    summary = root_cause(err)
+    assert "rank      : 1 (local_rank: 1)" in summary
+    assert "[cudaassert] GPU alive · class label out of range in cross_entropy" in summary
+    assert "    first: 5 at [1]" in summary
+    assert "[cudaassert] First run: GPU context dead · class label out of range" in summary
+    assert result.returncode == 1
