@@ -1,4 +1,4 @@
-"""torchrun (gloo, 127.0.0.1, 2 ranks) with ``-m cudaassert_ipy``: the failed rank reports, torchrun's summary says why."""
+"""torchrun (gloo, 127.0.0.1, 2 ranks) with ``-m cudaassert_ipy``: the failed rank reports; torchrun says why."""
 
 from __future__ import annotations
 
