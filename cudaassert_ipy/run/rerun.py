@@ -123,7 +123,8 @@ def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
     state = _state_dir(rank)
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
     firsts = sorted(os.listdir(state)) if restarted and os.path.isdir(state) else []
-    opts, notes = options, ()
+    opts = options
+    notes: tuple[str, ...] = ()
     if firsts:
         opts = dataclasses.replace(opts, blocking=True, validators=True)
         if rank.is_zero:
