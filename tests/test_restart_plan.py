@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 from conftest import ROOT
@@ -54,9 +55,9 @@ def edit(path, **fields) -> None:
     path.write_text(json.dumps(plan, indent=1))
 
 
-def written(d, key="k1", **extra):
+def written(d, key="k1", plan=None, **extra):
     """A plan whose writer is gone (as after a restart)."""
-    path = write_plan(plan_for(key, **extra), d)
+    path = write_plan(plan or plan_for(key, **extra), d)
     edit(path, writer_pid=dead_pid())
     return path
 
@@ -948,3 +949,33 @@ def test_a_stub_written_before_the_package_layout_still_claims_and_reports_its_o
     assert f"[cudaassert] The resume plan {path} is not a valid plan (version 1, expected 2). Nothing was replayed; " \
            f"the file was kept as {path}.invalid." in out
     assert "x" not in shell.user_ns and "CUDA_LAUNCH_BLOCKING" not in os.environ
+
+
+def test_a_plan_round_trips_through_its_file_with_the_failing_batch_and_every_typed_field(d):
+    from cudaassert_ipy.restart.plan import DiagnosisSummary, FailingCell
+
+    plan = plan_for("k1", mode=Mode.CPU, frontend=FrontendKind.VSCODE, notebook="/nb/a.ipynb", kernel_id="v3x",
+                    env=tuple(Mode.CPU.env.items()), validators=True,
+                    failing=FailingCell(7, "c7", "loss = f(x)", "IndexError: Target 195 is out of bounds."),
+                    diagnosis=DiagnosisSummary("label_out_of_range", "class label out of range", cell=7),
+                    failing_batch=("train_loader", (3, 1041, 77)))
+    path = written(d, plan=plan)
+    claimed = claim("k1", d).plan
+    assert claimed is not None and claimed.writer_pid is not None
+    assert claimed == replace(plan, writer_pid=claimed.writer_pid, writer_start=claimed.writer_start)
+    assert claimed.failing_batch == ("train_loader", (3, 1041, 77)) and claimed.mode is Mode.CPU
+    assert claimed.env_dict == {"CUDA_LAUNCH_BLOCKING": "1", "CUDAASSERT_VALIDATORS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    assert not path.exists()
+
+
+def test_the_server_reference_shows_its_url_only_and_reads_the_token_just_for_the_request(tmp_path):
+    runtime_file = tmp_path / "jpserver-1.json"
+    runtime_file.write_text(json.dumps({"url": "http://127.0.0.1:8888/", "token": "s3cr3t-t0ken", "pid": 1}))
+    ref = ServerRef("http://127.0.0.1:8888/", runtime_file)
+    fe = Frontend(FrontendKind.SERVER, "k", "k", None, ref, ref.url)
+    for text in (repr(ref), str(ref), repr(fe), str(fe), repr(vars(fe))):
+        assert "s3cr3t" not in text and "127.0.0.1:8888" in text
+    assert not hasattr(ref, "__dict__")  # nowhere to keep a token by accident
+    assert ref.read_token() == "s3cr3t-t0ken"
+    runtime_file.unlink()
+    assert ref.read_token() == ""  # the server is gone: no token, and no error
