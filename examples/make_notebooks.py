@@ -253,8 +253,22 @@ dataset (`train_ds.classes` has 196 entries), and says **set out_features=196**.
 kernel's folded assertion line (``Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes`
 failed in 1 thread of 1 block``), says the GPU context is dead, and offers **Restart & replay setup** and
 **Restart on CPU**.
+
+Under **Bad samples** it names the samples of the dataset that hold the bad labels, even on a GPU where
+`targets.to(device)` left no CPU copy: while the extension is loaded every DataLoader keeps a reference to its
+last 3 batches and their dataset indices, and after the failure those are checked on the CPU against the range
+the diagnosis knows (here 0..194).
 """),
     Code("train_one_epoch()", FAILS, "bad-train"),
+    Md("""
+The same as data: `bad_samples()` after a failure (`last_batches()` gives the records themselves).
+"""),
+    Code("""
+import cudaassert_ipy
+
+for s in cudaassert_ipy.bad_samples():
+    print(f"{s.sample}: {s.field} = {s.value} (valid {s.valid}), batch {s.batch} of epoch {s.epoch} of {s.loader}")
+""", "bad-samples"),
     Md("""
 ## Restart & replay (on a GPU)
 
@@ -290,6 +304,19 @@ one device-to-host read) and raises before the kernel launches, so the GPU conte
 """),
     Code("%cudaassert validators on", "validators-on"),
     Code("train_one_epoch()", FAILS, "validator-stops"),
+    Md("""
+### One step instead of an epoch
+
+An epoch here takes a second; on real data it can take hours before the bad batch comes round again.
+`failing_batch(train_loader)` is a DataLoader over exactly the samples of the batch that failed (same dataset,
+collate_fn and batch size; after **Restart & replay** it comes from the restart plan), so one training step
+reproduces the failure at once, with the validators naming the bad value:
+"""),
+    Code("""
+one_batch = cudaassert_ipy.failing_batch(train_loader)
+for images, targets in one_batch:
+    loss = F.cross_entropy(model(images.to(device)), targets.to(device))
+""", FAILS, "one-step"),
     Md("## The fix: one output per class"),
     Code("""
 model.head = nn.Linear(32, len(train_ds.classes)).to(device)
@@ -665,6 +692,18 @@ for xb, yb in train_loader:
     loss.backward()
     optimizer.step()
 """, FAILS, "cuda-debug-stops"),
+    Md("""
+## Which sample was it? The DataLoader bookmark
+
+The report's **Bad samples** section maps the position in the batch back to the dataset (`train_ds[17]`): while
+the extension is loaded, every DataLoader remembers the dataset indices of its last 3 batches. The same as data,
+and a DataLoader over just that batch, for a one-step repro:
+"""),
+    Code("""
+print(ca.bad_samples())
+one_batch = ca.failing_batch(train_loader)
+print("failing batch:", [int(i) for i in one_batch.sampler][:5], "...", len(one_batch.sampler), "samples")
+""", "bad-samples"),
     Md("""
 ## `preflight`: every bad sample at once
 

@@ -58,7 +58,8 @@ EXPECTED: dict[str, Expected] = {
         panels=("bad-train",),
     ),
     "02_kaggle_image_classifier": Expected(
-        errors={"bad-train": "IndexError", "validator-stops": "ValidationIndexError"},
+        errors={"bad-train": "IndexError", "validator-stops": "ValidationIndexError",
+                "one-step": "ValidationIndexError"},
         texts={
             "bad-train": (
                 "[cudaassert] CPU error · class label out of range in cross_entropy",
@@ -78,6 +79,10 @@ EXPECTED: dict[str, Expected] = {
                 "valid: 0..194",
                 "make the last layer output 196 logits (out_features=196)",
             ),
+            "bad-samples": ("train_ds[39", ": targets = 195 (valid 0..194 or ignore_index=-100), batch ",
+                            " of train_loader"),
+            "one-step": ("Bad samples:", "from `one_batch`: `train_ds[39", "has class label 195 (position ",
+                         "of `targets`; valid: 0..194 or ignore_index=-100)"),
             FIX: ("head: Linear(in_features=32, out_features=196, bias=True); 2 epochs trained, the validators stopped "
                   "nothing", "cudaassert validators are off"),
         },
@@ -131,7 +136,11 @@ EXPECTED: dict[str, Expected] = {
                 VALIDATOR_ALIVE,
                 "(Caught by cudaassert validators: on a GPU this input triggers a device-side assert; raised as "
                 "this Python error instead, so no GPU context is harmed.)",
+                "batch 0 of epoch 0 from `train_loader`: `train_ds[17]` has class label 10 (position 17 of `yb`; "
+                "valid: 0..9 or ignore_index=-100); 1 bad sample in that batch, no earlier batch was recorded.",
             ),
+            "bad-samples": ("BadSample(dataset_index=17, sample='train_ds[17]', field='yb', value=10",
+                            "failing batch: [0, 1, 2, 3, 4] ... 50 samples"),
             "preflight": (
                 "preflight: scanned 1000 samples",
                 "labels (valid: 0..9): 3 samples with bad values.",
