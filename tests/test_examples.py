@@ -48,7 +48,8 @@ EXPECTED: dict[str, Expected] = {
                 "[cudaassert] CPU error · class label out of range in cross_entropy",
                 "cross_entropy got class label 3, but the model's last layer `model.2` has out_features=3, "
                 "so labels must be 0..2.",
-                "Either the model needs at least 4 outputs, or the labels need remapping to 0..2.",
+                "Likely fix: the labels reach 3 with 3 classes: if you have 4 classes, make the last layer output 4 "
+                "logits (out_features=4); if labels start at 1, subtract 1.",
                 "Exception: IndexError: Target 3 is out of bounds.",
             ),
             "status": ("GPU context: alive", "validators: off"),
@@ -65,7 +66,7 @@ EXPECTED: dict[str, Expected] = {
                 "[cudaassert] CPU error · class label out of range in cross_entropy",
                 "cross_entropy got class label 195, but the model's last layer `model.head` has out_features=195, "
                 "so labels must be 0..194.",
-                "196 entries: set out_features=196.",  # `train_ds.classes` has 196 entries
+                "Likely fix: the dataset lists 196 classes but the model outputs 195: set out_features=196.",
                 "train_ds.classes: 196 entries",
             ),
             "status": ("GPU context: alive",),
@@ -95,7 +96,8 @@ EXPECTED: dict[str, Expected] = {
                 CPU_ALIVE,
                 "index out of range in an embedding or index_select",
                 "Token ids reach 22, but `model.embed_tokens` has num_embeddings=22 (valid 0..21).",
-                "The tokenizer `tokenizer` has 24 tokens: call model.resize_token_embeddings(len(tokenizer)).",
+                "Likely fix: the tokenizer has 24 tokens but the embedding only 22 rows: call "
+                "model.resize_token_embeddings(len(tokenizer)).",
             ),
             "check-ids": ("check_token_ids: ids has 6 bad values; valid: 0..21 (vocab_size=22).",
                           "resize_token_embeddings"),
@@ -108,7 +110,9 @@ EXPECTED: dict[str, Expected] = {
             "bad-train": (
                 CPU_ALIVE,
                 "[cudaassert] CPU error · BCELoss input outside [0, 1] in binary_cross_entropy",
-                "these look like raw logits. Use nn.BCEWithLogitsLoss on them (or apply torch.sigmoid first).",
+                "these look like raw logits. Likely fix: the input must be probabilities in [0, 1], not logits: pass "
+                "the raw logits to nn.BCEWithLogitsLoss / F.binary_cross_entropy_with_logits (numerically stable), "
+                "or apply torch.sigmoid first.",
                 "Exception: RuntimeError: all elements of input should be between 0 and 1",
             ),
             FIX: ("accuracy",),
