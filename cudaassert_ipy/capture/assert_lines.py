@@ -172,13 +172,18 @@ def _walk(lines: List[str], indices: Iterable[int],
             yield i, found, fragments
 
 
+def _joins(i: int) -> Tuple[Tuple[int, int], ...]:
+    return ((i - 1, i), (i - 2, i), (i - 3, i), (i - 4, i), (i, i + 1), (i, i + 2), (i - 1, i + 1), (i - 2, i + 1),
+            (i - 1, i + 2))
+
+
 def _rejoin(lines: List[str], i: int, used: int, taken: Set[int]) -> Tuple[List[Record], int, int]:
-    """Try ``lines[i]`` glued to up to two previous lines, or to the next ones (console wrap)."""
-    for lo, hi in ((i - 1, i), (i - 2, i), (i, i + 1), (i, i + 2)):
+    """Try ``lines[i]`` glued to up to four previous lines, to the next two, or to both (console wrap)."""
+    for lo, hi in _joins(i):
         if lo <= used or lo < 0 or hi >= len(lines) or any(n in taken for n in range(lo, hi + 1)):
             continue
         if hi > i and records(lines[hi])[0]:
-            break  # the next line is whole on its own: it is no continuation of this one
+            continue  # a later line is whole on its own: it is no continuation of this one
         joined = "".join(lines[lo:hi + 1])
         if len(joined) > 4096:
             continue

@@ -129,8 +129,10 @@ def _parse_head(head: str) -> Optional[tuple]:
             start = _path_start(head, colon)
         path = head[start:colon]
         func = head[last.end() + 2:].strip() or None
-        base = path.replace("\\", "/").rsplit("/", 1)[-1]
-        if base and not base.startswith("."):
+        whole = path.replace("\\", "/")
+        base = whole.rsplit("/", 1)[-1]
+        # A kernel's __FILE__ always has a directory: a bare "ss.cu" is the tail of a path cut by another writer.
+        if base and not base.startswith(".") and ("/" in whole or path == "unknown" or path.startswith("<frozen ")):
             parsed = (path, normalise_file(path), int(last.group(1)), func, start)
     if len(_Caches.heads) > _CACHE_LIMIT:
         _Caches.heads.clear()

@@ -23,23 +23,25 @@ def _known_conditions() -> list[str]:
     return sorted(conditions, key=len, reverse=True)
 
 
-def recover(orphans: Iterable[Orphan], known_sites: Iterable[AssertSite] = ()) -> tuple[list[AssertSite], list[Orphan]]:
-    """Sites (file ``""``) for fragments holding a whole catalogued condition, and the fragments left unread.
-
-    A fragment of a condition already read whole elsewhere (``known_sites``) adds nothing new.
-    """
+def recover(orphans: Iterable[Orphan],
+            known_sites: Iterable[AssertSite] = ()) -> tuple[list[AssertSite], list[Orphan], int]:
+    """Sites (file ``""``) for fragments holding a whole catalogued condition, the fragments left unread, and
+    how many fragments only repeat a condition already read whole elsewhere (``known_sites``)."""
     already = {s.condition for s in known_sites}
     conditions = _known_conditions()
     found: dict[str, list[Orphan]] = {}
     unread: list[Orphan] = []
+    repeats = 0
     for orphan in orphans:
         match = next((c for c in conditions if c in orphan.fragment), None)
         if match is None:
             unread.append(orphan)
-        elif match not in already:
+        elif match in already:
+            repeats += 1
+        else:
             found.setdefault(match, []).append(orphan)
     sites = []
     for condition, parts in found.items():
         first = AssertLine("", "", 0, None, NO_DIM, NO_DIM, condition, None, False, parts[0].raw)
         sites.append(AssertSite("", 0, None, condition, None, len(parts), 0, 0, first))
-    return sites, unread
+    return sites, unread, repeats

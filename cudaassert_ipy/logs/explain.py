@@ -59,6 +59,8 @@ class Explanation:
     repairs: tuple[str, ...]  # paste damage read through
     spliced: tuple[Orphan, ...]  # fragments with no whole known condition
     unreadable: tuple[str, ...]  # lines with an assertion marker and no whole record
+    folded: tuple[AssertSite, ...] = ()  # every site, recovered ones included (their counts are lines)
+    repeats: int = 0  # spliced fragments of a condition also read whole: recognised, not counted in a site
 
     @property
     def found(self) -> bool:
@@ -122,9 +124,11 @@ def explain_text(text: str, source: str = "log") -> Explanation:
     errors = _dedupe(find_errors(fixed.text, rank_label, tag_end))
     sites: dict[str | None, list[AssertSite]] = {k: list(v) for k, v in scanned.groups.items()}
     spliced: list[Orphan] = []
+    repeats = 0
     for label in {o.group for o in scanned.orphans}:
-        found, unread = recover([o for o in scanned.orphans if o.group == label], sites.get(label, []))
+        found, unread, again = recover([o for o in scanned.orphans if o.group == label], sites.get(label, []))
         spliced += unread
+        repeats += again
         if found:
             sites.setdefault(label, []).extend(found)
     labels = sorted({*sites, *(e.group for e in errors)}, key=sort_key)
@@ -164,4 +168,6 @@ def explain_text(text: str, source: str = "log") -> Explanation:
         repairs=tuple(fixed.repairs),
         spliced=tuple(spliced),
         unreadable=tuple(line for _, line in scanned.unreadable),
+        folded=tuple(site for group_sites in sites.values() for site in group_sites),
+        repeats=repeats,
     )

@@ -2,16 +2,31 @@
 
 A 100 MB training log is mostly progress bars and metrics. Only lines holding a record marker
 (``ssert``, ``: block: [``, ``` failed``) or an error word (``rror``/``RROR``) go on to the
-parsers, in their original order, so console-wrapped halves of one record stay next to each other.
+parsers, in their original order. A record a console wrapped keeps its other pieces: the lines
+around any line that holds only part of a record.
 """
 
 from __future__ import annotations
 
 __all__ = ["interesting"]
 
+_WRAP = 4  # pieces of one wrapped record kept on each side (a THC signature wraps 4 times at 80 columns)
+
+
+def _marked(line: str) -> bool:
+    return "ssert" in line or "rror" in line or "RROR" in line or ": block: [" in line or "` failed" in line
+
 
 def interesting(text: str) -> str:
-    """The lines of ``text`` that hold a record marker or an error word, joined by newlines."""
-    return "\n".join([line for line in text.splitlines()
-                      if "ssert" in line or "rror" in line or "RROR" in line or ": block: [" in line
-                      or "` failed" in line])
+    """The lines of ``text`` that hold a record marker or an error word (and wrapped pieces), joined by newlines."""
+    lines = text.splitlines()
+    keep = [i for i, line in enumerate(lines) if _marked(line)]
+    extra = set()
+    for i in keep:
+        line = lines[i]
+        whole = ": block: [" in line and "` failed" in line
+        if not whole and ("ssertion" in line or ": block: [" in line or "` failed" in line):  # a piece of one
+            extra.update(range(max(0, i - _WRAP), min(len(lines), i + 1 + _WRAP)))
+    if extra:
+        keep = sorted(extra.union(keep))
+    return "\n".join([lines[i] for i in keep])

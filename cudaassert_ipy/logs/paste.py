@@ -20,8 +20,8 @@ _QUOTE = re.compile(r"^(?:[ \t]*>)+[ \t]?", re.MULTILINE)
 _ENTITY = re.compile(r"&(?:amp|lt|gt|quot|#39|#x27|#96);")
 _RECORD_DIMS = r"block: \[[\d, ]+\], thread: \[[\d, ]+\]:? Assertion "
 # "Assertion t >= 0 && t < n_classes failed." (backticks eaten by a markdown renderer)
-_NO_TICKS = re.compile(r"(" + _RECORD_DIMS + r")(?![`'])(?!failed: )([^\n`]+?) failed\.")
-_DOUBLED = re.compile(r"``([^`\n]+)``")
+_NO_TICKS = re.compile(r"(" + _RECORD_DIMS + r")(?![`'])(?!failed: )([^\n]+?) failed\.")
+_DOUBLED = re.compile(r"``([^\n]+?)``")
 # "Loss.cu: nll_loss_forward_reduce_cuda_kernel_2d: block: [" (the line number is gone)
 _NO_LINE = re.compile(r"(\.(?:cuh|cu|hip|h|py))(: (?:[^:\n\[\]]{1,300}: )?block: \[)")
 
