@@ -315,6 +315,28 @@ def test_fd_1_is_tapped_too_including_python_prints_and_c_printf(tmp_path: Path)
     assert tail == expected
 
 
+def test_with_thinning_asked_for_but_no_ipykernel_capture_every_assertion_line_still_reaches_the_destination(
+    tmp_path: Path,
+) -> None:
+    proc, r, tail = run_child(
+        """
+        tap = FdTap(fds=(2,), shown_lines=3)
+        tap.start()
+        R["routed"] = list(tap.routed_fds)
+        m = tap.mark()
+        os.write(2, LINES)
+        tap.settle()
+        tap.drain()
+        save_tail(tap.text_since(m))
+        tap.stop()
+        """,
+        tmp_path,
+        setup=f"LINES = {ASSERT_LINE * 10!r}\n",
+    )
+    assert r["routed"] == []
+    assert proc.stderr == ASSERT_LINE * 10 and tail == ASSERT_LINE * 10
+
+
 def test_bytes_left_in_the_pipe_at_exit_still_reach_the_destination(tmp_path: Path) -> None:
     proc, _, _ = run_child(
         """

@@ -52,7 +52,8 @@ def execute(kc: Any, code: str, timeout: float = 15) -> Tuple[Dict[str, Any], Li
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             break
     reply = kc.get_shell_msg(timeout=max(0.01, deadline - time.monotonic()))
-    assert reply["parent_header"]["msg_id"] == msg_id
+    while reply["parent_header"].get("msg_id") != msg_id:  # e.g. start_new_kernel's kernel_info reply
+        reply = kc.get_shell_msg(timeout=max(0.01, deadline - time.monotonic()))
     return reply["content"], messages
 
 

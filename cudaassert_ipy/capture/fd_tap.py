@@ -5,6 +5,9 @@ them, and older or Windows kernels send them only to the server log. So we ``dup
 own onto the fd, and one reader thread forwards each byte to the previous descriptor (ipykernel's
 pipe or the real stderr) and records it in a bounded tail. Measurements and the reasons for the
 1 MiB pipes are in reference/jupyter-mechanics.md §A; minrk/wurlitzer was the model.
+Where ipykernel captures the fd, the reader can instead write every byte to the kernel's log itself
+and a thinned stream to the cell (``shown_lines``; cell_route.py, line_filter.py): thousands of
+assertion lines then stay out of the notebook.
 No IPython, no torch.
 """
 
@@ -21,7 +24,9 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Tuple
+
+from cudaassert_ipy.capture.cell_route import CellRoute, find_route
 
 __all__ = ["FdTap", "TapError", "TapSet"]
 
@@ -32,12 +37,17 @@ _DRAIN_LIMIT = 64 << 20  # drain() stops after this much so a writer in a loop c
 _IDLE_S = 0.05  # stop() waits for this much quiet; a child still writing to our pipe gets a lingering forwarder
 _STOP_TIMEOUT_S = 5.0
 _SETTLE_S = 1.0  # settle() waits at most this long for the next reader; one that is slower is not waited for again
+_RELEASE_S = 0.02  # a partial line held for the filter goes to the cell unfiltered after this much quiet
 
+_ioctl: Optional[Callable[..., Any]] = None
+_FIONREAD = 0
 try:  # Linux and macOS: how many bytes a pipe holds, asked through either end
-    from fcntl import ioctl as _ioctl
-    from termios import FIONREAD as _FIONREAD
+    import fcntl as _fcntl
+    import termios as _termios
+
+    _ioctl, _FIONREAD = _fcntl.ioctl, _termios.FIONREAD
 except ImportError:  # Windows: the tap does not start there
-    _ioctl, _FIONREAD = None, 0
+    pass
 
 
 class TapError(RuntimeError):
@@ -47,10 +57,11 @@ class TapError(RuntimeError):
 class _Channel:
     """One tapped fd: our pipe's read end and a duplicate of what the fd pointed to before."""
 
-    __slots__ = ("broken", "eof", "fd", "forwarded", "prev", "read", "waits")
+    __slots__ = ("broken", "eof", "fd", "forwarded", "prev", "read", "route", "waits")
 
-    def __init__(self, fd: int, prev: int, read: int, waits: bool = False) -> None:
+    def __init__(self, fd: int, prev: int, read: int, waits: bool = False, route: Optional[CellRoute] = None) -> None:
         self.fd, self.prev, self.read = fd, prev, read
+        self.route = route  # under ipykernel: the log gets every byte, the cell a thinned stream (cell_route.py)
         self.eof = False  # every write end is closed
         self.broken = False  # the old destination refuses bytes (EPIPE, EBADF); we still record
         self.waits = waits  # the old destination is a pipe whose reader settle() waits for
@@ -62,10 +73,15 @@ class FdTap:
 
     ``start()``/``stop()`` are idempotent; after ``stop()`` each fd is the original descriptor again.
     ``mark()`` then ``drain()`` + ``text_since(mark)`` give what was written in between.
+    ``shown_lines`` (None: off) thins assertion lines on their way to a notebook cell where ipykernel
+    captures the fd; the tail still records every byte.
     """
 
-    def __init__(self, fds: Iterable[int] = (1, 2), tail_bytes: int = 4 * 1024 * 1024) -> None:
+    def __init__(
+        self, fds: Iterable[int] = (1, 2), tail_bytes: int = 4 * 1024 * 1024, shown_lines: Optional[int] = None
+    ) -> None:
         self._fds: Tuple[int, ...] = tuple(fds)
+        self._shown_lines = shown_lines
         self._tail_bytes = max(0, int(tail_bytes))
         self._lock = threading.Lock()  # held while reading a pipe, forwarding and recording a chunk
         self._buf = bytearray()
@@ -77,6 +93,7 @@ class FdTap:
         self._stopping = threading.Event()
         self._active = False
         self._owner_pid = -1
+        self._routed = False  # some channel has a CellRoute: the reader then times out to release held lines
         self.error: Optional[BaseException] = None  # what stopped the reader thread, if anything
 
     @property
@@ -110,6 +127,7 @@ class FdTap:
         self.error = None
         opened: List[int] = []
         switched: List[_Channel] = []
+        routes: List[CellRoute] = []
         try:
             wake_r, wake_w = os.pipe()
             opened += [wake_r, wake_w]
@@ -126,7 +144,11 @@ class FdTap:
                 if fifo:
                     _enlarge(prev)
                 os.set_blocking(read, False)
-                pending.append((_Channel(fd, prev, read, waits=fifo and _ioctl is not None), write))
+                route = find_route(fd, self._shown_lines) if self._shown_lines is not None else None
+                if route is not None:
+                    routes.append(route)
+                waits = fifo and _ioctl is not None and route is None
+                pending.append((_Channel(fd, prev, read, waits=waits, route=route), write))
             for channel, write in pending:
                 _dup2(write, channel.fd)
                 switched.append(channel)
@@ -135,10 +157,11 @@ class FdTap:
         except OSError as exc:
             for channel in switched:
                 _dup2(channel.prev, channel.fd)
-            for fd in opened:
+            for fd in opened + [route.log for route in routes]:
                 _close(fd)
             raise TapError(f"cannot tap fds {self._fds}: {exc}") from exc
         self._channels = [c for c, _ in pending]
+        self._routed = bool(routes)
         self._wake = (wake_r, wake_w)
         self._selector = selectors.DefaultSelector()
         self._selector.register(wake_r, selectors.EVENT_READ, None)
@@ -166,6 +189,8 @@ class FdTap:
                 _dup2(channel.prev, channel.fd)
             self._active = False
             self._pump_all(_DRAIN_LIMIT)
+            for channel in self._channels:  # from here on plain forwarding: a child's late bytes go to prev
+                self._unroute(channel, None)
         self._stopping.set()
         _close(self._wake[1])
         thread = self._thread
@@ -215,7 +240,25 @@ class FdTap:
         if not self.active:
             return
         self.drain()
+        if self._routed:
+            with self._lock:
+                for channel in self._channels:
+                    if channel.route is not None:
+                        self._guard(channel, channel.route.end_cell)
         _wait_read(self._channels, time.monotonic() + timeout)
+
+    def set_shown_lines(self, shown: int) -> None:
+        """How many raw lines per assert site the cell shows from now on (negative: all)."""
+        with self._lock:
+            self._shown_lines = shown
+            for channel in self._channels:
+                if channel.route is not None and channel.route.filter is not None:
+                    channel.route.filter.shown = shown
+
+    @property
+    def routed_fds(self) -> Tuple[int, ...]:
+        """The fds whose bytes go to the log whole and to the cell thinned (ipykernel found under them)."""
+        return tuple(channel.fd for channel in self._channels if channel.route is not None)
 
     def unread(self) -> bool:
         """Whether bytes sit in our pipes, written but not yet forwarded (one ioctl per fd)."""
@@ -241,7 +284,13 @@ class FdTap:
         assert selector is not None
         try:
             while not self._stopping.is_set():
-                for key, _ in selector.select():
+                ready = selector.select(_RELEASE_S if self._routed and self._holding() else None)
+                if not ready:  # quiet: a partial line held for the filter goes out as it is
+                    with self._lock:
+                        for channel in self._channels:
+                            if channel.route is not None:
+                                self._guard(channel, channel.route.release)
+                for key, _ in ready:
                     channel = key.data
                     if channel is None:
                         _read_all(key.fd)
@@ -252,6 +301,30 @@ class FdTap:
                         selector.unregister(channel.read)
         except BaseException as exc:  # never print from here: our own stderr is the tapped fd
             self.error = exc
+
+    def _holding(self) -> bool:
+        for channel in self._channels:
+            route = channel.route
+            if route is not None and route.filter is not None and route.filter.holding:
+                return True
+        return False
+
+    def _guard(self, channel: _Channel, action: Callable[[], None]) -> None:
+        """Run a route's cell write; if the cell's stream fails, forward plainly from now on. Lock held."""
+        try:
+            action()
+        except Exception as exc:
+            self._unroute(channel, exc)
+
+    def _unroute(self, channel: _Channel, failure: Optional[BaseException]) -> None:
+        """Back to plain forwarding to ``prev`` for this channel; the route flushes what it holds. Lock held."""
+        route, channel.route = channel.route, None
+        if route is None:
+            return
+        if failure is not None and route.failure is None:
+            route.failure = failure
+        with contextlib.suppress(Exception):
+            route.close()
 
     def _finish(self, channels: List[_Channel], deadline: float, idle: Optional[float]) -> List[_Channel]:
         """After the switch back: read until EOF, until quiet for ``idle`` s, or deadline; return the open ones."""
@@ -297,7 +370,15 @@ class FdTap:
                 channel.eof = True
                 return
             done += len(data)
-            if not channel.broken:
+            route = channel.route
+            if route is not None:
+                if not route.log_broken:
+                    route.log_broken = not _write_all(route.log, data)
+                try:
+                    route.to_cell(data)
+                except Exception as exc:  # the cell's stream failed: plain forwarding from the next chunk on
+                    self._unroute(channel, exc)
+            elif not channel.broken:
                 channel.broken = not _write_all(channel.prev, data)
                 channel.forwarded += len(data)
             self._record(data)
@@ -317,8 +398,10 @@ class TapSet:
     Bytes still in a pipe at that moment count as this cell's, which is harmless for parsing.
     """
 
-    def __init__(self, fds: Iterable[int] = (2, 1), tail_bytes: int = 4 * 1024 * 1024) -> None:
-        self.taps = [FdTap(fds=(fd,), tail_bytes=tail_bytes) for fd in dict.fromkeys(fds)]
+    def __init__(
+        self, fds: Iterable[int] = (2, 1), tail_bytes: int = 4 * 1024 * 1024, shown_lines: Optional[int] = None
+    ) -> None:
+        self.taps = [FdTap(fds=(fd,), tail_bytes=tail_bytes, shown_lines=shown_lines) for fd in dict.fromkeys(fds)]
         self._unread: Any = None  # a select.poll over our pipes' read ends while started: one call asks them all
 
     @property
@@ -359,13 +442,28 @@ class TapSet:
 
     def settle(self, mark: Tuple[int, ...]) -> None:
         """``FdTap.settle`` when anything was written since ``mark``; a quiet cell costs one ``poll()``."""
-        if self.mark() == mark and not (self._unread.poll(0) if self._unread is not None else self.unread()):
+        # quiet: nothing recorded, nothing in our pipes, and no reader between taking a chunk out of its pipe
+        # and recording it (it holds its lock meanwhile; then the count is checked again)
+        if (
+            self.mark() == mark
+            and not (self._unread.poll(0) if self._unread is not None else self.unread())
+            and not any([tap._lock.locked() for tap in self.taps])
+            and self.mark() == mark
+        ):
             return
         for tap in self.taps:
             tap.settle()
 
     def unread(self) -> bool:
         return any(tap.unread() for tap in self.taps)
+
+    def set_shown_lines(self, shown: int) -> None:
+        for tap in self.taps:
+            tap.set_shown_lines(shown)
+
+    @property
+    def routed_fds(self) -> Tuple[int, ...]:
+        return tuple(fd for tap in self.taps for fd in tap.routed_fds)
 
     def text_since(self, mark: Tuple[int, ...]) -> str:
         parts = [tap.text_since(m) for tap, m in zip(self.taps, mark)]
