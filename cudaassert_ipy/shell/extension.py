@@ -34,6 +34,8 @@ class CudaAssert(Configurable):
     tap_fds = List(Int(), default_value=[2, 1], help="File descriptors to tee (each keeps its own tail).").tag(
         config=True)
     tail_bytes = Int(4 * 1024 * 1024, help="Bytes of fd output kept for parsing.").tag(config=True)
+    raw_lines_per_site = Int(3, help="Raw kernel assertion lines shown in the cell per assert site; the rest go "
+                             "to the kernel's log only (-1: all).").tag(config=True)
     panel = Bool(True, help="Show the ipywidgets panel when the frontend can render it.").tag(config=True)
     gpu_state = Bool(True, help="Read the GPU state through NVML (nvidia-ml-py) for the report.").tag(config=True)
     bookmark = Bool(True, help="Record each DataLoader's last 3 batches to name the bad samples after a failure "
@@ -115,7 +117,8 @@ class Extension:
     def _start_tap(self) -> None:
         from cudaassert_ipy.capture.fd_tap import TapError, TapSet
 
-        tap = TapSet(fds=tuple(self.config.tap_fds), tail_bytes=self.config.tail_bytes)
+        tap = TapSet(fds=tuple(self.config.tap_fds), tail_bytes=self.config.tail_bytes,
+                     shown_lines=self.config.raw_lines_per_site)
         try:
             tap.start()
         except (TapError, OSError) as e:
@@ -123,7 +126,13 @@ class Extension:
             return
         self.tap = tap
 
+        def shown(change: Any) -> None:
+            tap.set_shown_lines(change["new"])
+
+        self.config.observe(shown, "raw_lines_per_site")
+
         def stop() -> None:
+            self.config.unobserve(shown, "raw_lines_per_site")
             tap.stop()
             self.tap = None
 
