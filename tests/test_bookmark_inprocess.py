@@ -264,3 +264,30 @@ def test_a_loop_inside_a_function_from_an_earlier_cell_still_names_the_field(loa
     _run(shell, "train_one_epoch()")
     assert _samples_lines(capsys)[0].startswith(
         "batch 0 of epoch 0 from `train_loader`: `train_ds[41]` has class label 195 (position 41 of `targets`;")
+
+
+def test_a_sampler_of_string_keys_names_the_sample_by_its_key_and_offers_no_restart_entry(loaded, shell, capsys):
+    _run(shell, SETUP + """
+class ByName(Dataset):
+    labels = {"sparrow": 3, "robin": 195, "owl": 7, "wren": 1}
+    def __getitem__(self, key):
+        return torch.randn(8), self.labels[key]
+    def __len__(self):
+        return 4
+names_ds = ByName()
+named_loader = DataLoader(names_ds, batch_size=2, sampler=["sparrow", "wren", "owl", "robin"])
+""")
+    _run(shell, LOOP.replace("train_loader", "named_loader"))
+    lines = _samples_lines(capsys)
+    assert lines == ["batch 1 of epoch 0 from `named_loader`: `names_ds['robin']` has class label 195 (position 1 of "
+                     "`targets`; valid: 0..194 or ignore_index=-100); 1 bad sample in that batch, none in the 1 batch "
+                     "before it."]  # no "Reproduce" line: the restart plan carries integer indices only
+
+
+def test_a_subset_names_the_sample_in_the_full_dataset_too(loaded, shell, capsys):
+    _run(shell, SETUP + "from torch.utils.data import Subset\n"
+                        "val_part = Subset(train_ds, list(range(30, 60)))\n"
+                        "val_loader = DataLoader(val_part, batch_size=10)")
+    _run(shell, LOOP.replace("train_loader", "val_loader"))
+    assert _samples_lines(capsys)[0].startswith(
+        "batch 1 of epoch 0 from `val_loader`: `val_part[11] (= train_ds[41])` has class label 195 (position 1 of")

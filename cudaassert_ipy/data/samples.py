@@ -145,7 +145,7 @@ def _sample_name(dataset: Any, index: Any, names: Mapping[int, str], loader: str
     parent = getattr(dataset, "dataset", None)
     if inner is not None and parent is not None and isinstance(index, int) and 0 <= index < len(inner):
         return f"{base}[{index}] (= {names.get(id(parent), base + '.dataset')}[{int(inner[index])}])"
-    return f"{base}[{index}]"
+    return f"{base}[{index!r}]" if isinstance(index, str) else f"{base}[{index}]"
 
 
 def check_batches(records: Sequence[BatchRecord], rng: ValidRange, names: Mapping[int, str] | None = None,
