@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-__all__ = ["NOT_RECORDED", "BatchRecord", "Bookmark", "batch_nbytes"]
+__all__ = ["FAILED", "NOT_RECORDED", "BatchRecord", "Bookmark", "batch_nbytes"]
 
 _ATTR = "_cudaassert_bookmark"  # the per-iterator state, removed from every iterator on unload
 _KEEP = 3  # batches kept per iterator
@@ -33,8 +33,11 @@ NOT_RECORDED = {
     "iterable": "an IterableDataset has no sample indices; only the batch number is known",
     "unmatched": "its sample indices could not be matched to the yielded batch",
     "raised": "the dataset raised {error} while this batch was being loaded",
-    "not_tensors": "the loader yielded {type_name}, which holds no tensors",
+    "released": "a later iteration of this loader started, so its batches were released",
 }
+
+
+FAILED = "the DataLoader bookmark could not record a batch ({error}); the loader itself was not affected"
 
 
 @dataclass(frozen=True)
@@ -149,17 +152,24 @@ class Bookmark:
         def _next_index(it: Any) -> Any:
             index = index_orig(it)
             d = it.__dict__
-            st = d.get(_ATTR)
-            if st is None:  # workers prefetch from the iterator's constructor, before any __next__
-                st = bookmark._start(it, None)
-            st.pending[d.get("_send_idx")] = index
+            try:
+                st = d.get(_ATTR)
+                if st is None:  # workers prefetch from the iterator's constructor, before any __next__
+                    st = bookmark._start(it, None)
+                st.pending[d.get("_send_idx")] = index
+            except Exception as e:  # our bookkeeping must never cost the user a batch
+                bookmark._failed(e)
             return index
 
         def __next__(it: Any) -> Any:
             d = it.__dict__
             st = d.get(_ATTR)
-            if st is None or (st.records and d.get("_num_yielded") == 0):  # a new iteration
-                st = bookmark._start(it, st)
+            try:
+                if st is None or (st.records and d.get("_num_yielded") == 0):  # a new iteration
+                    st = bookmark._start(it, st)
+            except Exception as e:
+                bookmark._failed(e)
+                return next_orig(it)
             try:
                 data = next_orig(it)
             except StopIteration:
@@ -168,30 +178,38 @@ class Bookmark:
                 st.records.append((next(order), st.epoch, d.get("_num_yielded", 0), None, None,
                                    NOT_RECORDED["raised"].format(error=f"{type(e).__name__}: {e}")))
                 raise
-            pending = st.pending
-            if "_rcvd_idx" in d:  # workers: take back the list that was sent for this batch
-                key = d["_rcvd_idx"] - 1 if d.get("_in_order", True) else bookmark._yielded_key(it, pending)
-            else:
-                key = None
-            index = pending.pop(key, None)
-            if len(pending) > 64:  # lists of batches lost to errors or skipped workers
-                pending.clear()
-            size = batch_nbytes(data, tensor_type)
-            note = None
-            if st.iterable:
-                index, note = None, "iterable"
-            elif index is None:
-                note = "unmatched"
-            if size < 0 or size > cap:
-                kept = None
-                note = "gpu" if size < 0 else "too_big"
-            else:
-                kept = data
-            st.records.append((next(order), st.epoch, d["_num_yielded"] - 1, index, kept, note, size))
+            try:
+                pending = st.pending
+                if "_rcvd_idx" in d:  # workers: take back the list that was sent for this batch
+                    key = d["_rcvd_idx"] - 1 if d.get("_in_order", True) else bookmark._yielded_key(it, pending)
+                else:
+                    key = None
+                index = pending.pop(key, None)
+                if len(pending) > 64:  # lists of batches lost to errors or skipped workers
+                    pending.clear()
+                size = batch_nbytes(data, tensor_type)
+                note = None
+                if st.iterable:
+                    index, note = None, "iterable"
+                elif index is None:
+                    note = "unmatched"
+                if size < 0 or size > cap:
+                    kept = None
+                    note = "gpu" if size < 0 else "too_big"
+                else:
+                    kept = data
+                st.records.append((next(order), st.epoch, d["_num_yielded"] - 1, index, kept, note, size))
+            except Exception as e:
+                bookmark._failed(e)
             return data
 
         __next__.__cudaassert_bookmark__ = self  # type: ignore[attr-defined]
         return __next__, _next_index
+
+    def _failed(self, e: Exception) -> None:
+        """A batch we could not record: the user's loop goes on, the report says why once."""
+        if self.note is None:
+            self.note = FAILED.format(error=f"{type(e).__name__}: {e}")
 
     def _start(self, it: Any, st: _IterState | None) -> _IterState:
         """A new iteration (or an iterator first seen): count the epoch per sampler, start records."""
@@ -202,6 +220,9 @@ class Bookmark:
         except TypeError:  # a sampler that cannot be weakly referenced: count per iterator
             epoch = st.epoch + 1 if st is not None else 0
         pending = st.pending if st is not None else {}  # persistent workers prefetch before the first batch
+        for old in self._recent:  # an earlier iteration of this loader keeps its indices, not its batches
+            if old.sampler() is sampler and any(r[4] is not None for r in old.records):
+                old.records = deque(((*r[:4], None, "released", *r[6:]) for r in old.records), maxlen=_KEEP)
         st = _IterState(it, epoch)
         st.pending = pending
         it.__dict__[_ATTR] = st
