@@ -21,7 +21,7 @@ def interesting(text: str) -> str:
     """The lines of ``text`` that hold a record marker or an error word (and wrapped pieces), joined by newlines."""
     lines = text.splitlines()
     keep = [i for i, line in enumerate(lines) if _marked(line)]
-    extra = set()
+    extra: set[int] = set()
     for i in keep:
         line = lines[i]
         whole = ": block: [" in line and "` failed" in line
