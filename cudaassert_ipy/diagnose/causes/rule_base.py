@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence, TypeVar
 
 if TYPE_CHECKING:
-    from cudaassert_ipy.diagnose.evidence import Evidence, ModuleFact
+    from cudaassert_ipy.diagnose.evidence import Evidence
+    from cudaassert_ipy.diagnose.facts import ModuleFact
     from cudaassert_ipy.diagnose.hints import Facts
 
 __all__ = ["Case", "Finding", "Rule", "RuleEntry", "last_linear", "pick", "range_text"]

@@ -14,7 +14,8 @@ from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, last_linear,
 from cudaassert_ipy.diagnose.hints import LabelFacts
 
 if TYPE_CHECKING:
-    from cudaassert_ipy.diagnose.evidence import Evidence, LabelValues
+    from cudaassert_ipy.diagnose.evidence import Evidence
+    from cudaassert_ipy.diagnose.facts import LabelValues
 
 __all__ = ["class_labels"]
 
