@@ -579,3 +579,22 @@ def test_sites_are_grouped_by_the_key_the_caller_reads_from_each_line() -> None:
     text = "\n".join(f"[rank{r}]:" + LOSS_LINE.format(b=0, t=t) for r in (0, 1) for t in range(3))
     result = scan_all(text, group=lambda line: line[1:6])
     assert {k: [s.threads for s in v] for k, v in result.groups.items()} == {"rank0": [3], "rank1": [3]}
+
+
+def test_the_bulk_path_folds_exactly_as_parsing_every_line_does() -> None:
+    lines = []
+    for i in range(600):
+        record = (LOSS_LINE if i % 3 else GATHER_LINE).format(b=i % 5, t=i % 64)
+        kind = i % 6
+        if kind == 1:
+            record = f"[rank{i % 4}]:" + record
+        elif kind == 2:
+            record = "\x1b[31m" + record + "\x1b[0m"
+        elif kind == 3:
+            record = record + record.replace(f"[{i % 64},0,0]", "[99,0,0]")
+        elif kind == 4:
+            record = HIP_LINE.rstrip("\n")
+        lines.append(record)
+    text = "\n".join(lines) + "\n" + SAMPLES[7][1]
+    assert scan(text) == fold(parse_lines(text))
+    assert sum(s.count for s in scan(text)) == len(parse_lines(text)) == 700
