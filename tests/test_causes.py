@@ -134,3 +134,17 @@ def test_every_rule_family_words_its_fix_through_hints():
         hints.fix("take_put_out_of_range", hints.LabelFacts(bad=(3,), n_classes=3))
     assert hints.fix("nll_loss_target_out_of_range", hints.LabelFacts(bad=(3,), n_classes=3)).startswith(
         "the labels reach 3 with 3 classes")
+
+
+def test_a_device_assert_without_label_values_still_names_the_op_and_the_model_facts():
+    import torch
+
+    class Birds:
+        classes = tuple(f"species_{i}" for i in range(196))
+
+    ev = _device_assert_evidence("nll_loss_target_out_of_range",
+                                 {"model": torch.nn.Linear(4, 195), "train_ds": Birds()})
+    d = diagnose(ev)
+    assert d.headline == "GPU context dead · class label out of range in cross_entropy"
+    assert ("model", "out_features=195") in d.facts and ("train_ds.classes", "196 entries") in d.facts
+    assert d.specific is None and d.likely_fix is None  # no value seen: no guess at a fix

@@ -71,7 +71,7 @@ def class_labels(case: Case) -> Finding | None:
             bad=bad, n_classes=n_classes, ignore_index=ignore, dense=_dense(case, candidates, known),
             declared=declared, declared_by=declared_by,
         )) or None
-    return f if f.sentences or f.fix else None
+    return f
 
 
 def _n_classes(case: Case, f: Finding) -> tuple[int | None, str]:

@@ -75,4 +75,4 @@ def token_ids(case: Case) -> Finding | None:
     if num is not None and bad:
         f.fix = hints.token_ids(TokenFacts(bad=bad, num_embeddings=num, tokenizer_size=tokenizer_size,
                                            config_vocab=config_vocab)) or None
-    return f if f.sentences or f.fix else None
+    return f
