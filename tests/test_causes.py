@@ -148,3 +148,9 @@ def test_a_device_assert_without_label_values_still_names_the_op_and_the_model_f
     assert d.headline == "GPU context dead · class label out of range in cross_entropy"
     assert ("model", "out_features=195") in d.facts and ("train_ds.classes", "196 entries") in d.facts
     assert d.specific is None and d.likely_fix is None  # no value seen: no guess at a fix
+
+
+def test_a_bce_device_assert_without_readable_values_still_names_the_op():
+    d = diagnose(_device_assert_evidence("bce_input_out_of_range", {}))
+    assert d.headline == "GPU context dead · BCELoss input outside [0, 1] in binary_cross_entropy"
+    assert d.specific is None and d.likely_fix is None

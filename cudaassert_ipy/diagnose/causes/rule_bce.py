@@ -27,7 +27,7 @@ def bce(case: Case) -> Finding | None:
         f.facts.append((which, f"shape {values.shape}, min {values.lo:.4g}, max {values.hi:.4g}{nan}"))
         facts = facts or BceFacts(which, values.lo, values.hi, values.has_nan, values.whole_outside(0, 1))
     if facts is None:
-        return None
+        return f  # the op alone: no values were readable (a CUDA tensor)
     outside = facts.lo < 0 or facts.hi > 1
     if which == "input" and outside:
         f.sentences.append(LOGITS.format(lo=facts.lo, hi=facts.hi))
