@@ -25,7 +25,17 @@ labels = torch.tensor([3, 195, 7, 195])
 """
 
 
-def run_story(home: Path, **env: str) -> nbformat.NotebookNode:
+class InteractiveClient(NotebookClient):
+    """nbclient as an interactive frontend would talk: cells sent with ``allow_stdin=True`` (batch runs refuse it,
+    and get the static report instead: tests/test_run_batch_notebook.py), so the panel and its saved state show."""
+
+    async def async_start_new_kernel_client(self):  # type: ignore[override]
+        kc = await super().async_start_new_kernel_client()
+        kc.allow_stdin = True
+        return kc
+
+
+def run_story(home: Path, client: type[NotebookClient] = NotebookClient, **env: str) -> nbformat.NotebookNode:
     """Run the story in a fresh kernel whose IPython profile and Jupyter runtime dir are its own."""
     nb = new_notebook(cells=[
         new_code_cell("%load_ext cudaassert"),
@@ -33,12 +43,12 @@ def run_story(home: Path, **env: str) -> nbformat.NotebookNode:
         new_code_cell("loss = fail_like_gpu()", metadata={"tags": ["raises-exception"]}),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     env = kernel_env(IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home / "runtime"), **env)
-    NotebookClient(nb, timeout=120, kernel_name="python3").execute(env=env)
+    client(nb, timeout=120, kernel_name="python3").execute(env=env)
     return nb
 
 
 def test_a_failing_cell_holds_the_panel_with_the_full_text_and_html_report(tmp_path):
-    nb = run_story(tmp_path)
+    nb = run_story(tmp_path, InteractiveClient)
     outputs = nb.cells[2].outputs
     kinds = [o.output_type for o in outputs]
     assert "error" in kinds and outputs[kinds.index("error")].ename == "AcceleratorError"

@@ -185,6 +185,24 @@ def _parent_cmdline() -> str:
         return ""
 
 
+_NO_STDIN = "its client refuses input() (nbclient: papermill, jupyter nbconvert --execute)"
+
+
+def _stdin_refused(shell: Any) -> bool:
+    """nbclient, and so papermill and ``nbconvert --execute``, send every cell with ``allow_stdin=False``;
+    JupyterLab, Notebook, VS Code, Colab and jupyter console allow it. Nothing there can click a widget."""
+    kernel = getattr(shell, "kernel", None)
+    try:
+        parent = kernel.get_parent("shell") if kernel is not None else None
+    except Exception:  # an older or foreign kernel without get_parent
+        return False
+    content = parent.get("content") if isinstance(parent, dict) else None
+    header = parent.get("header") if isinstance(parent, dict) else None
+    if not isinstance(content, dict) or not isinstance(header, dict) or header.get("msg_type") != "execute_request":
+        return False
+    return content.get("allow_stdin") is False
+
+
 def detect(shell: Any) -> Frontend:
     K = FrontendKind
     user_ns = getattr(shell, "user_ns", {})
@@ -197,6 +215,8 @@ def detect(shell: Any) -> Frontend:
     run_type = os.environ.get("KAGGLE_KERNEL_RUN_TYPE", "")
     if run_type == "Batch":
         return Frontend(K.HEADLESS, key, kid, notebook, detail="KAGGLE_KERNEL_RUN_TYPE=Batch")
+    if _stdin_refused(shell):
+        return Frontend(K.HEADLESS, key, kid, notebook, detail=_NO_STDIN)
     server, looked = find_server()
     if server is not None:
         return Frontend(K.SERVER, key, kid, notebook, server, detail=server.url)
@@ -205,9 +225,9 @@ def detect(shell: Any) -> Frontend:
     base = os.path.basename(conn or "")
     if vsc_file or base.startswith(("kernel-v2", "kernel-v3")) or "VSCODE_PID" in os.environ:
         return Frontend(K.VSCODE, vscode_key(vsc_file) if vsc_file else key, kid, vsc_file, detail="VS Code")
-    parent = _parent_cmdline()
+    launcher = [os.path.basename(part) for part in _parent_cmdline().split()[:3]]  # python -m X / bin/X, not args
     for word in _HEADLESS_PARENTS:
-        if word in parent:
+        if any(word in part for part in launcher):
             return Frontend(K.HEADLESS, key, kid, notebook, detail=f"launched by {word}")
     return Frontend(K.KERNEL, key, kid, notebook, detail=looked)
 
