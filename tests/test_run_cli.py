@@ -249,3 +249,18 @@ def test_the_cudaassert_run_console_script_takes_the_same_arguments(tmp_path):
 def test_an_option_missing_its_value_is_an_argparse_error(tmp_path, option):
     result = run([option], tmp_path)
     assert result.returncode == 2 and "expected one argument" in result.stderr
+
+
+def test_a_bad_label_from_a_dataloader_is_traced_to_its_dataset_index(tmp_path):
+    s = script(tmp_path, """
+        import torch, torch.nn.functional as F
+        from torch.utils.data import DataLoader, TensorDataset
+        y = torch.tensor([0, 1, 2, 3, 4, 0, 1, 9, 2, 3, 4, 0])
+        loader = DataLoader(TensorDataset(torch.randn(12, 4), y), batch_size=4)
+        model = torch.nn.Linear(4, 5)
+        for xb, yb in loader:
+            loss = F.cross_entropy(model(xb), yb)
+    """)
+    result = run([s.name], tmp_path)
+    assert result.returncode == 1
+    assert "batch 1 of epoch 0 from `loader`: `loader.dataset[7]` has class label 9" in result.stderr

@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 import types
-from typing import Any
+from typing import Any, Callable
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.run import outputs
@@ -35,6 +35,7 @@ RERUN_HINT_TORCHRUN = (
     "--max-restarts 1: torchrun --max-restarts 1 ... -m cudaassert_ipy --rerun-on-failure {target}"
 )
 DIAGNOSIS_FAILED = "{prefix} the diagnosis itself failed ({error}); the traceback above is unchanged."
+BOOKMARK_BYTES = 256 * 1024 * 1024  # CPU batches kept per DataLoader, as the notebook extension's default
 TAP_UNAVAILABLE = "{prefix} assertion lines are not captured ({error}); the diagnosis uses the exception only."
 
 
@@ -68,6 +69,8 @@ class Guard:
         self.target_label = target_label
         self.user_files = user_files
         self.tap: Any = None
+        self.bookmark: Any = None  # data.bookmark.Bookmark once started
+        self._stop_bookmark: Callable[[], None] | None = None
         self.diagnosis: Diagnosis | None = None
         self.exception: BaseException | None = None
         self.report_text = ""
@@ -81,6 +84,9 @@ class Guard:
 
             os.environ[ENV_VAR] = "1"
             enable_validators()
+        from cudaassert_ipy.data.bookmark import start as start_bookmark
+
+        self.bookmark, self._stop_bookmark = start_bookmark(BOOKMARK_BYTES)  # patches the DataLoader once imported
         from cudaassert_ipy.capture.fd_tap import TapError, TapSet
 
         tap = TapSet(fds=(2, 1))
@@ -95,6 +101,9 @@ class Guard:
         tap, self.tap = self.tap, None
         if tap is not None:
             tap.stop()
+        stop_bookmark, self._stop_bookmark = self._stop_bookmark, None
+        if stop_bookmark is not None:
+            stop_bookmark()
 
     def note(self, text: str) -> None:
         if not self.options.quiet:
@@ -139,6 +148,10 @@ class Guard:
         user_ns = _script_globals(detection.exception.__traceback__, self.user_files)
         evidence = collect(detection, scan(text) if text else [], "", None, user_ns, text, self.user_files)
         diagnosis = diagnose(evidence)
+        if self.bookmark is not None:  # the DataLoader's last batches: which dataset samples hold the bad values
+            from cudaassert_ipy.data.post_mortem import annotate
+
+            diagnosis, _ = annotate(self.bookmark, diagnosis, evidence, user_ns or {})
         if diagnosis.context_dead:
             diagnosis = dataclasses.replace(diagnosis, status=DEAD_PROCESS)
         return diagnosis
