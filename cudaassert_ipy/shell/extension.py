@@ -164,12 +164,21 @@ class Extension:
     def diagnose_and_show(self, detection: Any, source: str, execution_count: int | None, stderr_text: str) -> None:
         if not self.config.enabled:
             return
-        from cudaassert_ipy.capture.assert_lines import scan
-        from cudaassert_ipy.diagnose.evidence import collect
+        import dataclasses
 
-        sites = scan(stderr_text) if stderr_text else []
+        from cudaassert_ipy.capture.assert_lines import scan_all
+        from cudaassert_ipy.diagnose.detection import classify
+        from cudaassert_ipy.diagnose.evidence import collect
+        from cudaassert_ipy.diagnose.recovered import recover
+
+        scanned = scan_all(stderr_text) if stderr_text else None
+        sites = scanned.sites + recover(scanned.orphans, scanned.sites)[0] if scanned is not None else []
+        if sites:  # an assertion line came with this error: a library error only surfaced it (issue #10)
+            detection = classify(detection.exception, context_dead=self.state.dead, assert_seen=True) or detection
         evidence = collect(detection, sites, source, execution_count, self.shell.user_ns, stderr_text)
         diagnosis = diagnose(evidence)
+        if detection.note:
+            diagnosis = dataclasses.replace(diagnosis, notes=(detection.note, *diagnosis.notes))
         if self.bookmark is not None:  # name the dataset samples that hold the bad values
             from cudaassert_ipy.data.post_mortem import annotate
 

@@ -1,0 +1,42 @@
+"""In a real kernel: a library error raised in the cell whose assertion lines it only surfaced is explained by them."""
+
+from __future__ import annotations
+
+from gpu_double import FOLLOW_ON_WORDINGS
+from kernels import execute, running_kernel
+
+from cudaassert_ipy.diagnose.detection import FOLLOW_ON_NOTE
+
+# error_texts.md §4: cuBLAS after an assert; §7 S10: fairseq's threads spliced mid-token.
+CUBLAS = FOLLOW_ON_WORDINGS["cublas sgemm"][1]
+SPLICED = (
+    ',0,0/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu], thread: [60,0:115,0], thread: [16: operator()'
+    ',0,0: '
+    'block: [12] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds",0,0` failed.\\n'
+)
+
+
+def _report(kc, code: str) -> str:
+    reply, msgs = execute(kc, code)
+    assert reply["status"] == "error"
+    return [m for m in msgs if m["type"] == "display_data"][-1]["content"]["data"]["text/plain"]
+
+
+def test_a_cublas_error_after_an_assertion_line_gets_the_assertions_cause_and_says_it_is_a_follow_on():
+    with running_kernel() as kc:
+        execute(kc, "%load_ext cudaassert")
+        plain = _report(kc, "import os\nfrom gpu_double import assertion_lines\n"
+                            "os.write(2, assertion_lines('nll_loss_target_out_of_range', threads=4))\n"
+                            f"raise RuntimeError({CUBLAS!r})")
+    assert "GPU context dead · class label out of range" in plain
+    assert FOLLOW_ON_NOTE.format(error="RuntimeError: " + CUBLAS) in plain
+
+
+def test_spliced_worker_lines_in_a_cell_are_read_for_their_whole_condition():
+    with running_kernel() as kc:
+        execute(kc, "%load_ext cudaassert")
+        plain = _report(kc, f"import os\nos.write(2, b'{SPLICED}' * 2)\n"
+                            "raise RuntimeError('CUDA error: device-side assert triggered')")
+    assert "GPU context dead · gather/scatter index out of bounds" in plain
+    assert ('(location lost in interleaved output): `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` '
+            "failed 2 times") in plain
