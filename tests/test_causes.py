@@ -154,3 +154,35 @@ def test_a_bce_device_assert_without_readable_values_still_names_the_op():
     d = diagnose(_device_assert_evidence("bce_input_out_of_range", {}))
     assert d.headline == "GPU context dead · BCELoss input outside [0, 1] in binary_cross_entropy"
     assert d.specific is None and d.likely_fix is None
+
+
+def test_a_label_with_no_known_class_count_is_still_named():
+    import torch
+
+    d = diagnose(_device_assert_evidence("nll_loss_target_out_of_range", {"labels": torch.tensor([3, 195])}))
+    assert d.specific == "cross_entropy got class label 195, outside 0..C-1."
+
+
+def test_an_embedding_assert_without_readable_ids_names_the_table():
+    import torch
+
+    d = diagnose(_device_assert_evidence("index_select_out_of_range", {"model": torch.nn.Embedding(10, 2)}))
+    assert d.specific == "An id is out of range, but `model` has num_embeddings=10 (valid 0..9)."
+
+
+def test_bce_rule_states_the_target_range_and_nan():
+    import torch
+    import torch.nn.functional as F
+
+    def twin(probs: torch.Tensor, target: torch.Tensor) -> str:
+        try:
+            F.binary_cross_entropy(probs, target)
+        except RuntimeError as error:
+            detection = classify(error)
+        assert detection is not None
+        return diagnose(collect(detection, user_ns={})).specific or ""
+
+    assert twin(torch.tensor([0.5, 0.5]), torch.tensor([0.0, 255.0])).startswith(
+        "The target ranges from 0 to 255. Likely fix: targets look like 0..255 mask pixels")
+    assert twin(torch.tensor([0.5, float("nan")]), torch.tensor([0.0, 1.0])).startswith(
+        "The input contains NaN. Likely fix: the input holds NaN")
