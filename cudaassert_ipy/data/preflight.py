@@ -8,31 +8,25 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional
 
 import torch
 from torch import Tensor
 
 from cudaassert_ipy.checks.common import bad_details, range_text
 from cudaassert_ipy.checks.errors import PREFLIGHT_FOOTER, PREFLIGHT_HEADLINE, ValidationIndexError, format_examples
+from cudaassert_ipy.data.preflight_scan import IDS_KEYS, LABEL_KEYS, Key, Progress, batch_len, pick_field, samples
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import LabelFacts, TokenFacts
 
 __all__ = ["PreflightReport", "check_labels", "check_token_ids", "preflight"]
 
-#: Sample fields tried, in order, when no key is given (dict-like samples).
-LABEL_KEYS = ("labels", "label", "targets", "target", "y", "mask", "masks")
-IDS_KEYS = ("input_ids", "ids", "tokens", "token_ids")
 #: Offending sample indices printed in the summary (the report keeps them all).
 SUMMARY_INDICES = 50
 #: Distinct bad values kept per sample.
 VALUES_PER_SAMPLE = 5
-
-Key = Union[str, int, Callable[[Any], Any], None]
 
 
 # ---------------------------------------------------------------- one tensor
@@ -136,46 +130,6 @@ def check_token_ids(ids: Any, vocab_size: int, *, tokenizer: Any = None) -> None
         footer=PREFLIGHT_FOOTER,
         facts=facts,
     )
-
-
-# ---------------------------------------------------------------- progress
-class _Progress:
-    """tqdm when it is installed, otherwise one self-overwriting line on stderr."""
-
-    def __init__(self, total: Optional[int], enabled: bool) -> None:
-        self.total = total
-        self.enabled = enabled
-        self.count = 0
-        self.start = time.monotonic()
-        self._last = 0.0
-        self._bar: Any = None
-        if enabled:
-            try:
-                from tqdm.auto import tqdm  # type: ignore[import-untyped, unused-ignore]
-            except ImportError:
-                pass
-            else:
-                self._bar = tqdm(total=total, desc="preflight", unit="sample")
-
-    def update(self, n: int) -> None:
-        self.count += n
-        if self._bar is not None:
-            self._bar.update(n)
-        elif self.enabled and time.monotonic() - self._last > 0.2:
-            self._last = time.monotonic()
-            self._write("\r")
-
-    def _write(self, end: str) -> None:
-        of = f"/{self.total}" if self.total is not None else ""
-        pct = f" ({100 * self.count // self.total}%)" if self.total else ""
-        sys.stderr.write(f"\rpreflight: {self.count}{of} samples{pct}, {time.monotonic() - self.start:.1f} s{end}")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-        elif self.enabled:
-            self._write("\n")
 
 
 # ---------------------------------------------------------------- the report
@@ -295,68 +249,6 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-# ---------------------------------------------------------------- scanning
-def _pick(sample: Any, key: Key, candidates: Tuple[str, ...], position: int) -> Any:
-    if callable(key):
-        return key(sample)
-    if key is not None:
-        return sample[key]
-    if isinstance(sample, dict) or hasattr(sample, "keys"):
-        for name in candidates:
-            if name in sample:
-                return sample[name]
-        raise KeyError(f"none of {candidates} in the sample's keys {list(sample.keys())}")
-    if isinstance(sample, (tuple, list)) and len(sample) >= 2:
-        return sample[position]
-    if position == 0:
-        return sample  # a bare tensor of ids
-    raise KeyError("cannot tell which part of the sample holds the labels")
-
-
-def _samples(data: Any) -> Tuple[Iterator[Tuple[int, Any, bool]], Optional[int], str]:
-    """(iterator of (first sample index, item, item_is_batch), total, description)."""
-    dataset = getattr(data, "dataset", None)
-    is_loader = dataset is not None and hasattr(data, "batch_size")
-    if is_loader and _map_style(dataset):
-        data = dataset  # scan by dataset index: the numbers the user can look up
-        source = f"loader.dataset ({type(dataset).__name__}, by dataset index)"
-        is_loader = False
-    elif is_loader:
-        source = "the DataLoader's batches (sample index = position in iteration order)"
-    else:
-        source = type(data).__name__
-    if _map_style(data):
-        n = len(data)
-        return ((i, data[i], False) for i in range(n)), n, source
-
-    def iterate() -> Iterator[Tuple[int, Any, bool]]:
-        offset = 0
-        for item in data:
-            yield offset, item, is_loader
-            offset += _batch_len(item) if is_loader else 1
-
-    return iterate(), None, source
-
-
-def _map_style(data: Any) -> bool:
-    from torch.utils.data import IterableDataset
-
-    if isinstance(data, (IterableDataset, dict)):
-        return False
-    return hasattr(data, "__getitem__") and hasattr(data, "__len__")
-
-
-def _batch_len(batch: Any) -> int:
-    if isinstance(batch, Tensor):
-        return int(batch.shape[0]) if batch.dim() else 1
-    if isinstance(batch, dict) or hasattr(batch, "keys"):
-        batch = next(iter(batch.values()), None)
-        return _batch_len(batch) if batch is not None else 0
-    if isinstance(batch, (tuple, list)) and batch:
-        return _batch_len(batch[0])
-    return 1
-
-
 def _record(
     values: Any, lo: int, hi: int, ignore: Optional[int], first: int, batched: bool,
     store: Dict[int, List[Any]], counts: Counter,
@@ -408,27 +300,27 @@ def preflight(
     """
     if num_classes is None and vocab_size is None:
         raise ValueError("preflight needs num_classes=..., vocab_size=..., or both")
-    items, total, source = _samples(dataset_or_loader)
+    items, total, source = samples(dataset_or_loader)
     if limit is not None:
         total = min(total, limit) if total is not None else limit
     report = PreflightReport(
         n_samples=0, source=source, num_classes=num_classes, vocab_size=vocab_size, ignore_index=ignore_index,
         declared_classes=_declared_classes(dataset_or_loader), tokenizer_size=_tokenizer_size(tokenizer),
     )
-    bar = _Progress(total, progress)
+    bar = Progress(total, progress)
     try:
         for first, item, batched in items:
             if limit is not None and first >= limit:
                 break
             if num_classes is not None:
-                labels = _pick(item, label_key, LABEL_KEYS, -1)
+                labels = pick_field(item, label_key, LABEL_KEYS, -1)
                 dim = _record(labels, 0, num_classes, ignore_index, first, batched,
                               report.bad_labels, report.label_value_counts)
                 report.segmentation = report.segmentation or dim >= 2
             if vocab_size is not None:
-                ids = _pick(item, ids_key, IDS_KEYS, 0)
+                ids = pick_field(item, ids_key, IDS_KEYS, 0)
                 _record(ids, 0, vocab_size, None, first, batched, report.bad_ids, report.id_value_counts)
-            n = _batch_len(item) if batched else 1
+            n = batch_len(item) if batched else 1
             report.n_samples += n
             bar.update(n)
     finally:
