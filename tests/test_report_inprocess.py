@@ -287,6 +287,10 @@ def test_a_validator_error_gets_the_same_diagnosis_and_says_the_gpu_is_alive(loa
     assert "[cudaassert] A validator caught this input before any device-side assert: the GPU is still alive." in out
     assert "[cudaassert] GPU alive · class label out of range in cross_entropy" in out
     assert "valid range: 0..194" in out
+    # the same cause and fix as the post-mortem of the CPU error (test above): one wording on both paths
+    assert ("Cause: cross_entropy got class label 195, but the model's last layer `model.2` has out_features=195, "
+            "so labels must be 0..194. 2 value(s) of `labels` are out of range (first: 195 at [1], 195 at [3]). "
+            "Likely fix: the dataset lists 196 classes but the model outputs 195: set out_features=196.") in out
     assert not loaded.state.dead
 
 
