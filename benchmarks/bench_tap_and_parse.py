@@ -6,6 +6,10 @@
     original fd (SHA-256 compared), MB/s next to the same burst without the tap;
 (b) ``scan()`` of 10,000 assertion lines, median of several runs;
 (c) reader-thread latency: from ``os.write(2, ...)`` returning to the bytes being in the tail.
+(d) issue #16: a 100 MiB burst of assertion lines (two sites, an ordinary line every 500) under
+    ipykernel's own fd capture (its real OutStream, in a child): without our tap, with the tap
+    forwarding everything (before #16), and with the tap thinning the cell's share (3 lines per
+    site); the original fd (the kernel's log) must get every byte in order (SHA-256) each time.
 Runs in well under a minute on 2 cores; needs the package installed (``pip install -e .``).
 """
 
@@ -59,6 +63,76 @@ for i in range({n}):
 tap.stop()
 os.write(1, repr(samples).encode())
 """
+
+
+# (d): ipykernel's OutStream captures fd 2 as in a kernel (a pipe under fd 2, a watcher thread echoing to the
+# original fd); its iopub socket has no subscriber, so what it publishes for the cell costs what it costs.
+KERNEL_BURST_CHILD = """
+import os, sys, time
+import zmq
+from jupyter_client.session import Session
+from ipykernel.iostream import IOPubThread, OutStream
+from cudaassert_ipy.capture.fd_tap import FdTap
+pub = zmq.Context.instance().socket(zmq.PUB)
+pub.bind("tcp://127.0.0.1:*")
+iopub = IOPubThread(pub)
+iopub.start()
+sys.stderr = OutStream(Session(key=b""), iopub, "stderr")
+tap = FdTap(fds=(2,), shown_lines={shown}) if {tapped} else None
+if tap: tap.start()
+routed = tap.routed_fds if tap else ()
+sys.path.insert(0, {here!r})
+from bench_tap_and_parse import assertion_block
+block = b"".join(assertion_block())
+n = {size} // len(block)
+os.write(1, repr((time.time(), n * len(block), routed)).encode() + b"\\n")
+for _ in range(n):
+    view = memoryview(block)
+    while view:
+        view = view[os.write(2, view):]
+if tap: tap.settle()
+sys.stderr.flush()
+if tap: tap.stop()
+time.sleep(60)  # the parent kills us once the original fd has every byte
+"""
+
+
+def assertion_block() -> List[bytes]:
+    """1,002 lines: two sites' lines alternating (texts from the reference catalogue), an ordinary line every 500."""
+    loss = ("../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [{b},0,0],"
+            " thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.\n")
+    index = ("../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [{b},0,0], thread: [{t},0,0] "
+             "Assertion `index >= -sizes[i] && index < sizes[i] && \"index out of bounds\"` failed.\n")
+    out = []
+    for i in range(500):
+        out += [loss.format(b=i // 64, t=i % 64).encode(), index.format(b=i // 64, t=i % 64).encode()]
+        if i % 250 == 249:
+            out.append(f"epoch {i}: ordinary line\n".encode())
+    return out
+
+
+def kernel_burst(tapped: bool, shown: object) -> Tuple[float, bool, Tuple[int, ...]]:
+    """(MiB/s until the original fd had every byte, whether they were the right bytes in order, routed fds)."""
+    lines = assertion_block()
+    code = KERNEL_BURST_CHILD.format(tapped=tapped, shown=shown, here=os.path.dirname(os.path.abspath(__file__)),
+                                     size=BURST_MB * CHUNK)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stderr is not None and proc.stdout is not None
+    started, total, routed = ast.literal_eval(proc.stdout.readline().decode())
+    block = b"".join(lines)
+    want = hashlib.sha256(block * (total // len(block))).hexdigest()
+    digest, received = hashlib.sha256(), 0
+    while received < total:
+        data = proc.stderr.read(min(CHUNK, total - received))
+        if not data:
+            break
+        digest.update(data)
+        received += len(data)
+    finished = time.time()
+    proc.kill()
+    proc.wait(60)
+    return received / (1 << 20) / (finished - started), digest.hexdigest() == want and received == total, routed
 
 
 def expected_digest(n: int) -> str:
@@ -141,6 +215,26 @@ def main() -> None:
     p50, p99 = latency_us()
     rows.append(("(c) reader latency p50", f"{p50:.0f} us", "<= 100 us", p50 <= 100))
     rows.append(("(c) reader latency p99", f"{p99:.0f} us", "<= 1000 us", p99 <= 1000))
+
+    plain, plain_ok, _ = kernel_burst(tapped=False, shown=None)
+    before, before_ok, _ = kernel_burst(tapped=True, shown=None)
+    thinned, thinned_ok, routed = kernel_burst(tapped=True, shown=3)
+    rows.append(
+        (
+            f"(d) {BURST_MB} MiB of assertion lines under ipykernel's fd capture: bytes at the original fd",
+            f"{'equal' if plain_ok and before_ok and thinned_ok else 'DIFFERENT'} (sha256, 3 runs); routed {routed}",
+            "whole, in order, routed (2,)",
+            plain_ok and before_ok and thinned_ok and routed == (2,),
+        )
+    )
+    rows.append(
+        (
+            "(d) MiB/s: ipykernel alone / + tap (before #16) / + tap thinning",
+            f"{plain:,.0f} / {before:,.0f} / {thinned:,.0f}; thinning vs alone {thinned / plain:.2f}x",
+            "thinning >= ipykernel alone",
+            thinned >= plain,
+        )
+    )
 
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     header = ("measure", "figure", "goal")

@@ -442,12 +442,11 @@ class TapSet:
 
     def settle(self, mark: Tuple[int, ...]) -> None:
         """``FdTap.settle`` when anything was written since ``mark``; a quiet cell costs one ``poll()``."""
-        # quiet: nothing recorded, nothing in our pipes, and no reader between taking a chunk out of its pipe
-        # and recording it (it holds its lock meanwhile; then the count is checked again)
+        # quiet: nothing in our pipes, no reader between taking a chunk out and recording it (it holds its lock
+        # meanwhile), and nothing recorded; asked in this order, a chunk in flight is seen by one of them
         if (
-            self.mark() == mark
-            and not (self._unread.poll(0) if self._unread is not None else self.unread())
-            and not any([tap._lock.locked() for tap in self.taps])
+            not (self._unread.poll(0) if self._unread is not None else self.unread())
+            and True not in [tap._lock.locked() for tap in self.taps]
             and self.mark() == mark
         ):
             return
