@@ -6,15 +6,18 @@ The script runs in this process as ``python train.py`` would; see ``target`` and
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from cudaassert_ipy.run.children import child_environ
 from cudaassert_ipy.run.guard import Guard, UserFiles
 from cudaassert_ipy.run.options import RERUN_ENV, RunOptions
 from cudaassert_ipy.run.target import Target, strip_runner_frames
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["USAGE_NO_TARGET", "build_parser", "console", "main", "parse"]
 
@@ -39,6 +42,8 @@ exit code:  the script's own; 1 for an uncaught exception; 2 when the script fil
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
                                 usage=f"{prog} [options] (script.py | -m module) [args ...]",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,8 +84,10 @@ def parse(argv: list[str], prog: str) -> tuple[RunOptions, Target | None]:
             ours += argv[i + 1:i + 2]
             i += 1
         i += 1
-    ns = build_parser(prog).parse_args(ours)  # --help and bad options exit here, as argparse does
-    options = RunOptions(ns.validators, ns.blocking, ns.quiet, ns.report_json, ns.rerun_on_failure, ns.children)
+    options = RunOptions()
+    if ours:  # argparse costs a few ms: only when there are options to read
+        ns = build_parser(prog).parse_args(ours)  # --help and bad options exit here, as argparse does
+        options = RunOptions(ns.validators, ns.blocking, ns.quiet, ns.report_json, ns.rerun_on_failure, ns.children)
     rest = argv[i:]
     if not rest:
         return options, None

@@ -8,18 +8,17 @@ No IPython, no ipywidgets; torch only when validators are asked for.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
-import traceback
 import types
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.run import outputs
 from cudaassert_ipy.run.options import RunOptions
 from cudaassert_ipy.run.rank import RankInfo
 from cudaassert_ipy.wording import PREFIX, error_line
+
+if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start-up stays light
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 
 __all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "UserFiles"]
 
@@ -130,6 +129,10 @@ class Guard:
         print(short if self.options.quiet else self.report_text, file=sys.stderr, flush=True)
         error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
         if error_file:
+            import traceback
+
+            from cudaassert_ipy.run import outputs
+
             callstack = "".join(traceback.format_exception(type(exc), exc, tb))
             failed = outputs.write_error_file(error_file, outputs.error_file_data(exc, callstack, self.report_text))
             if failed:
@@ -153,6 +156,8 @@ class Guard:
 
             diagnosis, _ = annotate(self.bookmark, diagnosis, evidence, user_ns or {})
         if diagnosis.context_dead:
+            import dataclasses
+
             diagnosis = dataclasses.replace(diagnosis, status=DEAD_PROCESS)
         return diagnosis
 
@@ -175,6 +180,8 @@ class Guard:
         """The JSON report (when asked for), then the tap stops: every byte reaches the real stderr first."""
         path = self.options.report_json
         if path:
+            from cudaassert_ipy.run import outputs
+
             data = outputs.report_data(self.diagnosis, self.rank, exit_code, self.report_text, exc, rerun)
             failed = outputs.write_report_json(path, data)
             if failed:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass
 from typing import Mapping
@@ -24,12 +23,15 @@ class RunOptions:
 
     def to_env(self) -> str:
         """What a child process needs (files and reruns stay with the parent that asked for them)."""
-        return json.dumps({"validators": self.validators, "blocking": self.blocking, "quiet": self.quiet})
+        flags = {"validators": self.validators, "blocking": self.blocking, "quiet": self.quiet}
+        return "{" + ", ".join(f'"{k}": {str(v).lower()}' for k, v in flags.items()) + "}"  # JSON, without json
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RunOptions:
         """The parent's settings in a child; defaults when the variable is absent or unreadable."""
         raw = (os.environ if environ is None else environ).get(CHILD_ENV, "")
+        import json
+
         try:
             data = json.loads(raw) if raw else {}
         except ValueError:

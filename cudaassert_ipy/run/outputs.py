@@ -13,11 +13,13 @@ import json
 import os
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.run.rank import RankInfo
 from cudaassert_ipy.wording import PREFIX, error_line
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 
 __all__ = ["ERROR_FILE_FAILED", "REPORT_DIR_NOT_WRITABLE", "REPORT_FAILED", "check_report_path",
            "error_file_data", "write_error_file", "write_report_json"]

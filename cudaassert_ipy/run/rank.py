@@ -7,7 +7,6 @@ every worker; Accelerate and Lightning launch through it or set the same names.
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -30,14 +29,19 @@ class RankInfo:
     rank: int | None
     local_rank: int | None
     world_size: int | None
-    host: str
     torchrun: bool  # launched by torch.distributed.elastic (it reads TORCHELASTIC_ERROR_FILE)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RankInfo:
         env = os.environ if environ is None else environ
         return cls(_int(env.get("RANK")), _int(env.get("LOCAL_RANK")), _int(env.get("WORLD_SIZE")),
-                   socket.gethostname(), "TORCHELASTIC_RUN_ID" in env)
+                   "TORCHELASTIC_RUN_ID" in env)
+
+    @property
+    def host(self) -> str:
+        import socket
+
+        return socket.gethostname()
 
     @property
     def distributed(self) -> bool:
