@@ -156,6 +156,7 @@ def test_validation_errors_survive_pickling_with_their_attributes() -> None:
     assert (copy.op, copy.argument, copy.n_bad, copy.examples, copy.cause_id) == (
         "cross_entropy", "target", 1, [((1,), 3)], "nll_loss_target_out_of_range"
     )
+    assert copy.facts == info.value.facts is not None  # the plain facts the fix was worded from
 
 
 # ---------------------------------------------------------------- threads
