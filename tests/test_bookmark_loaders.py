@@ -127,11 +127,11 @@ def test_a_worker_that_raises_leaves_a_record_and_the_error_unchanged(bookmark):
 
 
 def test_a_batch_larger_than_its_share_of_the_cap_keeps_its_indices_but_not_the_batch():
-    b = Bookmark(cap_bytes=3 * 2048)
+    b = Bookmark(cap_bytes=3 * 4096)
     b.patch(dl)
     try:
-        loader = DataLoader(TensorDataset(torch.zeros(64, 10)), batch_size=32)  # 1,280 bytes a batch: kept
-        big = DataLoader(TensorDataset(torch.zeros(64, 100)), batch_size=32)  # 12,800 bytes: not kept
+        loader = DataLoader(TensorDataset(torch.zeros(64, 10, dtype=torch.long)), batch_size=32)  # 2,560 bytes: kept
+        big = DataLoader(TensorDataset(torch.zeros(64, 100, dtype=torch.long)), batch_size=32)  # 25,600 bytes: not
         list(loader), list(big)
         records = b.records({id(loader.batch_sampler): "small", id(big.batch_sampler): "big"})
     finally:
@@ -139,7 +139,7 @@ def test_a_batch_larger_than_its_share_of_the_cap_keeps_its_indices_but_not_the_
     assert [(r.loader, r.batch_object is not None) for r in records] == [
         ("big", False), ("big", False), ("small", True), ("small", True)]
     assert records[0].indices == tuple(range(32, 64))
-    assert records[0].note == ("the batch (12.5 KiB) is larger than CudaAssert.bookmark_bytes / 3 (2.0 KiB): "
+    assert records[0].note == ("its fields (25.0 KiB) are larger than CudaAssert.bookmark_bytes / 3 (4.0 KiB): "
                                "3 batches are kept")
 
 
@@ -148,7 +148,10 @@ def test_a_batch_we_cannot_read_is_yielded_unchanged_and_the_note_says_why(bookm
         def keys(self):
             return ["x"]
 
-        def values(self):
+        def items(self):
+            return []
+
+        def __getitem__(self, key):
             raise RuntimeError("odd batch")
 
     odd = [Odd(), Odd()]
@@ -165,3 +168,12 @@ def test_a_new_epoch_releases_the_previous_epochs_batches_but_keeps_their_indice
     assert [(r.epoch, r.batch_object is not None) for r in records] == [(1, True)] * 3 + [(0, False)] * 3
     assert records[3].indices == tuple(range(200, 203))
     assert records[3].note == "a later iteration of this loader started, so its batches were released"
+
+
+def test_large_float_fields_are_not_kept_but_labels_are_kept_by_reference(bookmark):
+    images = torch.randn(64, 3, 32, 32)
+    loader = DataLoader(TensorDataset(images, torch.arange(64)), batch_size=32)
+    batches = list(loader)
+    record = bookmark.records()[0]
+    assert record.batch_object[0] is None  # 384 KiB of images: the loop's cache, not ours
+    assert record.batch_object[1] is batches[1][1]  # the labels: the very tensor the loop got, no copy
