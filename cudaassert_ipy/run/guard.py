@@ -83,9 +83,11 @@ class Guard:
 
             os.environ[ENV_VAR] = "1"
             enable_validators()
-        from cudaassert_ipy.data.bookmark import start as start_bookmark
+        from cudaassert_ipy.data.after_import import AfterImport
 
-        self.bookmark, self._stop_bookmark = start_bookmark(BOOKMARK_BYTES)  # patches the DataLoader once imported
+        hook = AfterImport("torch.utils.data.dataloader", self._start_bookmark)  # the bookmark loads with torch
+        hook.install()
+        self._stop_bookmark = hook.uninstall
         from cudaassert_ipy.capture.fd_tap import TapError, TapSet
 
         tap = TapSet(fds=(2, 1))
@@ -103,6 +105,15 @@ class Guard:
         stop_bookmark, self._stop_bookmark = self._stop_bookmark, None
         if stop_bookmark is not None:
             stop_bookmark()
+        if self.bookmark is not None:
+            self.bookmark.unpatch()
+
+    def _start_bookmark(self, module: types.ModuleType) -> None:
+        """Record each DataLoader's last batches, to name the dataset samples behind a failure."""
+        from cudaassert_ipy.data.bookmark import Bookmark
+
+        self.bookmark = Bookmark(BOOKMARK_BYTES)
+        self.bookmark.patch(module)
 
     def note(self, text: str) -> None:
         if not self.options.quiet:

@@ -9,10 +9,10 @@ Failing to write either file costs one line on stderr, never the run's own outco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.run.rank import RankInfo
@@ -57,7 +57,7 @@ def report_data(diagnosis: Diagnosis | None, rank: RankInfo, exit_code: int, rep
         "cuda_failure": diagnosis is not None,
         "exception": error_line(exception) if exception is not None else None,
         "rank": rank.as_dict(),
-        "diagnosis": asdict(diagnosis) if diagnosis is not None else None,
+        "diagnosis": dataclasses.asdict(diagnosis) if diagnosis is not None else None,
         "report": report_text or None,
         "rerun": rerun,
     }

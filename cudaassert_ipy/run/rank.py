@@ -7,8 +7,7 @@ every worker; Accelerate and Lightning launch through it or set the same names.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from cudaassert_ipy.wording import PREFIX
 
@@ -24,8 +23,7 @@ def _int(value: str | None) -> int | None:
         return None
 
 
-@dataclass(frozen=True)
-class RankInfo:
+class RankInfo(NamedTuple):
     rank: int | None
     local_rank: int | None
     world_size: int | None

@@ -53,7 +53,7 @@ def run_with_rerun(options: RunOptions, target: Target) -> int:
     rank = RankInfo.from_env()
     if rank.torchrun:
         return _torchrun(options, target, rank)
-    first = dataclasses.replace(options, report_json=None)
+    first = options._replace(report_json=None)
     code, guard = execute(first, target)
     guard.finish(code, guard.exception)
     if guard.diagnosis is None or guard.diagnosis.kind == "validator":
@@ -105,7 +105,7 @@ def _read(path: str) -> dict[str, Any] | None:
 
 def _final_json(options: RunOptions, guard: Guard, code: int, rerun: dict[str, Any] | None) -> None:
     if options.report_json:
-        guard.options = dataclasses.replace(guard.options, report_json=options.report_json)
+        guard.options = guard.options._replace(report_json=options.report_json)
         guard.finish(code, guard.exception, rerun)
 
 
@@ -126,7 +126,7 @@ def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
     opts = options
     notes: tuple[str, ...] = ()
     if firsts:
-        opts = dataclasses.replace(opts, blocking=True, validators=True)
+        opts = opts._replace(blocking=True, validators=True)
         if rank.is_zero:
             print(RERUN_BANNER.format(prefix=PREFIX, target=target.label), file=sys.stderr, flush=True)
         first = _read(os.path.join(state, f"rank{rank.rank}.json" if f"rank{rank.rank}.json" in firsts else firsts[0]))

@@ -14,7 +14,7 @@ import os
 import runpy
 import sys
 import types
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["NO_FILE", "NO_MODULE", "Target", "strip_runner_frames"]
 
@@ -24,8 +24,7 @@ _RUNNER_DIRS = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 _RUNPY = (os.path.abspath(runpy.__file__), "<frozen runpy>")  # 3.11+ names frozen modules' frames so
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A script path or a module name, with the arguments that follow it."""
 
     path: str | None
