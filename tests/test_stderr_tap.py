@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import pytest
 
-from cudaassert_ipy.capture import fd_tap as stderr_tap
+from cudaassert_ipy.capture import fd_io
 from cudaassert_ipy.capture.fd_tap import FdTap, TapError, TapSet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -531,7 +531,7 @@ def test_settle_waits_until_the_next_reader_has_taken_every_forwarded_byte() -> 
         m = taps.mark()
         os.write(pipe.write, payload)
         taps.settle(m)
-        assert stderr_tap._unread(pipe.read) == 0
+        assert fd_io.bytes_waiting(pipe.read) == 0
         assert len(pipe.data) >= len(payload) - 4096  # at most the chunk the reader holds right now
     finally:
         taps.stop()
@@ -547,7 +547,7 @@ def test_settle_gives_up_on_a_destination_nobody_reads_and_never_waits_for_it_ag
         assert tap._channels[0].waits is True
         tap.settle(timeout=0.05)
         assert tap._channels[0].waits is False
-        assert stderr_tap._unread(read) == len(b"nobody reads this\n")  # forwarded, kept, not dropped
+        assert fd_io.bytes_waiting(read) == len(b"nobody reads this\n")  # forwarded, kept, not dropped
     finally:
         tap.stop()
         os.close(write)

@@ -15,23 +15,31 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import errno
 import os
 import select
 import selectors
 import stat
-import sys
 import threading
 import time
 import weakref
 from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 from cudaassert_ipy.capture.cell_route import CellRoute, find_route
+from cudaassert_ipy.capture.fd_io import (
+    HAS_FIONREAD,
+    PIPE_SIZE,
+    bytes_waiting,
+    close,
+    dup2,
+    enlarge,
+    flush_c,
+    flush_std,
+    read_all,
+    write_all,
+)
 
 __all__ = ["FdTap", "TapError", "TapSet"]
 
-_F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032  # Linux fcntl.h; absent from the fcntl module before 3.10
-_PIPE_SIZE = 1 << 20  # stock 64 KiB pipes hang a kernel when C code writes more with the GIL held
 _CHUNK = 1 << 16
 _DRAIN_LIMIT = 64 << 20  # drain() stops after this much so a writer in a loop cannot pin it
 _IDLE_S = 0.05  # stop() waits for this much quiet; a child still writing to our pipe gets a lingering forwarder
@@ -39,15 +47,6 @@ _STOP_TIMEOUT_S = 5.0
 _SETTLE_S = 1.0  # settle() waits at most this long for the next reader; one that is slower is not waited for again
 _RELEASE_S = 0.02  # a partial line held for the filter goes to the cell unfiltered after this much quiet
 
-_ioctl: Optional[Callable[..., Any]] = None
-_FIONREAD = 0
-try:  # Linux and macOS: how many bytes a pipe holds, asked through either end
-    import fcntl as _fcntl
-    import termios as _termios
-
-    _ioctl, _FIONREAD = _fcntl.ioctl, _termios.FIONREAD
-except ImportError:  # Windows: the tap does not start there
-    pass
 
 
 class TapError(RuntimeError):
@@ -122,7 +121,7 @@ class FdTap:
             return
         if os.name == "nt" or not hasattr(os, "dup2") or not hasattr(os, "set_blocking"):
             raise TapError("fd-level capture needs select() on pipes, which this platform lacks")
-        _flush_std()
+        flush_std()
         self._stopping.clear()
         self.error = None
         opened: List[int] = []
@@ -139,26 +138,26 @@ class FdTap:
                 opened.append(prev)
                 read, write = os.pipe()
                 opened += [read, write]
-                _enlarge(write)
+                enlarge(write)
                 fifo = stat.S_ISFIFO(os.fstat(prev).st_mode)
                 if fifo:
-                    _enlarge(prev)
+                    enlarge(prev)
                 os.set_blocking(read, False)
                 route = find_route(fd, self._shown_lines) if self._shown_lines is not None else None
                 if route is not None:
                     routes.append(route)
-                waits = fifo and _ioctl is not None and route is None
+                waits = fifo and HAS_FIONREAD and route is None
                 pending.append((_Channel(fd, prev, read, waits=waits, route=route), write))
             for channel, write in pending:
-                _dup2(write, channel.fd)
+                dup2(write, channel.fd)
                 switched.append(channel)
                 os.close(write)
                 opened.remove(write)
         except OSError as exc:
             for channel in switched:
-                _dup2(channel.prev, channel.fd)
+                dup2(channel.prev, channel.fd)
             for fd in opened + [route.log for route in routes]:
-                _close(fd)
+                close(fd)
             raise TapError(f"cannot tap fds {self._fds}: {exc}") from exc
         self._channels = [c for c, _ in pending]
         self._routed = bool(routes)
@@ -182,17 +181,17 @@ class FdTap:
         if not self.active:
             self._active = False  # in a forked child: the fds stay on the parent's pipes
             return
-        _flush_std()
+        flush_std()
         with self._lock:
             self._pump_all(_DRAIN_LIMIT)
             for channel in self._channels:
-                _dup2(channel.prev, channel.fd)
+                dup2(channel.prev, channel.fd)
             self._active = False
             self._pump_all(_DRAIN_LIMIT)
             for channel in self._channels:  # from here on plain forwarding: a child's late bytes go to prev
                 self._unroute(channel, None)
         self._stopping.set()
-        _close(self._wake[1])
+        close(self._wake[1])
         thread = self._thread
         if thread is not None:
             thread.join(_STOP_TIMEOUT_S)
@@ -203,11 +202,11 @@ class FdTap:
         _wait_read([channel for channel in self._channels if channel not in held], time.monotonic() + _SETTLE_S)
         for channel in self._channels:
             if channel not in held:
-                _close(channel.read)
-                _close(channel.prev)
+                close(channel.read)
+                close(channel.prev)
         if held:  # a child process still holds our pipe: forward its bytes until it lets go (no EPIPE)
             threading.Thread(target=self._linger, args=(held,), name="cudaassert-fd-linger", daemon=True).start()
-        _close(self._wake[0])
+        close(self._wake[0])
         if self._selector is not None:
             self._selector.close()
         self._channels, self._thread, self._selector, self._wake = [], None, None, (-1, -1)
@@ -224,7 +223,7 @@ class FdTap:
         """Read and forward what is in the pipes now, so a C write just before shows in the tail."""
         if not self.active:
             return
-        _flush_c()
+        flush_c()
         with self._lock:
             self._pump_all(_DRAIN_LIMIT)
 
@@ -262,7 +261,7 @@ class FdTap:
 
     def unread(self) -> bool:
         """Whether bytes sit in our pipes, written but not yet forwarded (one ioctl per fd)."""
-        return any(_unread(channel.read) > 0 for channel in self._channels)
+        return any(bytes_waiting(channel.read) > 0 for channel in self._channels)
 
     def mark(self) -> int:
         """A position in the byte stream; bytes already written are before it (we drain first)."""
@@ -293,10 +292,10 @@ class FdTap:
                 for key, _ in ready:
                     channel = key.data
                     if channel is None:
-                        _read_all(key.fd)
+                        read_all(key.fd)
                         continue
                     with self._lock:
-                        self._pump(channel, _PIPE_SIZE)
+                        self._pump(channel, PIPE_SIZE)
                     if channel.eof:
                         selector.unregister(channel.read)
         except BaseException as exc:  # never print from here: our own stderr is the tapped fd
@@ -348,8 +347,8 @@ class FdTap:
             self._finish(channels, float("inf"), None)
         finally:
             for channel in channels:
-                _close(channel.read)
-                _close(channel.prev)
+                close(channel.read)
+                close(channel.prev)
 
     def _pump_all(self, limit: int) -> None:
         for channel in self._channels:
@@ -373,13 +372,13 @@ class FdTap:
             route = channel.route
             if route is not None:
                 if not route.log_broken:
-                    route.log_broken = not _write_all(route.log, data)
+                    route.log_broken = not write_all(route.log, data)
                 try:
                     route.to_cell(data)
                 except Exception as exc:  # the cell's stream failed: plain forwarding from the next chunk on
                     self._unroute(channel, exc)
             elif not channel.broken:
-                channel.broken = not _write_all(channel.prev, data)
+                channel.broken = not write_all(channel.prev, data)
                 channel.forwarded += len(data)
             self._record(data)
 
@@ -469,21 +468,6 @@ class TapSet:
         return "\n".join(p for p in parts if p)
 
 
-def _write_all(fd: int, data: bytes) -> bool:
-    """Write every byte, waiting while a non-blocking destination is full; False if it is gone."""
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view) :]
-        except BlockingIOError:
-            with selectors.DefaultSelector() as selector:
-                selector.register(fd, selectors.EVENT_WRITE)
-                selector.select(1.0)
-        except OSError:
-            return False
-    return True
-
-
 def _wait_read(channels: Iterable[_Channel], deadline: float) -> None:
     """Wait until each old destination's reader has taken the bytes its pipe holds now (not those written
     meanwhile: a child that never stops writing must not hold the cell); one still behind at ``deadline``
@@ -492,7 +476,7 @@ def _wait_read(channels: Iterable[_Channel], deadline: float) -> None:
         if not channel.waits or channel.broken:
             continue
         waited, start = False, channel.forwarded
-        while _unread(channel.prev) > channel.forwarded - start:  # pipes are FIFO: newer bytes sit behind
+        while bytes_waiting(channel.prev) > channel.forwarded - start:  # pipes are FIFO: newer bytes sit behind
             if time.monotonic() >= deadline:
                 channel.waits = False
                 break
@@ -500,75 +484,6 @@ def _wait_read(channels: Iterable[_Channel], deadline: float) -> None:
             time.sleep(0.0005)
         if waited:  # the reader took the last chunk; give it a moment to hand that chunk on
             time.sleep(0.001)
-
-
-def _unread(fd: int) -> int:
-    """Bytes waiting in the pipe ``fd`` belongs to (either end); 0 when that cannot be asked."""
-    try:
-        return int.from_bytes(_ioctl(fd, _FIONREAD, b"\0\0\0\0"), sys.byteorder)  # type: ignore[misc]
-    except (OSError, TypeError):
-        return 0
-
-
-def _read_all(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        while os.read(fd, 4096):
-            pass
-
-
-def _enlarge(fd: int) -> None:
-    """Grow (never shrink) a pipe to 1 MiB where Linux allows it; elsewhere the default size stays."""
-    with contextlib.suppress(ImportError, OSError, ValueError):
-        import fcntl
-
-        if fcntl.fcntl(fd, _F_GETPIPE_SZ) < _PIPE_SIZE:
-            fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
-
-
-def _dup2(src: int, dst: int) -> None:
-    """``os.dup2``, retried on EBUSY (Linux returns it when racing an ``open()`` in another thread)."""
-    for attempt in range(30):
-        try:
-            os.dup2(src, dst)
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY or attempt == 29:
-                raise
-            time.sleep(0.1)
-
-
-def _close(fd: int) -> None:
-    if fd >= 0:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def _flush_std() -> None:
-    """Push Python's and C's buffered text out before the fds change underneath them."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed or exotic stream must not stop the tap
-            if stream is not None:
-                stream.flush()
-    _flush_c()
-
-
-_c_stdio: Optional[List[Any]] = None  # [fflush, stdout, stderr] from libc; [] where not found
-
-
-def _flush_c() -> None:
-    """fflush C's stdout and stderr: device printf text may sit in stdout's buffer when fd 1 is a pipe."""
-    global _c_stdio
-    if _c_stdio is None:
-        _c_stdio = []
-        with contextlib.suppress(Exception):  # Windows, odd libcs: Python-level flushing is all we do
-            import ctypes
-
-            libc = ctypes.CDLL(None)
-            names = ("__stdoutp", "__stderrp") if sys.platform == "darwin" else ("stdout", "stderr")
-            _c_stdio = [libc.fflush] + [ctypes.c_void_p.in_dll(libc, name) for name in names]
-    with contextlib.suppress(Exception):
-        for stream in _c_stdio[1:]:
-            _c_stdio[0](stream)
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()
