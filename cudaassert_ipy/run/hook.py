@@ -7,7 +7,6 @@ The installed Guard hangs on the hook function itself: no module-level state.
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 from typing import Any, Callable
@@ -59,8 +58,6 @@ def uninstall() -> None:
     previous: Callable[..., Any] = getattr(hook, "__cudaassert_previous__", sys.__excepthook__)
     sys.excepthook = previous
     guard.stop()
-    if os.environ.get("CUDAASSERT_VALIDATORS") and not guard.options.validators:
-        pass  # a value the user set themselves stays
 
 
 def report_last_at_exit() -> None:
