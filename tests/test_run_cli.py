@@ -240,6 +240,12 @@ def test_the_cudaassert_run_console_script_takes_the_same_arguments(tmp_path):
                             text=True, timeout=120)
     assert result.returncode == 1
     assert "[cudaassert] GPU context dead · class label out of range in cross_entropy" in result.stderr
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text("import sys\nprint(sys.argv[1:])\n")
+    module = subprocess.run([str(wrapper), "-m", "pkg.train", "x"], cwd=tmp_path, env=kernel_env(),
+                            capture_output=True, text=True, timeout=60)
+    assert (module.returncode, module.stdout) == (0, "['x']\n"), module.stderr
     missing = subprocess.run([str(wrapper), "nope.py"], cwd=tmp_path, env=kernel_env(), capture_output=True,
                              text=True, timeout=60)
     assert missing.returncode == 2 and missing.stderr.startswith("cudaassert-run: can't open file")

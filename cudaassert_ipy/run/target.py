@@ -55,6 +55,7 @@ class Target(NamedTuple):
                 return NO_FILE.format(prog=prog, path=path, errno=e.errno, strerror=e.strerror), 2
             return None
         name = self.module or ""
+        sys.path[0] = os.getcwd()  # as ``python -m`` has it (the console script starts with its bin directory)
         try:
             spec = _find_spec(name)
         except (ImportError, ValueError) as e:  # a parent package that is missing or fails to import
