@@ -7,6 +7,7 @@ can name the sample. The double then writes the real assertion lines and raises 
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -46,9 +47,10 @@ def _report(msgs: list[dict]) -> str:
 
 
 def _indices(kc) -> list[tuple]:
-    _, msgs = execute(kc, "import cudaassert_ipy\n"
-                          "print([(b.dataset_index, b.value, b.field, b.epoch) for b in cudaassert_ipy.bad_samples()])")
-    return eval(text_of(msgs))  # noqa: S307 - our own kernel's printout of ints and strings
+    _, msgs = execute(kc, "import cudaassert_ipy, json\n"
+                          "print(json.dumps([(b.dataset_index, b.value, b.field, b.epoch) "
+                          "for b in cudaassert_ipy.bad_samples()]))")
+    return [tuple(x) for x in json.loads(text_of(msgs))]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -94,6 +96,7 @@ for batch in tag_loader:
     if bad_here:
         fail_like_gpu("nll_loss_target_out_of_range")
 """)
+        assert reply["status"] == "error"
         plain = _report(msgs)
         assert re.search(r"from `tag_loader`: `tag_ds\[70\]` has class label -3 \(position \[\d, 2\] of "
                          r"`batch\['labels'\]`; valid: 0\.\.3 or ignore_index=-100\)", plain), plain

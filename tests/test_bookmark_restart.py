@@ -21,7 +21,8 @@ SETUP = [
            "from torch.utils.data import DataLoader, Dataset\nfrom gpu_double import fail_like_gpu"),
     ("c3", "class Birds(Dataset):\n"
            "    def __len__(self):\n        return 500\n"
-           "    def __getitem__(self, i):\n        return torch.full((8,), float(i)), torch.tensor(195 if i == 321 else i % 195)\n"
+           "    def __getitem__(self, i):\n"
+           "        return torch.full((8,), float(i)), torch.tensor(195 if i == 321 else i % 195)\n"
            "train_ds = Birds()\ntrain_loader = DataLoader(train_ds, batch_size=50, shuffle=True)\n"
            "model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 195))"),
 ]
