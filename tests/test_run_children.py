@@ -81,16 +81,16 @@ def test_no_children_leaves_the_relaunched_child_unwatched(tmp_path):
 def test_the_hook_chains_to_an_existing_sitecustomize_and_nothing_is_installed_anywhere(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir()
-    (theirs / "sitecustomize.py").write_text("import os\nos.environ['THEIR_SITECUSTOMIZE'] = 'ran'\n")
+    (theirs / "sitecustomize.py").write_text("import sys\nsys.their_sitecustomize_ran = True\n")  # this process only
     before = site_dirs()
     child = """
     import os, subprocess, sys
-    code = "import os, sys; print(os.environ.get('THEIR_SITECUSTOMIZE'), 'cudaassert_ipy.run.hook' in sys.modules)"
+    code = "import sys; print(getattr(sys, 'their_sitecustomize_ran', False), 'cudaassert_ipy.run.hook' in sys.modules)"
     print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip())
     """
     env = {"PYTHONPATH": os.pathsep.join([str(theirs), kernel_env()["PYTHONPATH"]])}
     result = run_script(tmp_path, child, **env)
-    assert result.stdout == "ran True\n", result.stderr
+    assert result.stdout == "True True\n", result.stderr
     assert site_dirs() == before
     plain = subprocess.run([PY, "-c", "import sys; print('cudaassert_ipy.run.hook' in sys.modules)"],
                            env=kernel_env(), capture_output=True, text=True, timeout=60)
