@@ -177,3 +177,15 @@ def test_large_float_fields_are_not_kept_but_labels_are_kept_by_reference(bookma
     record = bookmark.records()[0]
     assert record.batch_object[0] is None  # 384 KiB of images: the loop's cache, not ours
     assert record.batch_object[1] is batches[1][1]  # the labels: the very tensor the loop got, no copy
+
+
+@pytest.mark.parametrize("name", ["shuffle", "custom batch_sampler", "batch_size=None", "DistributedSampler"])
+def test_failing_loader_yields_exactly_the_recorded_batch(bookmark, name):
+    from cudaassert_ipy.data.reproduce import failing_loader
+
+    loader = CONFIGS[name]()
+    it = iter(loader)
+    batch = [next(it) for _ in range(3)][-1]
+    record = bookmark.records()[0]
+    (again,) = list(failing_loader(loader, record.indices))
+    assert [t.tolist() for t in again] == [t.tolist() for t in batch]

@@ -21,9 +21,10 @@ def failing_loader(loader: Any, indices: Sequence[int]) -> Any:
     """A DataLoader over ``indices`` of ``loader.dataset``, batched and collated as ``loader`` does."""
     from torch.utils.data import DataLoader
 
-    batch_size = loader.batch_size if loader.batch_size is not None else None
-    return DataLoader(loader.dataset, batch_size=batch_size, sampler=list(indices), collate_fn=loader.collate_fn,
-                      num_workers=0)
+    if getattr(loader, "batch_sampler", None) is None:  # batch_size=None: the loader yields samples one by one
+        return DataLoader(loader.dataset, batch_size=None, sampler=list(indices), collate_fn=loader.collate_fn)
+    # one batch of exactly these samples, also when a custom batch_sampler made batches of other sizes
+    return DataLoader(loader.dataset, batch_sampler=[list(indices)], collate_fn=loader.collate_fn)
 
 
 def matches(check: SampleCheck | None, loader: Any) -> bool:
