@@ -291,3 +291,20 @@ def test_a_subset_names_the_sample_in_the_full_dataset_too(loaded, shell, capsys
     _run(shell, LOOP.replace("train_loader", "val_loader"))
     assert _samples_lines(capsys)[0].startswith(
         "batch 1 of epoch 0 from `val_loader`: `val_part[11] (= train_ds[41])` has class label 195 (position 1 of")
+
+
+def test_status_says_what_the_bookmark_holds(loaded, shell, capsys):
+    _run(shell, SETUP + "train_loader = DataLoader(train_ds, batch_size=100)\nval_loader = DataLoader(train_ds)\n"
+                        "first = next(iter(val_loader))\nfor b in train_loader:\n    pass")
+    capsys.readouterr()
+    shell.run_line_magic("cudaassert", "status")
+    assert "DataLoader bookmark: on (4 recent batches of 2 loaders recorded)" in capsys.readouterr().out
+
+
+def test_status_says_the_bookmark_is_off_when_turned_off(shell, capsys):
+    shell.config.CudaAssert.tap = False
+    shell.config.CudaAssert.bookmark = False
+    shell.run_line_magic("load_ext", "cudaassert")
+    shell.run_line_magic("cudaassert", "status")
+    assert "DataLoader bookmark: off" in capsys.readouterr().out
+    assert cudaassert_ipy.last_batches() == ()

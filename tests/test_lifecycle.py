@@ -108,6 +108,7 @@ def test_status_says_loaded_alive_and_tap_state(loaded, shell, capsys):
         "GPU context: alive (no sticky CUDA error seen)",
         "fd tap: off",
         "validators: off in this thread",
+        "DataLoader bookmark: on (nothing recorded yet)",
     ]
 
 

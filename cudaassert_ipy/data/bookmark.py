@@ -38,6 +38,9 @@ NOT_RECORDED = {
 }
 
 
+STATUS_ON = "DataLoader bookmark: on ({batches} recent batches of {loaders} loaders recorded)"
+STATUS_EMPTY = "DataLoader bookmark: on (nothing recorded yet)"
+STATUS_OFF = "DataLoader bookmark: off - {why}"
 FAILED = "the DataLoader bookmark could not record a batch ({error}); the loader itself was not affected"
 
 
@@ -172,6 +175,16 @@ class Bookmark:
     @property
     def installed(self) -> bool:
         return bool(self._originals)
+
+    def status_line(self) -> str:
+        """For ``%cudaassert status``."""
+        if self.note is not None and not self.installed:
+            return STATUS_OFF.format(why=self.note)
+        loaders = {id(st.sampler()) for st in self._recent if st.records}
+        batches = sum(len(st.records) for st in self._recent)
+        if not batches:  # also before torch is imported: the patch then waits for it
+            return STATUS_EMPTY
+        return STATUS_ON.format(batches=batches, loaders=len(loaders)) + (f"; {self.note}" if self.note else "")
 
     # -- the hot path -------------------------------------------------------------------------
     def _wrap(self, next_orig: Any, index_orig: Any, tensor_type: type) -> tuple[Any, Any]:

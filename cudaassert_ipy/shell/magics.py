@@ -37,6 +37,7 @@ def status_text(ext: Extension) -> str:
     else:
         lines.append(f"fd tap: off{' - ' + ext.tap_note if ext.tap_note else ''}")
     lines.append(f"validators: {'on' if ext.validators_on() else 'off'} in this thread")
+    lines.append(ext.bookmark.status_line() if ext.bookmark is not None else "DataLoader bookmark: off")
     if ext.resumed is not None:
         lines.append(f"restarted by cudaassert: {ext.resumed.mode.value} mode (`%cudaassert restart --normal` for "
                      "normal speed)")
