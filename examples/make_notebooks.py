@@ -701,8 +701,8 @@ and a DataLoader over just that batch, for a one-step repro:
 """),
     Code("""
 print(ca.bad_samples())
-one_batch = ca.failing_batch(train_loader)
-print("failing batch:", [int(i) for i in one_batch.sampler][:5], "...", len(one_batch.sampler), "samples")
+(xb, yb), = ca.failing_batch(train_loader)  # one batch: exactly the samples of the failing one
+print("failing batch:", len(yb), "samples; labels out of range:", yb[(yb < 0) | (yb >= num_classes)].tolist())
 """, "bad-samples"),
     Md("""
 ## `preflight`: every bad sample at once

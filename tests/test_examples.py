@@ -144,7 +144,7 @@ EXPECTED: dict[str, Expected] = {
                 "valid: 0..9 or ignore_index=-100); 1 bad sample in that batch, no earlier batch was recorded.",
             ),
             "bad-samples": ("BadSample(dataset_index=17, sample='train_ds[17]', field='yb', value=10",
-                            "failing batch: [0, 1, 2, 3, 4] ... 50 samples"),
+                            "failing batch: 50 samples; labels out of range: [10]"),
             "preflight": (
                 "preflight: scanned 1000 samples",
                 "labels (valid: 0..9): 3 samples with bad values.",
