@@ -189,3 +189,21 @@ def test_failing_loader_yields_exactly_the_recorded_batch(bookmark, name):
     record = bookmark.records()[0]
     (again,) = list(failing_loader(loader, record.indices))
     assert [t.tolist() for t in again] == [t.tolist() for t in batch]
+
+
+def test_batches_that_change_shape_midway_are_still_kept_right(bookmark):
+    def collate(samples):
+        values = torch.stack([s[0] for s in samples])
+        labels = torch.stack([s[1] for s in samples])
+        if int(values[0]) >= 20:  # later batches carry one more field, and then a dict
+            return {"x": values, "y": labels} if int(values[0]) >= 30 else (values, torch.zeros(1), labels)
+        return values, labels
+
+    it = iter(DataLoader(DATA, batch_size=5, collate_fn=collate))
+    for _ in range(8):  # 2-tuples, then 3-tuples (from batch 4), then dicts (from batch 6)
+        want = next(it)
+        got = bookmark.records()[0].batch_object
+        if isinstance(want, dict):
+            assert list(got) == ["x", "y"] and got["x"] is want["x"] and got["y"] is want["y"]
+        else:
+            assert len(got) == len(want) and all(g is w for g, w in zip(got, want))

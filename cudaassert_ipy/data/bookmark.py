@@ -21,12 +21,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-__all__ = ["FAILED", "NOT_RECORDED", "BatchRecord", "Bookmark", "keepable"]
+from cudaassert_ipy.data.batch_fields import Plan, keepable, plan_for, rebuild
+
+__all__ = ["FAILED", "NOT_RECORDED", "BatchRecord", "Bookmark", "start"]
 
 _ATTR = "_cudaassert_bookmark"  # the per-iterator state, removed from every iterator on unload
 _KEEP = 3  # batches kept per iterator
 _RECENT = 8  # iterators whose records outlive them (a failing loop drops its iterator)
-_BIG_FLOAT = 64 * 1024  # float tensors above this (images) are not kept: see keepable()
 
 NOT_RECORDED = {
     "gpu": "the batch was not on the CPU when the loader yielded it (nothing is read from GPU memory)",
@@ -63,11 +64,12 @@ class BatchRecord:
 class _IterState:
     """What one iterator remembers; outlives the iterator in Bookmark's recent list."""
 
-    __slots__ = ("__weakref__", "collate_fn", "dataset", "epoch", "iterable", "pending", "records", "sampler")
+    __slots__ = ("__weakref__", "collate_fn", "dataset", "epoch", "iterable", "pending", "plan", "records", "sampler")
 
     def __init__(self, it: Any, epoch: int) -> None:
         self.records: deque[tuple[Any, ...]] = deque(maxlen=_KEEP)
         self.pending: dict[Any, Any] = {}
+        self.plan: tuple[Any, ...] | None = None
         self.epoch = epoch
         self.iterable = getattr(it, "_dataset_kind", 0) == 1  # _DatasetKind.Iterable
         self.dataset = _ref(getattr(it, "_dataset", None))
@@ -80,56 +82,6 @@ def _ref(obj: Any) -> Callable[[], Any]:
         return weakref.ref(obj)
     except TypeError:  # not weak-referenceable (None, builtins, some samplers): hold it
         return lambda: obj
-
-
-def keepable(obj: Any, tensor_type: type, depth: int = 0) -> tuple[int, Any]:
-    """(bytes of the CPU tensors kept, what to keep of the batch); (-1, None) when a tensor is off the CPU.
-
-    What is kept is the batch itself, or, when it holds large floating-point tensors (images, audio:
-    over 64 KiB each), the same structure with those replaced by None. Why: keeping whole image
-    batches alive costs the loop's later batches cache misses (measured: about 5% of a 3x32x32
-    TensorDataset batch of 32), while the checks only read labels, ids, masks and small float targets,
-    which stay, by reference. One walk, on the hot path: keep it lean.
-    """
-    if isinstance(obj, tensor_type):
-        if not obj.is_cpu:  # type: ignore[attr-defined]
-            return -1, None
-        n: int = obj.nbytes  # type: ignore[attr-defined]
-        return (0, None) if n > _BIG_FLOAT and obj.is_floating_point() else (n, obj)  # type: ignore[attr-defined]
-    if depth > 4:
-        return 0, obj
-    keys: list[Any] | None = None
-    if isinstance(obj, (tuple, list)):
-        items: Any = obj
-    elif isinstance(obj, dict) or (hasattr(obj, "keys") and hasattr(obj, "items")):
-        keys = list(obj.keys())
-        items = [obj[k] for k in keys]
-    else:
-        return 0, obj
-    total = 0
-    kept = []
-    changed = False
-    for v in items:
-        if isinstance(v, tensor_type):
-            if not v.is_cpu:  # type: ignore[attr-defined]
-                return -1, None
-            n = v.nbytes  # type: ignore[attr-defined]
-            if n > _BIG_FLOAT and v.is_floating_point():  # type: ignore[attr-defined]
-                n, k, changed = 0, None, True
-            else:
-                k = v
-        else:
-            n, k = keepable(v, tensor_type, depth + 1)
-            if n < 0:
-                return -1, None
-            changed = changed or k is not v
-        total += n
-        kept.append(k)
-    if not changed:
-        return total, obj
-    if keys is not None:
-        return total, dict(zip(keys, kept))
-    return total, (tuple(kept) if type(obj) is tuple else kept)
 
 
 class Bookmark:
@@ -230,7 +182,18 @@ class Bookmark:
                 index = pending.pop(key, None)
                 if len(pending) > 64:  # lists of batches lost to errors or skipped workers
                     pending.clear()
-                size, kept = keepable(data, tensor_type)
+                kept: Any
+                plan = st.plan  # the first batch's shape of what to keep: later batches just pick those fields
+                if plan is not None and type(data) is plan[0] and len(data) == plan[1]:
+                    try:
+                        kept, size = (plan, plan[4](data)), plan[5]
+                    except (LookupError, TypeError):
+                        plan = None
+                else:
+                    plan = None
+                if plan is None:
+                    size, kept = keepable(data, tensor_type)
+                    st.plan = plan_for(data, kept, size)
                 note = None
                 if st.iterable:
                     index, note = None, "iterable"
@@ -298,6 +261,8 @@ class Bookmark:
                 text = NOT_RECORDED.get(note or "", note)
                 if note == "too_big":
                     text = NOT_RECORDED["too_big"].format(size=_size(size), share=_size(self.cap_bytes // _KEEP))
+                if isinstance(kept, tuple) and len(kept) == 2 and isinstance(kept[0], Plan):
+                    kept = rebuild(*kept)
                 out.append(BatchRecord(name, epoch, number, _indices(index), kept, text, order, st.dataset(),
                                        sampler, st.collate_fn()))
         out.sort(key=lambda r: r.order, reverse=True)
