@@ -25,7 +25,8 @@ from cudaassert_ipy.wording import error_line
 __all__ = ["CellHistory", "CellRecord", "is_display_only", "parse_cell_numbers", "replayable_source"]
 
 MAX_RECORDS = 2000
-_MARK = re.compile(r"^\s*#\s*cudaassert\s*:\s*(setup|skip)\b", re.IGNORECASE)
+_MARK = re.compile(r"^\s*#\s*cudaassert\s*:\s*(setup|skip|keep)\b", re.IGNORECASE)
+FORCE_IN = ("setup", "keep")  # first-line marks that put a cell in the plan (keep: restored, not replayed)
 # lines that are the extension's own business: never replayed (a replayed `%cudaassert restart` would loop)
 _OWN_LINE = re.compile(
     r"^\s*%{1,2}(?:(?:load_ext|reload_ext|unload_ext)\s+cudaassert(?:_ipy)?\b|cudaassert\b|cuda_debug\b)"
@@ -171,6 +172,7 @@ class CellHistory:
 
     records: deque[CellRecord] = field(default_factory=lambda: deque(maxlen=MAX_RECORDS))  # oldest drop out
     pinned: list[int] | None = None  # `%cudaassert setup 2,3,5`: exactly these, in this order of execution
+    kept: set[int] = field(default_factory=set)  # `%cudaassert setup keep 3,4`: restored, not replayed
     _origin: PlanCell | None = None  # the plan cell being replayed right now
     _next: int = 0
 
@@ -237,7 +239,7 @@ class CellHistory:
             mark = rec.mark
             if mark == "skip":
                 continue
-            if mark == "setup" or (rec.index < limit and rec.ok and not rec.own_magic and not rec.display_only):
+            if mark in FORCE_IN or (rec.index < limit and rec.ok and not rec.own_magic and not rec.display_only):
                 out.append(rec)
         return out
 

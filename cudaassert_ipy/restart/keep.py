@@ -22,7 +22,7 @@ import shutil
 import time
 import types
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.restart.cell_history import replayable_source
@@ -65,6 +65,7 @@ __all__ = [
     "keep_dir",
     "opened",
     "save",
+    "save_for_plan",
     "suggest",
     "sweep",
 ]
@@ -247,3 +248,11 @@ def suggest(replayed: Sequence[tuple[int | None, str, float]], namespace: dict[s
     numbers = sorted(n for _, n in picks)
     return SUGGEST.format(prefix=PREFIX, cells=", ".join(f"[{n}]" for n in numbers),
                           seconds=sum(s for s, _ in picks), numbers=",".join(map(str, numbers)))
+
+
+def save_for_plan(plan: Any, records: Iterable[Any], picked: Collection[int], namespace: dict[str, Any],
+                  budget: KeepBudget | None = None, directory: Path | None = None) -> KeepResult:
+    """The old kernel's step before it restarts: save the kept cells of ``plan`` (a ResumePlan: ``key``,
+    ``created`` as the stamp, ``expires``, ``cells``), reading the whole history ``records``."""
+    cells = cells_for_plan(list(records), plan.cells, picked)
+    return save(plan.key, plan.created, cells, namespace, budget, directory, plan.expires)

@@ -15,8 +15,10 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Protocol
 
+from cudaassert_ipy.restart import keep
 from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.restart.cell_history import CellHistory, replayable_source
 from cudaassert_ipy.restart.plan import Mode, PlanCell, ResumePlan
@@ -127,6 +129,8 @@ class Replayer:
                 print(VALIDATORS_FAILED.format(prefix=PREFIX, error=error_line(e)))
         cells = self.plan.cells
         mine = self._user_reruns_setup(info, source)
+        if mine is not None or not cells:
+            keep.discard(self.plan.key)  # nothing replays: the kept values are not needed
         if mine is not None:
             print(RUN_ALL_SKIP.format(prefix=PREFIX, number=mine.number))
             self.resumed.report = {"cells": len(cells), "replayed": 0, "ok": True, "skipped": True, "seconds": 0.0,
@@ -146,17 +150,30 @@ class Replayer:
         saved = {name: getattr(sys, name) for name in ("last_type", "last_value", "last_traceback", "last_exc")
                  if hasattr(sys, name)}
         started = time.perf_counter()
-        done, failure = 0, None
-        for i, cell in enumerate(cells):
-            t0 = time.perf_counter()
-            with self.host.history.replaying(cell), progress.cell(i):
-                result = self.shell.run_cell(cell.source, store_history=False)
-            error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
-            progress.cell_done(i, time.perf_counter() - t0, error)
-            if error is not None:
-                failure = (i, cell, error)
-                break
-            done += 1
+        done, failure, timings = 0, None, []
+        with keep.opened(self.plan.key, self.plan.created, self.shell.user_ns) as restorer:
+            for i, cell in enumerate(cells):
+                t0 = time.perf_counter()
+                restored = restorer.restore(cell.number, cell.cell_id, cell.source)
+                if restored is not None and restored.kept:  # recorded as run: a later restart keeps it again
+                    with self.host.history.replaying(cell):
+                        self.host.history.record(SimpleNamespace(source=cell.source, execution_count=cell.number,
+                                                                 cell_id=cell.cell_id, error=None,
+                                                                 duration=cell.duration))
+                    progress.cell_done(i, time.perf_counter() - t0, None)
+                    done += 1
+                    continue
+                with self.host.history.replaying(cell), progress.cell(i):
+                    result = self.shell.run_cell(cell.source, store_history=False)
+                timings.append((cell.number, cell.source, time.perf_counter() - t0))
+                error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
+                progress.cell_done(i, time.perf_counter() - t0, error)
+                if error is not None:
+                    failure = (i, cell, error)
+                    break
+                done += 1
+        if restorer.report():
+            print(restorer.report())
         seconds = time.perf_counter() - started
         for name in ("last_type", "last_value", "last_traceback", "last_exc"):
             # a replayed failure must not be taken for a failure of the user's own cell afterwards
@@ -167,6 +184,9 @@ class Replayer:
         if failure is None:
             progress.finish(True)
             print(REPLAY_DONE.format(prefix=PREFIX, count=len(cells), seconds=seconds))
+            offer = keep.suggest(timings, self.shell.user_ns)
+            if offer:
+                print(offer)
         else:
             i, cell, error = failure
             progress.finish(False)

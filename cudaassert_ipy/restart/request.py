@@ -83,7 +83,10 @@ SETUP_HEADER = {
     "all": "{prefix} Setup cells a restart replays (default: every cell that succeeded):",
 }
 SETUP_FOOTER = ("Choose with `%cudaassert setup 2,3,5` (or 2-5), back to the default with `%cudaassert setup auto`; "
-                "a first line `# cudaassert: setup` forces a cell in, `# cudaassert: skip` keeps it out.")
+                "a first line `# cudaassert: setup` forces a cell in, `# cudaassert: skip` keeps it out. "
+                "`%cudaassert setup keep 3,4` (or a first line `# cudaassert: keep`) restores those cells' values "
+                "instead of replaying them.")
+KEEP_MARK = "  keep"
 SETUP_USAGE = "`%cudaassert setup {value}`: give cell numbers like 2,3,5 or 2-5, or `auto`, or `show`."
 UNKNOWN_CELLS = "`{what}`: cell(s) {missing} are not in this kernel's history (known: {known})."
 CPU_NORMAL = ("`--cpu` and `--normal` do not go together: `--normal` restarts without blocking mode and validators; "
@@ -159,8 +162,9 @@ def _feedback(button: Any, outcome: Outcome, message: str) -> None:
 
 def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
                     cells: Sequence[CellRecord] | None = None, button: Any = None,
-                    checker: Checker = check_server) -> Outcome:
-    """Write the plan, then restart (or arm and explain). ``checker`` asks the server about this kernel's id."""
+                    checker: Checker = check_server, keep: bool = True) -> Outcome:
+    """Write the plan, then restart (or arm and explain). ``checker`` asks the server about this kernel's id.
+    Cells marked keep are saved first (restored instead of replayed); ``keep=False`` replays them all."""
     fe = frontend
     if cells is None:
         cells = ext.history.plan(failing_record(ext))
@@ -176,9 +180,15 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
             outcome, armed_kind = Outcome.ARMED, "unknown"
         elif verdict.value in SERVER_NOTE:
             notes.append(SERVER_NOTE[verdict.value].format(prefix=PREFIX, url=fe.detail, why=why))
+    from cudaassert_ipy.restart import keep as keeping  # cloudpickle, only when a restart happens
+
+    kept = keeping.save_for_plan(plan, ext.history.records, ext.history.kept, ext.shell.user_ns) if keep else None
+    if kept is not None and kept.report():
+        notes.append(kept.report())
     try:
         _arm(ext.shell, plan)
     except (PlanError, startup_stub.StubError) as e:
+        keeping.discard(plan.key)
         _feedback(button, Outcome.FAILED, "\n".join([*notes, str(e)]))
         return Outcome.FAILED
     if outcome is Outcome.RESTARTING:
@@ -198,6 +208,7 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
 def _on_click(ext: Host, fe: Frontend, mode: Mode, picks: list[tuple[ReplayChoice, CellRecord]],
               checker: Checker) -> Callable[[Any], None]:
     def callback(button: Any) -> None:
+        ext.history.kept = {rec.number for choice, rec in picks if choice.keep and rec.number is not None}
         request_restart(ext, fe, mode, [rec for choice, rec in picks if choice.selected], button, checker)
 
     return callback
@@ -219,7 +230,8 @@ def actions_for(ext: Host, diagnosis: Diagnosis | None, frontend: Frontend,
     if not dead and resumed in (None, Mode.NORMAL):
         return ActionList()
     records = ext.history.plan(failing_record(ext))
-    picks = [(ReplayChoice(r.number or 0, r.first_line, r.duration, True), r) for r in records]
+    picks = [(ReplayChoice(r.number or 0, r.first_line, r.duration, True,
+                           r.mark == "keep" or r.number in ext.history.kept), r) for r in records]
     fe = frontend
     reason = (ARMED["headless"].format(prefix=PREFIX, detail=fe.detail, ttl=int(resume_plan.PLAN_TTL // 60))
               if fe.kind is FrontendKind.HEADLESS else None)
@@ -256,8 +268,8 @@ def _records_for(ext: Host, text: str, what: str) -> list[CellRecord]:
 
 
 def restart_command(ext: Host, frontend: Frontend, cpu: bool = False, normal: bool = False,
-                    no_replay: bool = False, cells: str | None = None) -> Outcome:
-    """``%cudaassert restart [--cpu] [--normal] [--no-replay] [--cells 2,3,5]``."""
+                    no_replay: bool = False, cells: str | None = None, no_keep: bool = False) -> Outcome:
+    """``%cudaassert restart [--cpu] [--normal] [--no-replay] [--cells 2,3,5] [--no-keep]``."""
     if cpu and normal:
         raise RequestError(CPU_NORMAL)
     if no_replay and cells:
@@ -268,7 +280,7 @@ def restart_command(ext: Host, frontend: Frontend, cpu: bool = False, normal: bo
     elif cells:
         records = _records_for(ext, cells, f"%cudaassert restart --cells {cells}")
     mode = Mode.CPU if cpu else Mode.NORMAL if normal else Mode.DEBUG
-    return request_restart(ext, frontend, mode, records)
+    return request_restart(ext, frontend, mode, records, keep=not no_keep)
 
 
 def setup_listing(ext: Host) -> str:
@@ -280,13 +292,17 @@ def setup_listing(ext: Host) -> str:
         header = SETUP_HEADER["failing" if failing is not None else "all"]
     cells = history.plan(failing)
     lines = [header.format(prefix=PREFIX, cell=failing.number if failing else "")]
-    lines += [PLAN_LINE.format(number=c.number, first_line=c.first_line, duration=c.duration) for c in cells]
+    lines += [PLAN_LINE.format(number=c.number, first_line=c.first_line, duration=c.duration)
+              + (KEEP_MARK if c.mark == "keep" or c.number in history.kept else "") for c in cells]
     return "\n".join([*lines, *([] if cells else ["  (none)"]), SETUP_FOOTER])
 
 
-def setup_command(ext: Host, value: str | None) -> str:
+def setup_command(ext: Host, value: str | None, numbers: str | None = None) -> str:
     """``%cudaassert setup [show|auto|2,3,5]``: choose the cells a restart replays; returns the listing."""
-    if value not in (None, "show", "auto"):
+    if value == "keep":
+        ext.history.kept = set() if numbers in (None, "none") else {
+            r.number for r in _records_for(ext, numbers, f"%cudaassert setup keep {numbers}") if r.number}
+    elif value not in (None, "show", "auto"):
         records = _records_for(ext, value, f"%cudaassert setup {value}")
         ext.history.pinned = [r.number for r in records if r.number is not None]
     elif value == "auto":

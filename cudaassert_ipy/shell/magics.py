@@ -56,6 +56,9 @@ class CudaAssertMagics(Magics):
               "validators on|off: check risky ops' inputs before they launch.")
     @argument("value", nargs="?", help="for `validators`: on or off; for `setup`: cell numbers (2,3,5), "
               "'auto', or 'show'")
+    @argument("numbers", nargs="?", help="for `setup keep`: the cells whose values a restart keeps instead of "
+              "replaying them, e.g. 3,4 (or `none`)")
+    @argument("--no-keep", action="store_true", help="restart: replay every cell, keep none (see `setup keep`)")
     @argument("--cpu", action="store_true", help="restart: hide the GPU (CUDA_VISIBLE_DEVICES=) and replay on the CPU")
     @argument("--normal", action="store_true", help="restart: back to normal speed (no blocking mode, no validators)")
     @argument("--no-replay", action="store_true", help="restart: restart only, replay no cells")
@@ -66,7 +69,8 @@ class CudaAssertMagics(Magics):
     def cudaassert(self, line: str) -> None:
         """Control the cudaassert extension."""
         args = parse_argstring(self.cudaassert, line)
-        restart_only = [o for o in ("cpu", "normal", "no_replay", "cells") if getattr(args, o) not in (False, None)]
+        restart_only = [o for o in ("cpu", "normal", "no_replay", "cells", "no_keep")
+                        if getattr(args, o) not in (False, None)]
         if restart_only and args.verb != "restart":
             raise UsageError(f"--{restart_only[0].replace('_', '-')} only goes with `%cudaassert restart`.")
         if args.log is not None and args.verb != "explain":
@@ -78,9 +82,9 @@ class CudaAssertMagics(Magics):
             try:
                 if args.verb == "restart":
                     restart.restart_command(self.ext, detect(self.shell), cpu=args.cpu, normal=args.normal,
-                                            no_replay=args.no_replay, cells=args.cells)
+                                            no_replay=args.no_replay, cells=args.cells, no_keep=args.no_keep)
                 else:
-                    print(restart.setup_command(self.ext, args.value))
+                    print(restart.setup_command(self.ext, args.value, args.numbers))
             except restart.RequestError as e:
                 raise UsageError(str(e)) from None
             return

@@ -38,6 +38,9 @@ COPY_LABEL = "Copy report"
 COPY_HIDE = "Hide report"
 COPY_HINT = "Select all in the box (Ctrl+A, or ⌘A on macOS), then copy (Ctrl+C / ⌘C)."
 REPLAY_HEAD = "Setup cells to replay (untick the ones to skip):"
+KEEP_LABEL = "keep"
+KEEP_TIP = ("Keep this cell's values across the restart (restored, not re-run); values that hold CUDA tensors "
+            "are replayed instead")
 ACTION_FAILED = "{label} failed: {error}"
 
 
@@ -111,7 +114,14 @@ def _checklist(widgets: Any, choices: Sequence[ReplayChoice]) -> Any:
             c.selected = bool(change["new"])
 
         box.observe(bind, names="value")
-        boxes.append(box)
+        keep = widgets.ToggleButton(value=choice.keep, description=KEEP_LABEL, tooltip=KEEP_TIP,
+                                    layout=widgets.Layout(width="auto"))
+
+        def bind_keep(change: dict, c: ReplayChoice = choice) -> None:
+            c.keep = bool(change["new"])
+
+        keep.observe(bind_keep, names="value")
+        boxes.append(widgets.HBox([box, keep]))
     return widgets.VBox(boxes)
 
 
