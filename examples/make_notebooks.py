@@ -189,6 +189,7 @@ torch.manual_seed(0)
 print("device:", device, "| torch", torch.__version__)
 """),
     Code("""
+# cudaassert: keep
 class SyntheticCars(Dataset):
     \"\"\"196 car models, 3x32x32 images: each class is a coarse colour pattern plus noise.\"\"\"
 
@@ -286,6 +287,13 @@ text. The way out is a restart, and the panel does it in one click:
    stops `cross_entropy` **before the kernel launches**: you get a normal Python error naming the bad labels and
    their positions, and the GPU stays alive.
 4. Fix the head, train, and when you are done `%cudaassert restart --normal` goes back to full speed.
+
+The dataset cell starts with `# cudaassert: keep`: before the restart the old kernel saves what that cell bound
+(`SyntheticCars`, `train_ds`, `train_loader`; CPU values, nothing touched the GPU), and the new kernel restores them
+instead of running the cell again; the replay says so per cell (`[n] kept: ...`), and says why when it cannot keep
+a value (one holding a CUDA tensor or CUDA parameters is replayed). On Kaggle or Colab, where loading and
+tokenizing take minutes, this is the difference between minutes and seconds. `%cudaassert setup keep 3,4` marks
+cells without editing them; `%cudaassert restart --no-keep` replays everything.
 
 In a headless run (this notebook in CI, papermill, Kaggle "Save Version") nothing can click, so the report carries
 the instructions as text. Here, on the CPU, the context is alive; `%cudaassert status` says so:
