@@ -194,11 +194,11 @@ class Extension:
 
         gpu = self.gpu_summary(diagnosis)
         if self.config.panel and not self.headless():
+            panel: Any = None
             try:
                 from cudaassert_ipy.view import panel
             except ImportError as e:  # e.g. ipywidgets missing or too old: the report still shows
                 print(f"{PREFIX} panel unavailable ({e}); showing the text report.", file=sys.stderr)
-                panel = None
             if panel is not None and panel.available():
                 try:
                     panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu)
