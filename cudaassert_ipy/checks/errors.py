@@ -13,7 +13,8 @@ post-mortem rules and preflight; ``facts`` are the plain values it was worded fr
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from contextvars import ContextVar
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from cudaassert_ipy.diagnose.hints import Facts
 from cudaassert_ipy.wording import plural
@@ -27,8 +28,11 @@ __all__ = [
     "PREFLIGHT_FOOTER",
     "PREFLIGHT_HEADLINE",
     "RANGE_HEADLINE",
+    "SAMPLE_LINE",
+    "SAMPLE_LOOKUP",
     "ZERO_ROWS_HEADLINE",
     "NonFiniteError",
+    "SampleLookup",
     "ValidationError",
     "ValidationIndexError",
     "ValidationIndexRuntimeError",
@@ -40,6 +44,14 @@ __all__ = [
 
 Position = Tuple[int, ...]
 Example = Tuple[Position, Any]
+#: (the dataset sample of each example, or None; where they sat: "batch 8 of epoch 0 from `train_loader`")
+SampleNames = Tuple[Tuple[Optional[str], ...], str]
+#: ``lookup(checked tensor's shape, examples)``: the samples of a recorded batch field of that shape holding
+#: those values, or None. Reads shapes and recorded CPU batches only, never GPU memory.
+SampleLookup = Callable[[Tuple[int, ...], Sequence[Example]], Optional[SampleNames]]
+#: Set by the IPython extension while its DataLoader bookmark is on (a per-context value that it resets on
+#: unload), so that checks/ names samples without importing the bookmark.
+SAMPLE_LOOKUP: ContextVar[Optional[SampleLookup]] = ContextVar("cudaassert_sample_lookup", default=None)
 
 # ---------------------------------------------------------------- message templates
 #: First line of most messages.
@@ -48,6 +60,10 @@ RANGE_HEADLINE = "{op}: {argument} has {count}; valid: {valid}. First bad: {exam
 ZERO_ROWS_HEADLINE = "{op}: {argument} has {count} whose weights sum to 0; valid: {valid}. First: {examples}."
 #: repeat_interleave with an ``output_size`` that does not match the repeats.
 OUTPUT_SIZE_HEADLINE = "{op}: output_size={output_size} but the repeats add up to {total}; valid: {valid}."
+#: Under the headline, when the bad values sit in the DataLoader's latest recorded batch.
+SAMPLE_LINE = "From the DataLoader: {samples} ({where})."
+#: One example of SAMPLE_LINE: ``target[15]=195 → `train_ds[39817]```.
+SAMPLE_OF = "{example} → {sample}"
 #: The specific fix for this case.
 HINT_LINE = "Likely fix: {hint}"
 #: The generic fix from the causes catalogue.
@@ -123,6 +139,7 @@ class ValidationError(Exception):
         example_label: Optional[str] = None,
         footer: str = FOOTER,
         facts: Optional[Facts] = None,
+        sample_line: Optional[str] = None,
     ) -> None:
         self.op = op
         self.argument = argument
@@ -141,14 +158,32 @@ class ValidationError(Exception):
                 examples=format_examples(example_label or argument, self.examples, self.n_bad),
             )
         self.headline = headline
-        lines = [headline, HINT_LINE.format(hint=hint)]
-        fix = generic_fix(cause_id)
+        self.footer = footer
+        self.example_label = example_label or argument
+        self.sample_line = sample_line
+        self.message = self._compose()
+        super().__init__(self.message)
+
+    def _compose(self) -> str:
+        lines = [self.headline, HINT_LINE.format(hint=self.hint)]
+        if self.sample_line:
+            lines.insert(1, self.sample_line)
+        fix = generic_fix(self.cause_id)
         if fix:
             lines.append(GENERIC_LINE.format(fix=fix))
-        lines.append(footer)
-        self.footer = footer
-        self.message = "\n".join(lines)
-        super().__init__(self.message)
+        lines.append(self.footer)
+        return "\n".join(lines)
+
+    def name_samples(self, names: SampleNames) -> None:
+        """Add the line naming the dataset samples the bad values came from (see :data:`SAMPLE_LOOKUP`)."""
+        samples, where = names
+        parts = [SAMPLE_OF.format(example=format_examples(self.example_label, [example], 1), sample=sample)
+                 for example, sample in zip(self.examples, samples) if sample is not None]
+        if not parts:
+            return
+        self.sample_line = SAMPLE_LINE.format(samples=", ".join(parts), where=where)
+        self.message = self._compose()
+        self.args = (self.message,)
 
     def __str__(self) -> str:
         return self.message
@@ -165,6 +200,7 @@ class ValidationError(Exception):
             "headline": self.headline,
             "footer": self.footer,
             "facts": self.facts,
+            "sample_line": self.sample_line,
         }
         return (_rebuild, (type(self), state))
 

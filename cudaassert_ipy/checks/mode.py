@@ -50,6 +50,7 @@ from cudaassert_ipy.checks import misc as misc
 from cudaassert_ipy.checks import sampling as sampling
 from cudaassert_ipy.checks import scatter as scatter
 from cudaassert_ipy.checks.common import Checker, arg
+from cudaassert_ipy.checks.errors import SAMPLE_LOOKUP, ValidationError
 
 __all__ = ["CHECKED_CALLS", "ValidatorMode", "disable", "enable", "enabled", "resume_suspended"]
 
@@ -180,7 +181,7 @@ class ValidatorMode(TorchFunctionMode):
                 or not self_checked(args, kwargs):
             error = checker(name, args, kwargs)
             if error is not None:
-                raise error
+                raise _name_samples(error, args, kwargs)
             return func(*args, **kwargs)
         try:
             return func(*args, **kwargs)
@@ -188,7 +189,34 @@ class ValidatorMode(TorchFunctionMode):
             error = checker(name, args, kwargs)
             if error is None:
                 raise  # not a bad value: torch's own error, unchanged
-        raise error from None
+        raise _name_samples(error, args, kwargs) from None
+
+
+def _name_samples(error: ValidationError, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError:
+    """Failure path: name the dataset samples when a checked tensor has the shape of a recorded batch field.
+
+    Only shapes are read here; the extension's lookup (``SAMPLE_LOOKUP``) compares the reported values
+    with the recorded CPU batch, so an unrelated tensor of the same shape names nothing.
+    """
+    lookup = SAMPLE_LOOKUP.get()
+    if lookup is None or not error.examples or not error.examples[0][0]:
+        return error
+    rank = len(error.examples[0][0])
+    named = kwargs.get(error.argument)
+    candidates = [named] if isinstance(named, torch.Tensor) else []
+    for value in (*args, *kwargs.values()):
+        candidates += [v for v in (value if isinstance(value, (tuple, list)) else (value,))
+                       if isinstance(v, torch.Tensor)]
+    try:
+        for t in candidates:
+            if t.dim() == rank:
+                names = lookup(tuple(t.shape), error.examples)
+                if names is not None:
+                    error.name_samples(names)
+                    break
+    except Exception:  # a failing lookup must not replace the validator's error: its message stands as is
+        return error
+    return error
 
 
 # ---------------------------------------------------------------- optimizer steps run unchecked

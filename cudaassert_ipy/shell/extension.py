@@ -96,6 +96,9 @@ class Extension:
 
             self.bookmark, stop_bookmark = start(self.config.bookmark_bytes)
             self._undo.append(stop_bookmark)
+            from cudaassert_ipy.data.sample_lookup import install as name_samples  # validator messages
+
+            self._undo.append(name_samples(self.bookmark, lambda: shell.user_ns))
         from cudaassert_ipy.shell.magics import CudaAssertMagics, unregister_magics
 
         magics = CudaAssertMagics(shell, self)
