@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -81,15 +82,50 @@ def test_a_device_assert_on_rank_1_reports_the_folded_line_and_the_job_ends(tmp_
     assert "[cudaassert] rank 0" not in result.stderr
 
 
-def test_rerun_on_failure_restarts_the_job_with_checks_and_shows_the_validators_finding(tmp_path):
-    result, _ = torchrun(tmp_path, "--rerun-on-failure", extra=("--max-restarts", "1", "--rdzv-backend", "c10d"),
-                         USE_DOUBLE="1")
-    err = result.stderr
-    assert err.count("[cudaassert] --rerun-on-failure: running") == 1, "one banner, from rank 0"
-    assert "ValidationIndexError: cross_entropy: target has 1 bad value" in err
-    summary = root_cause(err)
-    assert "rank      : 1 (local_rank: 1)" in summary
-    assert "[cudaassert] GPU alive · class label out of range in cross_entropy" in summary
-    assert "    first: 5 at [1]" in summary
-    assert "[cudaassert] First run: GPU context dead · class label out of range" in summary
+SINGLE = """
+import os
+import torch, torch.nn.functional as F
+model = torch.nn.Linear(4, 5)
+labels = torch.tensor([0, 5 if os.environ["RANK"] == "1" else 1, 1])
+if os.environ["RANK"] == "1" and os.environ.get("CUDA_LAUNCH_BLOCKING") != "1":
+    from gpu_double import fail_like_gpu
+    fail_like_gpu()
+loss = F.cross_entropy(model(torch.randn(3, 4)), labels)
+"""
+
+
+def worker(tmp_path: Path, rank: int, attempt: int, max_restarts: int = 1) -> subprocess.CompletedProcess:
+    """One worker as torchrun's agent starts it (its environment), without the agent: torchrun's own restart of a
+    gloo job on CPU failed 3 times in 4 here with or without the runner (docs/platforms.md), too flaky for a test."""
+    env = kernel_env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", TORCHELASTIC_RUN_ID="test-run",
+                     TORCHELASTIC_RESTART_COUNT=str(attempt), TORCHELASTIC_MAX_RESTARTS=str(max_restarts),
+                     TORCHELASTIC_ERROR_FILE=str(tmp_path / f"error-{attempt}-{rank}.json"))
+    return subprocess.run([sys.executable, "-m", "cudaassert_ipy", "--rerun-on-failure", "train.py"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_rerun_on_failure_turns_the_checks_on_in_the_restarted_workers_and_shows_both_diagnoses(tmp_path):
+    (tmp_path / "train.py").write_text(textwrap.dedent(SINGLE))
+    first = worker(tmp_path, 1, 0)
+    assert first.returncode == 1 and "[cudaassert] GPU context dead · class label out of range" in first.stderr
+    assert "--max-restarts 1 to the torchrun command" not in first.stderr
+    zero, one = worker(tmp_path, 0, 1), worker(tmp_path, 1, 1)
+    banner = "[cudaassert] --rerun-on-failure: running `train.py` again with CUDA_LAUNCH_BLOCKING=1 and validators on"
+    assert zero.returncode == 0 and banner in zero.stderr, "rank 0 says what the rerun does and costs"
+    assert banner not in one.stderr
+    assert "ValidationIndexError: cross_entropy: target has 1 bad value" in one.stderr
+    stack = json.loads((tmp_path / "error-1-1.json").read_text())["message"]["extraInfo"]["py_callstack"]
+    assert "[cudaassert] GPU alive · class label out of range in cross_entropy" in stack
+    assert "  first: 5 at [1]" in stack
+    assert stack.rstrip().endswith("[cudaassert] First run: GPU context dead · class label out of range in "
+                                   "cross_entropy")
+    again = worker(tmp_path, 1, 2)
+    assert "ValidationIndexError" not in again.stderr, "the first run's notes were used once, then removed"
+
+
+def test_rerun_on_failure_without_restarts_says_to_add_max_restarts(tmp_path):
+    (tmp_path / "train.py").write_text(textwrap.dedent(SINGLE))
+    result = worker(tmp_path, 1, 0, max_restarts=0)
     assert result.returncode == 1
+    assert ("[cudaassert] --rerun-on-failure under torchrun reruns the job through torchrun's own restart: add "
+            "--max-restarts 1 to the torchrun command.") in result.stderr

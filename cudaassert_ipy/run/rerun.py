@@ -13,10 +13,10 @@ that finding beside the first run's diagnosis.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -132,8 +132,10 @@ def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
         first = _read(os.path.join(state, f"rank{rank.rank}.json" if f"rank{rank.rank}.json" in firsts else firsts[0]))
         notes = (FIRST_RUN.format(prefix=PREFIX, headline=first.get("headline", "")),) if first else ()
     code, guard = execute(opts, target, notes)  # the rerun's report ends with the first run's headline
-    if firsts:  # the rerun is the last use of the first run's notes (every worker listed them at its start)
-        shutil.rmtree(state, ignore_errors=True)
+    if firsts:  # the rerun is the last use of this rank's note; the directory goes with the last note
+        for path in (os.path.join(state, f"rank{rank.rank}.json"), state):
+            with contextlib.suppress(OSError):
+                (os.rmdir if path == state else os.unlink)(path)
     elif guard.diagnosis is not None and guard.diagnosis.kind != "validator":
         os.makedirs(state, mode=0o700, exist_ok=True)
         with open(os.path.join(state, f"rank{rank.rank}.json"), "w", encoding="utf-8") as f:
