@@ -137,11 +137,13 @@ def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
             with contextlib.suppress(OSError):
                 (os.rmdir if path == state else os.unlink)(path)
     elif guard.diagnosis is not None and guard.diagnosis.kind != "validator":
-        os.makedirs(state, mode=0o700, exist_ok=True)
-        with open(os.path.join(state, f"rank{rank.rank}.json"), "w", encoding="utf-8") as f:
-            json.dump(dataclasses.asdict(guard.diagnosis), f, default=str)
-        if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) < 1:
+        restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0)
+        if restarts < 1:
             print(NO_RESTARTS.format(prefix=PREFIX), file=sys.stderr, flush=True)
+        elif not restarted:  # a note only where a restart will read it
+            os.makedirs(state, mode=0o700, exist_ok=True)
+            with open(os.path.join(state, f"rank{rank.rank}.json"), "w", encoding="utf-8") as f:
+                json.dump(dataclasses.asdict(guard.diagnosis), f, default=str)
     guard.finish(code, guard.exception)
     if guard.diagnosis is not None:
         guard.exit_now(code)
