@@ -95,7 +95,9 @@ def _decide(cells: Sequence[KeepCell], namespace: dict[str, Any]) -> tuple[dict[
 
 
 def _drop_overwritten(cells: Sequence[KeepCell], names: dict[int, frozenset[str]], reasons: dict[int, str]) -> None:
-    """A kept cell whose names a later cell that runs again (any cell not kept) changes is not kept; repeat."""
+    """A kept cell whose names a later cell that runs again (any cell not kept) changes is not kept; repeat.
+
+    The same ``import`` again (``import os`` in both cells) is no change: it binds the same module."""
     changed = True
     while changed:
         changed = False
@@ -103,7 +105,9 @@ def _drop_overwritten(cells: Sequence[KeepCell], names: dict[int, frozenset[str]
             for j in range(i + 1, len(cells)):
                 if j in names:
                     continue
-                hit = sorted(read_cell(cells[j].source).writes & names[i])
+                later = read_cell(cells[j].source)
+                same = {name for name, _ in later.imports & read_cell(cells[i].source).imports}
+                hit = sorted((later.writes - same) & names[i])
                 if hit:
                     reasons[i] = LATER_WRITE.format(number=cells[j].number, name=hit[0])
                     del names[i]

@@ -48,6 +48,8 @@ class CellNames:
     changes: frozenset[str]  # names changed in place (attribute/item assignment, in-place calls)
     effect: str | None = None  # e.g. "os.chdir('data')": the cell cannot be skipped
     error: str | None = None  # the source could not be parsed
+    # (name, what it imports) for names bound only by ``import``: ("pd", "pandas"), ("F", "torch.nn:functional")
+    imports: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def writes(self) -> frozenset[str]:
@@ -82,10 +84,13 @@ class _Walker(ast.NodeVisitor):
     def __init__(self) -> None:
         self.binds: set[str] = set()
         self.changes: set[str] = set()
+        self.imported: dict[str, set[str]] = {}  # name -> what the cell's imports bind it to
+        self.assigned: set[str] = set()  # names also bound some other way
 
     def _target(self, node: ast.AST) -> None:
         if isinstance(node, ast.Name):
             self.binds.add(node.id)
+            self.assigned.add(node.id)
         elif isinstance(node, (ast.Tuple, ast.List)):
             for elt in node.elts:
                 self._target(elt)
@@ -135,18 +140,31 @@ class _Walker(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
         for alias in node.names:
             if alias.name != "*":
-                self.binds.add(alias.asname or alias.name.split(".")[0])
+                name = alias.asname or alias.name.split(".")[0]
+                self.binds.add(name)
+                if isinstance(node, ast.ImportFrom):
+                    what = f"{'.' * node.level}{node.module or ''}:{alias.name}"
+                else:
+                    what = alias.name if alias.asname else name
+                self.imported.setdefault(name, set()).add(what)
+
+    def imports(self) -> frozenset[tuple[str, str]]:
+        """Names bound by exactly one import and nothing else: binding them again is idempotent."""
+        return frozenset((n, next(iter(w))) for n, w in self.imported.items()
+                         if len(w) == 1 and n not in self.assigned and n not in self.changes)
 
     visit_ImportFrom = visit_Import
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.name:
             self.binds.add(node.name)
+            self.assigned.add(node.name)
         for stmt in node.body:
             self.visit(stmt)
 
     def _definition(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.binds.add(node.name)
+        self.assigned.add(node.name)
         for dec in node.decorator_list:
             self.visit(dec)
 
@@ -219,4 +237,4 @@ def read_cell(source: str) -> CellNames:
         walker.visit(stmt)
     for stmt in _statements(tree.body):
         effect = effect or _effect(stmt, walker.binds, walker.changes, code)
-    return CellNames(frozenset(walker.binds), frozenset(walker.changes), effect)
+    return CellNames(frozenset(walker.binds), frozenset(walker.changes), effect, imports=walker.imports())
