@@ -40,3 +40,20 @@ def test_spliced_worker_lines_in_a_cell_are_read_for_their_whole_condition():
     assert "GPU context dead · gather/scatter index out of bounds" in plain
     assert ('(location lost in interleaved output): `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` '
             "failed 2 times") in plain
+
+
+# error_texts.md §4: seen after asserts; on its own it says nothing about a dead context, so classify() alone
+# passes it by. With an assertion line in the same cell it is the assert's follow-on and must get the report.
+NOT_INITIALIZED = "CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"
+
+
+def test_a_library_error_that_is_not_ours_alone_is_explained_when_an_assertion_line_came_with_it():
+    with running_kernel() as kc:
+        execute(kc, "%load_ext cudaassert")
+        reply, msgs = execute(kc, f"raise RuntimeError({NOT_INITIALIZED!r})")
+        assert not [m for m in msgs if m["type"] == "display_data"], "alone, it is left exactly as it was"
+        plain = _report(kc, "import os\nfrom gpu_double import assertion_lines\n"
+                            "os.write(2, assertion_lines('nll_loss_target_out_of_range', threads=4))\n"
+                            f"raise RuntimeError({NOT_INITIALIZED!r})")
+    assert "GPU context dead · class label out of range" in plain
+    assert FOLLOW_ON_NOTE.format(error="RuntimeError: " + NOT_INITIALIZED) in plain

@@ -128,12 +128,16 @@ class Guard:
             return None
 
     def _handle(self, exc: BaseException, tb: types.TracebackType | None) -> Diagnosis | None:
-        from cudaassert_ipy.diagnose.detection import classify
+        from cudaassert_ipy.diagnose.pipeline import read_failure
 
-        detection = classify(exc)
+        text = ""
+        if self.tap is not None:
+            self.tap.drain()
+            text = self.tap.text_since((0,) * len(self.tap.taps))
+        detection, sites = read_failure(exc, text)
         if detection is None:
             return None
-        diagnosis = self._diagnose(detection)
+        diagnosis = self._diagnose(detection, sites, text)
         self.diagnosis = diagnosis
         self.report_text = self.render(diagnosis)
         short = f"{PREFIX} {diagnosis.headline}\nFix: {diagnosis.fix}"
@@ -150,18 +154,11 @@ class Guard:
                 print(failed, file=sys.stderr, flush=True)
         return diagnosis
 
-    def _diagnose(self, detection: Any) -> Diagnosis:
-        from cudaassert_ipy.capture.assert_lines import scan
-        from cudaassert_ipy.diagnose.diagnosis import diagnose
-        from cudaassert_ipy.diagnose.evidence import collect
+    def _diagnose(self, detection: Any, sites: list[Any], text: str) -> Diagnosis:
+        from cudaassert_ipy.diagnose.pipeline import diagnose_failure
 
-        text = ""
-        if self.tap is not None:
-            self.tap.drain()
-            text = self.tap.text_since((0,) * len(self.tap.taps))
         user_ns = _script_globals(detection.exception.__traceback__, self.user_files)
-        evidence = collect(detection, scan(text) if text else [], "", None, user_ns, text, self.user_files)
-        diagnosis = diagnose(evidence)
+        evidence, diagnosis = diagnose_failure(detection, sites, text, "", None, user_ns, self.user_files)
         if self.bookmark is not None:  # the DataLoader's last batches: which dataset samples hold the bad values
             from cudaassert_ipy.data.post_mortem import annotate
 

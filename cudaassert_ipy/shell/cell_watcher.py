@@ -17,12 +17,13 @@ from cudaassert_ipy.view.report import DIAGNOSIS_FAILED
 from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
+    from cudaassert_ipy.capture.assert_lines import AssertSite
     from cudaassert_ipy.shell.context_state import ContextState
 
 __all__ = ["CellOutcome", "CellWatcher", "Reporter"]
 
-# detection, cell source, execution count, the fd text of this cell -> diagnose and show
-Reporter = Callable[[Detection, str, "int | None", str], None]
+# detection, assertion sites, cell source, execution count, the fd text of this cell -> diagnose and show
+Reporter = Callable[[Detection, "list[AssertSite]", str, "int | None", str], None]
 
 _clock = time.perf_counter
 _modules = sys.modules
@@ -95,16 +96,21 @@ class CellWatcher:
 
     def _report(self, error: BaseException, mark: Any, source: str, result: Any) -> Detection | None:
         dead = self.state.dead
+        tap = self.tap
         detection = classify(error, context_dead=dead)
-        if detection is None:
-            return None
-        if dead and detection.kills_context:
+        if detection is None and (tap is None or classify(error, context_dead=dead, assert_seen=True) is None):
+            return None  # not ours, and not an error that an assertion line in this cell would make ours
+        if detection is not None and dead and detection.kills_context:
             self.banner()
             return detection
         stderr_text = ""
-        tap = self.tap
         if tap is not None:
             tap.drain()
             stderr_text = tap.text_since(mark)
-        self.report(detection, source, getattr(result, "execution_count", None), stderr_text)
+        from cudaassert_ipy.diagnose.pipeline import read_failure  # on failures only: keeps the loaded set small
+
+        detection, sites = read_failure(error, stderr_text, dead)
+        if detection is None:
+            return None
+        self.report(detection, sites, source, getattr(result, "execution_count", None), stderr_text)
         return detection

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from traitlets import Bool, Int, List
 from traitlets.config import Configurable
 
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
+from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.restart.cell_history import CellHistory
 from cudaassert_ipy.shell import registry
 from cudaassert_ipy.shell.cell_watcher import CellWatcher
@@ -164,24 +164,14 @@ class Extension:
         (enable_validators if on else disable_validators)()
 
     # -- reporting ---------------------------------------------------------------------------
-    def diagnose_and_show(self, detection: Any, source: str, execution_count: int | None, stderr_text: str) -> None:
+    def diagnose_and_show(self, detection: Any, sites: list[Any], source: str, execution_count: int | None,
+                          stderr_text: str) -> None:
         if not self.config.enabled:
             return
-        import dataclasses
+        from cudaassert_ipy.diagnose.pipeline import diagnose_failure
 
-        from cudaassert_ipy.capture.assert_lines import scan_all
-        from cudaassert_ipy.diagnose.detection import classify
-        from cudaassert_ipy.diagnose.evidence import collect
-        from cudaassert_ipy.diagnose.recovered import recover
-
-        scanned = scan_all(stderr_text) if stderr_text else None
-        sites = scanned.sites + recover(scanned.orphans, scanned.sites)[0] if scanned is not None else []
-        if sites:  # an assertion line came with this error: a library error only surfaced it (issue #10)
-            detection = classify(detection.exception, context_dead=self.state.dead, assert_seen=True) or detection
-        evidence = collect(detection, sites, source, execution_count, self.shell.user_ns, stderr_text)
-        diagnosis = diagnose(evidence)
-        if detection.note:
-            diagnosis = dataclasses.replace(diagnosis, notes=(detection.note, *diagnosis.notes))
+        evidence, diagnosis = diagnose_failure(detection, sites, stderr_text, source, execution_count,
+                                               self.shell.user_ns)
         if self.bookmark is not None:  # name the dataset samples that hold the bad values
             from cudaassert_ipy.data.post_mortem import annotate
 
