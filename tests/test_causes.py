@@ -186,3 +186,19 @@ def test_bce_rule_states_the_target_range_and_nan():
         "The target ranges from 0 to 255. Likely fix: targets look like 0..255 mask pixels")
     assert twin(torch.tensor([0.5, float("nan")]), torch.tensor([0.0, 1.0])).startswith(
         "The input contains NaN. Likely fix: the input holds NaN")
+
+
+@pytest.mark.parametrize("condition", [
+    "!THCNumerics<T>::isinf(val)",  # THC spells the catalogue's checks with the file's own template parameter
+    "!THCNumerics<T>::isnan(val)",
+    "THCNumerics<AccT>::gt(sum, accZero)",
+    "THCNumerics<T>::ge(val, zero)",
+])
+def test_the_old_thc_multinomial_checks_are_read_as_invalid_probabilities(condition):
+    # the THC kernel and template of the catalogue's thc_multinomial_negative entry, each era's spelling of its checks
+    line = ("/pytorch/aten/src/THC/THCTensorRandom.cuh:197: void sampleMultinomialOnce(long *, long, int, T *, T *, "
+            "int, int) [with T = float, AccT = float]: block: [0,0,0], thread: [0,0,0] Assertion `" + condition
+            + "` failed.")
+    (site,) = scan(line)
+    cause = match_assert(site.condition, site.file, site.function)
+    assert cause is not None and cause.group == "multinomial_invalid_probs"

@@ -27,6 +27,23 @@ def normalise_condition(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
+# The same check spelled by each era: THC's ``THCNumerics<T>::ge(val, zero)`` is ATen's ``val >= zero``, and
+# ``THCNumerics<scalar_t>::isnan(val)`` / ``at::_isnan(val)`` / ``isnan(val)`` are one test. The template
+# parameter's name differs per file (T, AccT, scalar_t, accscalar_t); it never changes the meaning.
+_THC_COMPARE = re.compile(r"THCNumerics<\w+>::(ge|gt|le|lt)\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)")
+_INFIX = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+_NAN_INF = re.compile(r"(?:THCNumerics<\w+>::|at::|\b)_?(isnan|isinf)\(")
+
+
+def canonical_condition(text: str) -> str:
+    """The era-independent form of a condition, for matching only (what users read keeps its spelling)."""
+    text = _THC_COMPARE.sub(lambda m: f"({m.group(2)} {_INFIX[m.group(1)]} {m.group(3)})", normalise_condition(text))
+    text = _NAN_INF.sub(r"_\1(", text)
+    if text.startswith("(") and text.endswith(")") and text.count("(") == 1:
+        text = text[1:-1]  # one comparison alone: its parentheses add nothing
+    return text
+
+
 @dataclass(frozen=True)
 class Cause:
     """One catalogued kernel assertion and what to tell the user about it."""
@@ -57,9 +74,14 @@ class Cause:
 
     def matches_condition(self, condition: str) -> bool:
         cond = normalise_condition(condition)
-        if cond in self.conditions:
+        if cond in self.conditions or canonical_condition(cond) in _canonical(self.conditions):
             return True
         return bool(self.condition_regex and re.fullmatch(self.condition_regex, cond))
+
+
+@lru_cache(maxsize=None)
+def _canonical(conditions: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(canonical_condition(c) for c in conditions)
 
 
 GENERIC_CAUSE = Cause(GENERIC_ID, *GENERIC)
