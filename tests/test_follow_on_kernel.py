@@ -50,7 +50,7 @@ NOT_INITIALIZED = "CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cubla
 def test_a_library_error_that_is_not_ours_alone_is_explained_when_an_assertion_line_came_with_it():
     with running_kernel() as kc:
         execute(kc, "%load_ext cudaassert")
-        reply, msgs = execute(kc, f"raise RuntimeError({NOT_INITIALIZED!r})")
+        _, msgs = execute(kc, f"raise RuntimeError({NOT_INITIALIZED!r})")
         assert not [m for m in msgs if m["type"] == "display_data"], "alone, it is left exactly as it was"
         plain = _report(kc, "import os\nfrom gpu_double import assertion_lines\n"
                             "os.write(2, assertion_lines('nll_loss_target_out_of_range', threads=4))\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Iterable
 
@@ -79,7 +79,7 @@ class Cause:
         return bool(self.condition_regex and re.fullmatch(self.condition_regex, cond))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _canonical(conditions: tuple[str, ...]) -> frozenset[str]:
     return frozenset(canonical_condition(c) for c in conditions)
 
