@@ -62,3 +62,26 @@ def test_each_setup_cell_has_a_keep_toggle_that_flips_keep(diagnosis):  # noqa: 
                                   "hold CUDA tensors are replayed instead")
     toggles[0].value, toggles[1].value = False, True
     assert [c.keep for c in choices] == [False, True]
+
+
+def test_the_replay_view_shows_a_kept_cell_as_restored_not_as_run(capsys):
+    from cudaassert_ipy.view.replay_view import TextProgress, WidgetProgress
+
+    cells = [{"number": 2, "first_line": "df = load()"}, {"number": 3, "first_line": "model = Net()"}]
+    text = TextProgress(cells)
+    text.kept(0, 0.5)
+    with text.cell(1):
+        pass
+    text.cell_done(1, 0.25, None)
+    assert capsys.readouterr().out.splitlines() == [
+        "[cudaassert] replay [#.] 1/2: [2] df = load()",
+        "[cudaassert]   ... kept: restored, not run (0.50 s)",
+        "[cudaassert] replay [##] 2/2: [3] model = Net()",
+        "[cudaassert]   ... ok (0.25 s)",
+    ]
+    widget = WidgetProgress(cells)
+    widget.kept(0, 0.5)
+    widget.cell_done(1, 0.25, None)
+    assert widget.bar.value == 2
+    assert widget.accordion.get_title(0) == "↺ [2] df = load() (0.50 s): kept, restored, not run"
+    assert widget.accordion.get_title(1) == "✓ [3] model = Net() (0.25 s)"

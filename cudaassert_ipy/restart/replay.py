@@ -160,7 +160,7 @@ class Replayer:
                         self.host.history.record(SimpleNamespace(source=cell.source, execution_count=cell.number,
                                                                  cell_id=cell.cell_id, error=None,
                                                                  duration=cell.duration))
-                    progress.cell_done(i, time.perf_counter() - t0, None)
+                    progress.kept(i, time.perf_counter() - t0)
                     done += 1
                     continue
                 with self.host.history.replaying(cell), progress.cell(i):

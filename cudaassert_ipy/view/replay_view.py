@@ -31,6 +31,8 @@ ON_FAILING_BATCH = ("the failing batch: run one training step on `cudaassert_ipy
 TEXT_STEP = "{prefix} replay [{bar}] {index}/{count}: [{number}] {first_line}"
 TEXT_DONE = "{prefix}   ... ok ({seconds:.2f} s)"
 TEXT_FAILED = "{prefix}   ... failed ({seconds:.2f} s)"
+TEXT_KEPT = "{prefix}   ... kept: restored, not run ({seconds:.2f} s)"
+WIDGET_KEPT = "↺ {title}: kept, restored, not run"
 WIDGET_LABEL = "Replaying setup: {index}/{count}"
 WIDGET_DONE = "Setup replayed: {count}/{count}"
 WIDGET_FAILED = "Replay stopped at cell [{number}]"
@@ -76,13 +78,21 @@ class TextProgress:
     def start(self) -> None:
         return None
 
-    @contextlib.contextmanager
-    def cell(self, i: int) -> Iterator[None]:
+    def _step(self, i: int) -> None:
         n, c = len(self.cells), self.cells[i]
         bar = "#" * (i + 1) + "." * (n - i - 1) if n <= 20 else f"{100 * (i + 1) // n:3d}%"
         print(TEXT_STEP.format(prefix=PREFIX, bar=bar, index=i + 1, count=n, number=c.get("number"),
                                first_line=c.get("first_line", "")), flush=True)
+
+    @contextlib.contextmanager
+    def cell(self, i: int) -> Iterator[None]:
+        self._step(i)
         yield
+
+    def kept(self, i: int, seconds: float) -> None:
+        """A kept cell: its values were restored, the cell did not run."""
+        self._step(i)
+        print(TEXT_KEPT.format(prefix=PREFIX, seconds=seconds), flush=True)
 
     def cell_done(self, i: int, seconds: float, error: BaseException | None) -> None:
         print((TEXT_FAILED if error is not None else TEXT_DONE).format(prefix=PREFIX, seconds=seconds), flush=True)
@@ -126,6 +136,12 @@ class WidgetProgress:
         if error is not None:
             self.accordion.selected_index = i
             self.label.value = WIDGET_FAILED.format(number=self.cells[i].get("number"))
+
+    def kept(self, i: int, seconds: float) -> None:
+        """A kept cell: counted as done, titled as restored (it did not run, so its output stays empty)."""
+        self.bar.value = i + 1
+        title = f"[{self.cells[i].get('number')}] {self.cells[i].get('first_line', '')} ({seconds:.2f} s)"
+        self.accordion.set_title(i, WIDGET_KEPT.format(title=title))
 
     def finish(self, ok: bool) -> None:
         self.bar.bar_style = "success" if ok else "danger"
