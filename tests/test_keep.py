@@ -162,6 +162,19 @@ def test_a_cell_whose_name_a_later_cell_changes_is_replayed_and_says_which_cell(
     assert (new["labels"], new["counts"], new["n"]) == ([0, 2, 3], {"a": 1}, 2)  # each change applied once
 
 
+def test_a_later_cell_importing_the_same_module_again_does_not_unkeep_a_cell(tmp_path):
+    ns, history = run_cells(
+        ("import os\nimport json as js\nroot = os.sep", True),
+        ("import os\nimport json as js\nn = len(root)", False),  # notebooks import the same modules again
+        ("import pickle as js", False),  # the same name for another module is a change
+    )
+    (cell,) = keep.save("k1", STAMP, history, ns, directory=tmp_path).cells
+    assert cell.reason == "cell [3] changes `js` later, so the saved value would already hold that change"
+    ns, history = run_cells(("import os\nroot = os.sep", True), ("import os\nn = len(root)", False))
+    (cell,) = keep.save("k2", STAMP, history, ns, directory=tmp_path).cells
+    assert cell.kept, cell.reason
+
+
 def test_a_later_kept_cell_that_changes_the_name_keeps_both(tmp_path):
     ns, history = run_cells(("xs = [1]", True), ("xs.append(2)", True), ("y = len(xs)", False))
     result = keep.save("k1", STAMP, history, ns, directory=tmp_path)
