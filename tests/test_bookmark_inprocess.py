@@ -195,22 +195,42 @@ flaky_loader = DataLoader(Flaky(), batch_size=4)
     assert len(list(shell.user_ns["it"])) == 99  # the rest of the epoch still comes, unchanged
 
 
-def test_unloading_removes_the_patch_and_every_per_iterator_trace(shell):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_unloading_removes_the_patch_and_every_per_iterator_trace(shell, workers):
     import torch.utils.data.dataloader as dl
+
+    from cudaassert_ipy.shell.extension import current
 
     original = dl._BaseDataLoaderIter.__next__, dl._BaseDataLoaderIter._next_index
     meta_path = list(sys.meta_path)
     shell.config.CudaAssert.tap = False
     shell.run_line_magic("load_ext", "cudaassert")
     assert dl._BaseDataLoaderIter.__next__ is not original[0]
-    it = iter(torch.utils.data.DataLoader(list(range(8)), batch_size=2))
+    it = iter(torch.utils.data.DataLoader(list(range(8)), batch_size=2, num_workers=workers))
+    attributes = set(vars(it))
     next(it)
-    assert "_cudaassert_bookmark" in it.__dict__
+    assert set(vars(it)) == attributes  # the iterator carries nothing of ours (CPython's attribute caches stay)
+    assert len(cudaassert_ipy.last_batches()) == 1
+    bookmark = current(shell).bookmark
+    finalizers = list(bookmark._finalizers.values())
+    assert [f.alive for f in finalizers] == [True]
     shell.run_line_magic("unload_ext", "cudaassert")
     assert (dl._BaseDataLoaderIter.__next__, dl._BaseDataLoaderIter._next_index) == original
-    assert "_cudaassert_bookmark" not in it.__dict__
+    assert not bookmark._states and [f.alive for f in finalizers] == [False]
     assert sys.meta_path == meta_path
     assert cudaassert_ipy.last_batches() == ()
+
+
+def test_a_finished_iterator_is_forgotten_but_its_records_stay(loaded, shell):
+    loader = torch.utils.data.DataLoader(list(range(40)), batch_size=4)
+    shell.user_ns["short_loader"] = loader
+    it = iter(loader)
+    next(it), next(it)
+    assert len(loaded.bookmark._states) == 1
+    del it
+    assert loaded.bookmark._states == {} and loaded.bookmark._finalizers == {}
+    assert [(r.loader, r.batch, r.indices) for r in cudaassert_ipy.last_batches()] == [
+        ("short_loader", 1, (4, 5, 6, 7)), ("short_loader", 0, (0, 1, 2, 3))]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
