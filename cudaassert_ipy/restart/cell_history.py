@@ -16,11 +16,13 @@ import re
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from cudaassert_ipy.restart.plan import PlanCell
-from cudaassert_ipy.view.actions import ReplayChoice
 from cudaassert_ipy.wording import error_line
+
+if TYPE_CHECKING:  # loaded on a restart only: %load_ext stays light
+    from cudaassert_ipy.restart.plan import PlanCell
+    from cudaassert_ipy.view.actions import ReplayChoice
 
 __all__ = ["CellHistory", "CellRecord", "is_display_only", "parse_cell_numbers", "replayable_source"]
 
@@ -162,6 +164,8 @@ class CellRecord:
         return is_display_only(self.source)
 
     def as_plan_cell(self) -> PlanCell:
+        from cudaassert_ipy.restart.plan import PlanCell
+
         return PlanCell(self.number, self.cell_id, replayable_source(self.source), round(self.duration, 4),
                         self.first_line)
 
@@ -264,6 +268,8 @@ class CellHistory:
         return self.default_plan(failing)
 
     def choices(self, failing: CellRecord | None) -> list[ReplayChoice]:
+        from cudaassert_ipy.view.actions import ReplayChoice
+
         return [ReplayChoice(r.number or 0, r.first_line, r.duration, True) for r in self.plan(failing)]
 
     def known_numbers(self) -> list[int]:

@@ -12,18 +12,17 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from cudaassert_ipy.diagnose.detection import Detection, classify
-from cudaassert_ipy.view.report import DIAGNOSIS_FAILED
 from cudaassert_ipy.wording import PREFIX, error_line
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the diagnosis modules load at the first failure, not with %load_ext
     from cudaassert_ipy.capture.assert_lines import AssertSite
+    from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.shell.context_state import ContextState
 
 __all__ = ["CellOutcome", "CellWatcher", "Reporter"]
 
 # detection, assertion sites, cell source, execution count, the fd text of this cell -> diagnose and show
-Reporter = Callable[[Detection, "list[AssertSite]", str, "int | None", str], None]
+Reporter = Callable[["Detection", "list[AssertSite]", str, "int | None", str], None]
 
 _clock = time.perf_counter
 _modules = sys.modules
@@ -82,6 +81,8 @@ class CellWatcher:
             try:
                 detection = self._report(error, mark, source, result)
             except Exception as failure:  # our failure must never cost the user their traceback
+                from cudaassert_ipy.view.report import DIAGNOSIS_FAILED
+
                 print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(failure)),
                       file=sys.stderr)
         if not self.listeners:
@@ -95,6 +96,8 @@ class CellWatcher:
                 print(f"{PREFIX} a cell listener failed: {failure!r}", file=sys.stderr)
 
     def _report(self, error: BaseException, mark: Any, source: str, result: Any) -> Detection | None:
+        from cudaassert_ipy.diagnose.detection import classify
+
         dead = self.state.dead
         tap = self.tap
         detection = classify(error, context_dead=dead)

@@ -8,9 +8,10 @@ the printer and the normal repr is back.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+if TYPE_CHECKING:  # the diagnosis modules load at the first failure, not with %load_ext
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 
 __all__ = ["ContextState", "safe_tensor_text"]
 

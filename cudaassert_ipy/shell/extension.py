@@ -12,15 +12,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from traitlets import Bool, Int, List
 from traitlets.config import Configurable
 
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.restart.cell_history import CellHistory
 from cudaassert_ipy.shell import registry
 from cudaassert_ipy.shell.cell_watcher import CellWatcher
 from cudaassert_ipy.shell.context_state import ContextState
-from cudaassert_ipy.view.report import Banner, Report
 from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
     from cudaassert_ipy.restart.replay import Resumed
 
 __all__ = ["CudaAssert", "Extension", "current", "last_diagnosis", "load", "unload"]
@@ -108,9 +107,9 @@ class Extension:
         self.history.note_loading_cell(shell)
         self.watcher.listeners.append(self.history.record)
         self._undo.append(lambda: self.watcher.listeners.remove(self.history.record))
-        from cudaassert_ipy.restart.startup_stub import remove_if_idle
-
         def remove_stub() -> None:  # the resume stub stays only while a plan is pending
+            from cudaassert_ipy.restart.startup_stub import remove_if_idle  # at unload: %load_ext stays light
+
             remove_if_idle(shell)
 
         self._undo.append(remove_stub)
@@ -200,6 +199,7 @@ class Extension:
                     print(f"{PREFIX} panel failed ({error_line(e)}); showing the text report.",
                           file=sys.stderr)
         from cudaassert_ipy.diagnose.gpu_state import GpuState, describe
+        from cudaassert_ipy.view.report import Report
 
         display(Report(diagnosis, describe(gpu) if isinstance(gpu, GpuState) else gpu))
 
@@ -232,6 +232,8 @@ class Extension:
         if not self.config.enabled or self.state.dead_since is None:
             return
         from IPython.display import display
+
+        from cudaassert_ipy.view.report import Banner
 
         display(Banner(self.state.dead_since))
 
