@@ -25,15 +25,17 @@ def run(shell, code: str) -> str:
 
 def test_setup_keep_marks_cells_and_the_listing_shows_them_beside_the_marked_one(loaded):
     shell = loaded.shell
+    first = shell.execution_count  # the shared in-process shell keeps counting across tests
     run(shell, "a = 1")
     run(shell, "# cudaassert: keep\nb = 2")
     run(shell, "c = 3")
-    out = run(shell, "%cudaassert setup keep 3")
-    assert loaded.history.kept == {3}
+    out = run(shell, f"%cudaassert setup keep {first + 2}")
+    assert loaded.history.kept == {first + 2}
     lines = out.splitlines()
-    assert "  [1] a = 1  (" in out and not [ln for ln in lines if ln.startswith("  [1] ") and ln.endswith("keep")]
-    assert next(ln for ln in lines if ln.startswith("  [2] b = 2  (")).endswith(")  keep")
-    assert next(ln for ln in lines if ln.startswith("  [3] c = 3  (")).endswith(")  keep")
+    assert f"  [{first}] a = 1  (" in out
+    assert not [ln for ln in lines if ln.startswith(f"  [{first}] ") and ln.endswith("keep")]
+    assert next(ln for ln in lines if ln.startswith(f"  [{first + 1}] b = 2  (")).endswith(")  keep")
+    assert next(ln for ln in lines if ln.startswith(f"  [{first + 2}] c = 3  (")).endswith(")  keep")
     assert "`%cudaassert setup keep 3,4` (or a first line `# cudaassert: keep`) restores those cells' values" in out
     run(shell, "%cudaassert setup keep none")
     assert loaded.history.kept == set()
