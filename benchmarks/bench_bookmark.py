@@ -9,10 +9,14 @@ Rows:
   floats and an int64 label), batch 32, with 0 and with 2 (persistent) workers. Short blocks of 16
   batches alternate without and with the bookmark's class-level patch (the order flips each round;
   the first batch after each switch is not timed: in use the patch is installed once, not per block).
+  The loop holds each batch until the next one arrives, as ``for batch in loader:`` does.
   Each row reports the median wall time per batch both ways and their ratio, the main thread's CPU
-  time the bookmark adds per batch (medians of ``time.thread_time``: the bookmark's work all runs
-  in the main thread, and CPU time is not inflated by other processes on a shared machine), and
-  that added time as a share of the wall time per batch. Goal: <= 1.02x and <= 2 us per batch.
+  time the bookmark adds per batch (the median over rounds of the difference between a round's
+  two blocks, from ``time.thread_time``: the bookmark's work all runs in the main thread, and CPU
+  time is not inflated by other processes on a shared machine), that added time as a share of the
+  wall time per batch, and the page faults per batch both ways (holding a few label tensors can
+  make glibc give heap pages back and fault them in again; each fault costs microseconds here).
+  Goal: <= 1.02x and <= 2 us per batch.
 * micro: the same on a loader whose batches cost almost nothing (a list dataset, batch_size=None,
   blocks of 200): the bookmark's own work per batch, undiluted
 * post-mortem check of 3 recorded batches of 512 samples (labels 0..9, one bad label): goal <= 20 ms
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -48,21 +53,25 @@ class Blocks:
         self.it = iter(loader)
         self.left = len(loader)
 
-    def time_block(self) -> tuple[float, float]:
-        """Wall time and this thread's CPU time per batch (the CPU time ignores other processes' load)."""
+    def time_block(self) -> tuple[float, float, float]:
+        """Wall time, this thread's CPU time (it ignores other processes' load) and page faults, per batch."""
         if self.left < self.size + 1:
             self.it, self.left = iter(self.loader), len(self.loader)
         it = self.it
-        next(it)  # untimed: the first call after (un)patching the class re-warms CPython's caches and our state
+        batch = next(it)  # untimed: the first call after (un)patching the class re-warms CPython's caches and ours
         self.left -= 1
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start, cpu = time.perf_counter(), time.thread_time()
         for _ in range(self.size):
-            next(it)
+            batch = next(it)  # held until the next one arrives, as a for loop holds it
+        wall, cpu = time.perf_counter() - start, time.thread_time() - cpu
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         self.left -= self.size
-        return (time.perf_counter() - start) / self.size, (time.thread_time() - cpu) / self.size
+        del batch
+        return wall / self.size, cpu / self.size, faults / self.size
 
 
-Times = list[tuple[float, float]]
+Times = list[tuple[float, float, float]]
 
 
 def side_by_side(make: Callable[[], DataLoader], rounds: int, size: int = 16) -> tuple[Times, Times]:
@@ -84,12 +93,14 @@ def side_by_side(make: Callable[[], DataLoader], rounds: int, size: int = 16) ->
 
 
 def row(name: str, off: Times, on: Times) -> None:
-    """Wall medians and their ratio; the main thread's CPU time added per batch, and that as a share of the wall
-    time per batch (the figure a loaded shared machine disturbs least)."""
-    wall_off, wall_on = (statistics.median(w for w, _ in xs) for xs in (off, on))
-    added = statistics.median(c for _, c in on) - statistics.median(c for _, c in off)
+    """Wall medians and their ratio; the main thread's CPU time added per batch (median of each round's
+    difference), and that as a share of the wall time per batch (the figure a loaded shared machine disturbs
+    least); page faults per batch without and with."""
+    wall_off, wall_on = (statistics.median(t[0] for t in xs) for xs in (off, on))
+    added = statistics.median(b[1] - a[1] for a, b in zip(off, on))
+    faults_off, faults_on = (statistics.fmean(t[2] for t in xs) for xs in (off, on))
     print(f"{name:<40} {wall_off * 1e6:9.1f} us {wall_on * 1e6:9.1f} us {wall_on / wall_off:6.3f}x "
-          f"{added * 1e6:+8.2f} us {1 + added / wall_off:8.4f}x")
+          f"{added * 1e6:+8.2f} us {1 + added / wall_off:8.4f}x {faults_off:6.2f} {faults_on:6.2f}")
 
 
 def micro(rounds: int) -> None:
@@ -132,7 +143,7 @@ def main(argv: Any = None) -> None:
     data = TensorDataset(torch.randn(4096, 3, 32, 32), torch.randint(0, 10, (4096,)))
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, {rounds} blocks each way per row; times per batch")
     print(f"{'row (per batch)':<40} {'wall without':>12} {'wall with':>12} {'ratio':>7} {'added CPU':>11} "
-          f"{'1+CPU/wall':>9}")
+          f"{'1+CPU/wall':>9} {'faults without/with':>13}")
     off, on = side_by_side(lambda: DataLoader(data, batch_size=32, shuffle=True), rounds)
     row("TensorDataset, batch 32, 0 workers", off, on)
     off, on = side_by_side(lambda: DataLoader(data, batch_size=32, shuffle=True, num_workers=2,

@@ -208,6 +208,7 @@ def test_unloading_removes_the_patch_and_every_per_iterator_trace(shell, workers
     assert dl._BaseDataLoaderIter.__next__ is not original[0]
     it = iter(torch.utils.data.DataLoader(list(range(8)), batch_size=2, num_workers=workers))
     attributes = set(vars(it))
+    sampler_iter = it._sampler_iter
     next(it)
     assert set(vars(it)) == attributes  # the iterator carries nothing of ours (CPython's attribute caches stay)
     assert len(cudaassert_ipy.last_batches()) == 1
@@ -219,6 +220,9 @@ def test_unloading_removes_the_patch_and_every_per_iterator_trace(shell, workers
     assert not bookmark._states and [f.alive for f in finalizers] == [False]
     assert sys.meta_path == meta_path
     assert cudaassert_ipy.last_batches() == ()
+    assert it._sampler_iter is sampler_iter  # the loader reads its sampler directly again, from where it was
+    assert [b.tolist() for b in it] == [[2, 3], [4, 5], [6, 7]]
+    assert "_next_index" not in vars(dl._MultiProcessingDataLoaderIter)
 
 
 def test_a_finished_iterator_is_forgotten_but_its_records_stay(loaded, shell):

@@ -207,3 +207,42 @@ def test_batches_that_change_shape_midway_are_still_kept_right(bookmark):
             assert list(got) == ["x", "y"] and got["x"] is want["x"] and got["y"] is want["y"]
         else:
             assert len(got) == len(want) and all(g is w for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("bad", [1, 13])
+def test_after_a_caught_dataset_error_later_records_still_match_their_batches(bookmark, workers, bad):
+    class Flaky(torch.utils.data.Dataset):
+        def __len__(self):
+            return 60
+
+        def __getitem__(self, i):
+            if i == bad:
+                raise OSError(f"unreadable file {i}")
+            return torch.tensor(i)
+
+    it = iter(DataLoader(Flaky(), batch_size=4, num_workers=workers))
+    errors = 0
+    for _ in range(10):
+        try:
+            next(it)
+        except OSError:  # a loop that skips unreadable batches goes on
+            errors += 1
+    assert errors == 1
+    records = bookmark.records()
+    assert [(r.epoch, r.batch) for r in records] == [(0, 8), (0, 7), (0, 6)]  # 9 yielded; the error started no epoch
+    for record in records:  # each dataset value is its own index
+        assert list(record.indices) == record.batch_object.tolist()
+
+
+def test_a_finished_iterator_lets_go_of_its_samplers_permutation(bookmark):
+    import gc
+    import weakref
+
+    it = iter(DataLoader(DATA, batch_size=32, shuffle=True))
+    source = weakref.ref(it._sampler_iter)  # a generator holding the epoch's whole permutation
+    list(it)
+    del it
+    gc.collect()
+    assert source() is None
+    assert len(bookmark.records()) == 3  # the records stay

@@ -2,24 +2,30 @@
 
 Why: CUDA reports a bad label late and kills the context, so the batch that held it is gone
 and nobody knows which *sample of the dataset* was bad. We patch
-``_BaseDataLoaderIter.__next__`` and ``_next_index`` once, at class level (this also covers
-iterators made before loading), keep the originals beside them, and undo both on unload.
+``_BaseDataLoaderIter.__next__`` and the worker iterator's ``_next_index`` once, at class level
+(this also covers iterators made before loading), keep the originals beside them, and undo both
+on unload.
 
-Matching indices to batches: ``_next_index`` draws each index list; with workers
-``_MultiProcessingDataLoaderIter`` sends lists ahead under ``_send_idx`` and yields them in
+Matching indices to batches: without workers the iterator fetches synchronously, so the
+sampler's iterator is teed (``itertools.tee``, in C) and the copy is advanced once per yielded
+batch: no Python frame around ``_next_index``; unload puts the original iterator back. With
+workers ``_MultiProcessingDataLoaderIter`` sends lists ahead under ``_send_idx`` and yields them in
 ``_rcvd_idx`` order (``in_order=True``) or as they come (then the yielded task is the one that
-left ``_task_info``). So each list is filed under its send number and taken back in yield order.
-A batch is kept by reference (no copy), CPU tensors only, within a size cap. Per batch the hot
-path only appends (order, count, indices, picked fields) to a bounded deque: the first batch of a
-shape is walked once into a plan (which fields, size, cap), later ones are picked by one C call,
-and every note is worked out when the records are read (see benchmarks/bench_bookmark.py).
-The iterator itself is left untouched: its state sits in the bookmark's dict by ``id`` (dropped by
-a ``weakref.finalize``), because adding an attribute, or even reading ``it.__dict__``, deopts
-CPython 3.11's attribute caches for torch's own ``self._x`` reads (measured: +0.4 us a batch).
+left ``_task_info``), so its ``_next_index`` is wrapped and each list is filed under its send
+number and taken back in yield order. A batch is kept by reference (no copy), CPU tensors only,
+within a size cap. Per batch the hot path only appends (order, count, indices, picked fields) to
+a bounded deque: the first batch of a shape is walked once into a plan (which fields, size, cap),
+later ones are picked by one C call, and every note is worked out when the records are read
+(see benchmarks/bench_bookmark.py).
+The iterator's attributes stay the same set: its state sits in the bookmark's dict by ``id``
+(dropped by a ``weakref.finalize``), because adding an attribute, or even reading
+``it.__dict__``, deopts CPython 3.11's attribute caches for torch's own ``self._x`` reads
+(measured: +0.4 us a batch).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import weakref
 from collections import deque
@@ -68,10 +74,10 @@ class BatchRecord:
 class _NotKept:
     """In a record's batch slot: why the batch is not kept (and its size, for the too_big note)."""
 
-    __slots__ = ("note", "size")
+    __slots__ = ("note", "raised", "size")
 
-    def __init__(self, note: str, size: int = 0) -> None:
-        self.note, self.size = note, size
+    def __init__(self, note: str, size: int = 0, raised: bool = False) -> None:
+        self.note, self.size, self.raised = note, size, raised
 
 
 _GPU = _NotKept("gpu")
@@ -81,14 +87,18 @@ _RELEASED = _NotKept("released")
 class _IterState:
     """What one iterator remembers; outlives the iterator in Bookmark's recent list."""
 
-    __slots__ = ("__weakref__", "collate_fn", "dataset", "epoch", "index", "iterable", "pending", "plan", "records",
-                 "sampler", "workers")
+    __slots__ = ("__weakref__", "collate_fn", "dataset", "epoch", "iterable", "lead", "owner", "pending", "plan",
+                 "records", "sampler", "source", "tee", "workers")
 
     def __init__(self, it: Any, epoch: int) -> None:
-        # (global order, _num_yielded after the batch, index list, kept fields | _NotKept)
+        # (global order, _num_yielded after the batch, index list, kept batch | picked fields | _NotKept,
+        #  the Plan that picked them or None)
         self.records: deque[tuple[Any, ...]] = deque(maxlen=_KEEP)
         self.pending: dict[Any, Any] = {}  # workers: index lists by send number
-        self.index: Any = None  # 0 workers: the index list of the batch being fetched
+        self.tee: Any = None  # 0 workers: a copy of the sampler's iterator, advanced once per yielded batch
+        self.lead: Any = None  # ... the teed iterator the loader reads now, and the one it read before
+        self.source: Any = None
+        self.owner = weakref.ref(it)
         self.workers = hasattr(it, "_send_idx")  # _MultiProcessingDataLoaderIter (set before it prefetches)
         self.plan: Plan | None = None
         self.epoch = epoch
@@ -96,6 +106,11 @@ class _IterState:
         self.dataset = _ref(getattr(it, "_dataset", None))
         self.sampler = _ref(getattr(it, "_index_sampler", None))
         self.collate_fn = _ref(getattr(it, "_collate_fn", None))
+
+
+def _yielded_any(st: _IterState) -> bool:
+    """Whether this iteration yielded a batch (a first fetch that raised leaves only a record of that)."""
+    return any(not (isinstance(r[3], _NotKept) and r[3].raised) for r in st.records)
 
 
 def _ref(obj: Any) -> Callable[[], Any]:
@@ -127,9 +142,10 @@ class Bookmark:
             if getattr(base.__next__, "__cudaassert_bookmark__", None) is not None:
                 self.note = "another cudaassert bookmark is already installed in this process"
                 return
+            workers = module._MultiProcessingDataLoaderIter
             self._module = module
-            self._originals = {"__next__": base.__next__, "_next_index": base._next_index}
-            base.__next__, base._next_index = self._wrap(base.__next__, base._next_index, module.torch.Tensor)
+            self._originals = {"__next__": base.__next__, "_next_index": workers.__dict__.get("_next_index")}
+            base.__next__, workers._next_index = self._wrap(base.__next__, workers._next_index, module.torch.Tensor)
         except Exception as e:  # a future torch may rename these: the rest of the extension still works
             self.note = f"the DataLoader bookmark could not be installed ({type(e).__name__}: {e})"
 
@@ -137,7 +153,15 @@ class Bookmark:
         base = getattr(self._module, "_BaseDataLoaderIter", None)
         if base is not None and self._originals:
             base.__next__ = self._originals["__next__"]
-            base._next_index = self._originals["_next_index"]
+            workers = self._module._MultiProcessingDataLoaderIter
+            if self._originals["_next_index"] is None:
+                del workers._next_index
+            else:
+                workers._next_index = self._originals["_next_index"]
+        for st in self._states.values():  # live iterators read their sampler's own iterator again
+            it = st.owner()
+            if it is not None and st.lead is not None and getattr(it, "_sampler_iter", None) is st.lead:
+                it._sampler_iter = st.source
         for finalizer in self._finalizers.values():
             finalizer.detach()
         self._finalizers.clear()
@@ -167,16 +191,13 @@ class Bookmark:
         order = self._order
         states = self._states
 
-        def _next_index(it: Any) -> Any:
+        def _next_index(it: Any) -> Any:  # workers only: without them the sampler's iterator is teed
             index = index_orig(it)
             try:
                 st = states.get(id(it))
                 if st is None:  # workers prefetch from the iterator's constructor, before any __next__
                     st = bookmark._start(it, None)
-                if st.workers:
-                    st.pending[it._send_idx] = index
-                else:  # 0 workers: this very batch is being fetched now
-                    st.index = index
+                st.pending[it._send_idx] = index
             except Exception as e:  # our bookkeeping must never cost the user a batch
                 bookmark._failed(e)
             return index
@@ -184,7 +205,7 @@ class Bookmark:
         def __next__(it: Any) -> Any:
             st = states.get(id(it))
             try:
-                if st is None or (st.records and it._num_yielded == 0):  # a new iteration
+                if st is None or (st.records and it._num_yielded == 0 and _yielded_any(st)):  # a new iteration
                     st = bookmark._start(it, st)
             except Exception as e:
                 bookmark._failed(e)
@@ -194,23 +215,19 @@ class Bookmark:
             except StopIteration:
                 raise
             except Exception as e:
-                st.records.append((next(order), getattr(it, "_num_yielded", 0) + 1, None, _NotKept(
-                    NOT_RECORDED["raised"].format(error=f"{type(e).__name__}: {e}"))))
+                bookmark._raised(it, st, e)
                 raise
             try:
-                if st.workers:
-                    index = bookmark._sent_index(it, st)
-                else:
-                    index, st.index = st.index, None
+                tee = st.tee  # 0 workers: the sampler's copy; workers: the list filed under its send number
+                index = next(tee) if tee is not None else bookmark._sent_index(it, st) if st.workers else None
                 plan = st.plan  # the first batch's fields to keep: later batches of its shape are picked in C
                 if plan is not None and type(data) is plan[0] and len(data) == plan[1]:
                     try:
-                        kept: Any = (plan, plan[4](data))
-                    except (LookupError, TypeError):
-                        kept = bookmark._keep(st, data, tensor_type)
-                else:
-                    kept = bookmark._keep(st, data, tensor_type)
-                st.records.append((next(order), it._num_yielded, index, kept))
+                        st.records.append((next(order), it._num_yielded, index, plan[4](data), plan))
+                        return data
+                    except (LookupError, TypeError):  # same type and length, other keys
+                        pass
+                st.records.append((next(order), it._num_yielded, index, bookmark._keep(st, data, tensor_type), None))
             except Exception as e:
                 bookmark._failed(e)
             return data
@@ -240,6 +257,16 @@ class Bookmark:
             pending.clear()
         return index
 
+    def _raised(self, it: Any, st: _IterState, e: Exception) -> None:
+        """The dataset raised: a record says so, and the tee is set level with the loader again."""
+        try:
+            st.records.append((next(self._order), getattr(it, "_num_yielded", 0) + 1, None, _NotKept(
+                NOT_RECORDED["raised"].format(error=f"{type(e).__name__}: {e}"), raised=True), None))
+            if st.lead is not None:  # whether the failed fetch drew its indices is unknown: copy the loader's
+                st.tee = copy.copy(st.lead)
+        except Exception as inner:
+            self._failed(inner)
+
     def _failed(self, e: Exception) -> None:
         """A batch we could not record: the user's loop goes on, the report says why once."""
         if self.note is None:
@@ -256,10 +283,17 @@ class Bookmark:
         pending = st.pending if st is not None else {}  # persistent workers prefetch before the first batch
         for old in self._recent:  # an earlier iteration of this loader keeps its indices, not its batches
             if old.sampler() is sampler and any(not isinstance(r[3], _NotKept) for r in old.records):
-                old.records = deque(((*r[:3], r[3] if isinstance(r[3], _NotKept) else _RELEASED)
+                old.records = deque(((*r[:3], r[3] if isinstance(r[3], _NotKept) else _RELEASED, None)
                                      for r in old.records), maxlen=_KEEP)
-        st = _IterState(it, epoch)
-        st.pending = pending
+        new = _IterState(it, epoch)
+        new.pending = pending
+        if not new.workers and hasattr(it, "_sampler_iter"):
+            new.source = it._sampler_iter
+            if st is not None and st.lead is not None and st.lead is new.source:  # the same iteration again
+                new.source = st.source
+            new.lead, new.tee = itertools.tee(it._sampler_iter)
+            it._sampler_iter = new.lead
+        st = new
         key = id(it)
         self._states[key] = st
         if key not in self._finalizers:  # the iterator's first iteration seen
@@ -269,7 +303,9 @@ class Bookmark:
 
     def _forget(self, key: int) -> None:
         """The iterator is gone: its records stay in the recent list, its id may be reused."""
-        self._states.pop(key, None)
+        st = self._states.pop(key, None)
+        if st is not None:  # the sampler's iterator (a whole permutation, for a shuffled loader) goes with it
+            st.tee = st.lead = st.source = None
         self._finalizers.pop(key, None)
 
     @staticmethod
@@ -293,13 +329,13 @@ class Bookmark:
         for st in self.states():
             sampler = st.sampler()
             name = (names or {}).get(id(sampler)) if sampler is not None else None
-            for order, yielded, index, kept in st.records:
+            for order, yielded, index, kept, plan in st.records:
                 note: str | None = None
                 size = 0
                 if isinstance(kept, _NotKept):
                     note, size, kept = kept.note, kept.size, None
-                elif type(kept) is tuple and len(kept) == 2 and isinstance(kept[0], Plan):
-                    kept = rebuild(*kept)
+                elif plan is not None:  # only the planned fields were picked
+                    kept = rebuild(plan, kept)
                 if st.iterable:
                     index = None
                     note = note or "iterable"
