@@ -6,9 +6,11 @@
 Rows:
 
 * recording cost per batch: a DataLoader over an in-memory TensorDataset (4,096 samples of 3x32x32
-  floats and an int64 label), batch 32, with 0 and with 2 (persistent) workers. Short blocks of 16
-  batches alternate without and with the bookmark's class-level patch (the order flips each round;
-  the first batch after each switch is not timed: in use the patch is installed once, not per block).
+  floats and an int64 label), batch 32, with 0 and with 2 (persistent) workers. Blocks of 64 (32 with
+  workers) batches alternate without and with the bookmark's class-level patch (the order flips each
+  round). The first 16 (8) batches after each switch are not timed: in use the patch is installed
+  once, while each switch here frees or starts holding 3 batches' labels, and glibc needs a few
+  batches to settle after that (timed right after a switch: ~1.6 page faults more a batch, +4 us).
   The loop holds each batch until the next one arrives, as ``for batch in loader:`` does.
   Each row reports the median wall time per batch both ways and their ratio, the main thread's CPU
   time the bookmark adds per batch (the median over rounds of the difference between a round's
@@ -17,8 +19,12 @@ Rows:
   wall time per batch, and the page faults per batch both ways (holding a few label tensors can
   make glibc give heap pages back and fault them in again; each fault costs microseconds here).
   Goal: <= 1.02x and <= 2 us per batch.
-* micro: the same on a loader whose batches cost almost nothing (a list dataset, batch_size=None,
-  blocks of 200): the bookmark's own work per batch, undiluted
+* controls, side by side the same way: the floor (the least any record of 3 batches does: a dict
+  lookup, a tee step and a deque append, nothing else) for the 0-worker row, and an empty patch
+  (only calls through: the measurement's noise) for the 2-worker row
+* micro: the same on loaders whose batches cost almost nothing (batch_size=None, blocks of 200): the
+  bookmark's own work per batch, undiluted; once for prebuilt (images, labels) tuples (the usual
+  case: the kept fields are picked by one C call) and once for an int per batch (walked each time)
 * post-mortem check of 3 recorded batches of 512 samples (labels 0..9, one bad label): goal <= 20 ms
 
 Not a test: it prints a table and never fails.
@@ -27,11 +33,14 @@ Not a test: it prints a table and never fails.
 from __future__ import annotations
 
 import argparse
+import itertools
+import operator
 import os
 import resource
 import statistics
 import sys
 import time
+from collections import deque
 from typing import Any, Callable
 
 import torch
@@ -48,18 +57,19 @@ from cudaassert_ipy.data.valid_range import CLASS, ValidRange
 class Blocks:
     """Endless batches from one loader, timed in short blocks (a new epoch starts untimed)."""
 
-    def __init__(self, loader: DataLoader, size: int) -> None:
-        self.loader, self.size = loader, size
+    def __init__(self, loader: DataLoader, size: int, settle: int = 1) -> None:
+        self.loader, self.size, self.settle = loader, size, settle
         self.it = iter(loader)
         self.left = len(loader)
 
     def time_block(self) -> tuple[float, float, float]:
         """Wall time, this thread's CPU time (it ignores other processes' load) and page faults, per batch."""
-        if self.left < self.size + 1:
+        if self.left < self.size + self.settle:
             self.it, self.left = iter(self.loader), len(self.loader)
         it = self.it
-        batch = next(it)  # untimed: the first call after (un)patching the class re-warms CPython's caches and ours
-        self.left -= 1
+        for _ in range(self.settle):  # untimed: after (un)patching, CPython's caches, ours and the heap settle
+            batch = next(it)
+        self.left -= self.settle
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start, cpu = time.perf_counter(), time.thread_time()
         for _ in range(self.size):
@@ -74,15 +84,57 @@ class Blocks:
 Times = list[tuple[float, float, float]]
 
 
-def side_by_side(make: Callable[[], DataLoader], rounds: int, size: int = 16) -> tuple[Times, Times]:
-    """Per-batch times of short blocks without and with the bookmark, alternating (order flips each round)."""
+class Floor:
+    """A control: the least any record of the last 3 batches does (look the iterator up, step a tee of its
+    sampler, append indices and the label tensor to a deque), and nothing else. Its cost is the floor for a
+    3-batch bookmark; the difference to the bookmark's row is what the bookmark's own design costs."""
+
+    def patch(self, module: Any) -> None:
+        base = module._BaseDataLoaderIter
+        self.original = original = base.__next__
+        states: dict[int, Any] = {}
+        label = operator.itemgetter(1)
+
+        def __next__(it: Any) -> Any:
+            st = states.get(id(it))
+            if st is None:
+                it._sampler_iter, copy = itertools.tee(it._sampler_iter)
+                st = states[id(it)] = (deque(maxlen=3).append, copy)
+            data = original(it)
+            st[0]((it._num_yielded, next(st[1]), label(data)))
+            return data
+
+        base.__next__ = __next__
+
+    def unpatch(self) -> None:
+        if hasattr(self, "original"):
+            dl._BaseDataLoaderIter.__next__ = self.original
+
+
+class Empty:
+    """A control: a patch that only calls through. Its row shows the noise of the measurement."""
+
+    def patch(self, module: Any) -> None:
+        base = module._BaseDataLoaderIter
+        self.original = original = base.__next__
+        base.__next__ = lambda it: original(it)
+
+    def unpatch(self) -> None:
+        if hasattr(self, "original"):
+            dl._BaseDataLoaderIter.__next__ = self.original
+
+
+def side_by_side(make: Callable[[], DataLoader], rounds: int, size: int = 64, settle: int = 16,
+                 patch: Callable[[], Any] = Bookmark) -> tuple[Times, Times]:
+    """Per-batch times of short blocks without and with the bookmark (or a control), alternating (order flips
+    each round)."""
     off: Times = []
     on: Times = []
-    blocks = Blocks(make(), size)
+    blocks = Blocks(make(), size, settle)
     blocks.time_block()  # warm-up: workers started, first batches cached
     for r in range(rounds):
         for with_bookmark in ((False, True) if r % 2 == 0 else (True, False)):
-            bookmark = Bookmark()
+            bookmark = patch()
             if with_bookmark:
                 bookmark.patch(dl)
             try:
@@ -103,10 +155,26 @@ def row(name: str, off: Times, on: Times) -> None:
           f"{added * 1e6:+8.2f} us {1 + added / wall_off:8.4f}x {faults_off:6.2f} {faults_on:6.2f}")
 
 
+class Prebuilt(torch.utils.data.Dataset):
+    """64 ready (images, labels) batches, served in turn: the loader's own work is almost nothing."""
+
+    def __init__(self) -> None:
+        self.batches = [(torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))) for _ in range(64)]
+
+    def __len__(self) -> int:
+        return 10**6
+
+    def __getitem__(self, i: int) -> Any:
+        return self.batches[i % 64]
+
+
 def micro(rounds: int) -> None:
-    """The patched __next__ on a loader whose batches cost little: the bookmark's own work per batch."""
-    loader = DataLoader(list(range(10**6)), batch_size=None)
-    off, on = side_by_side(lambda: loader, rounds, size=200)
+    """The patched __next__ on loaders whose batches cost little: the bookmark's own work per batch."""
+    prebuilt = DataLoader(Prebuilt(), batch_size=None, collate_fn=lambda batch: batch)
+    off, on = side_by_side(lambda: prebuilt, rounds, size=200, settle=1)
+    row("micro: prebuilt (images, labels) tuples", off, on)
+    ints = DataLoader(list(range(10**6)), batch_size=None)
+    off, on = side_by_side(lambda: ints, rounds, size=200, settle=1)
     row("micro: batch_size=None (an int per batch)", off, on)
 
 
@@ -138,17 +206,23 @@ def main(argv: Any = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few rounds: a smoke run")
     args = parser.parse_args(argv)
-    rounds = 10 if args.quick else 200
+    rounds = 10 if args.quick else 300
     torch.set_num_threads(1)
     data = TensorDataset(torch.randn(4096, 3, 32, 32), torch.randint(0, 10, (4096,)))
-    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, {rounds} blocks each way per row; times per batch")
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, {rounds} blocks each way per row ({max(rounds // 5, 4)} "
+          "with workers); times per batch")
     print(f"{'row (per batch)':<40} {'wall without':>12} {'wall with':>12} {'ratio':>7} {'added CPU':>11} "
           f"{'1+CPU/wall':>9} {'faults without/with':>13}")
     off, on = side_by_side(lambda: DataLoader(data, batch_size=32, shuffle=True), rounds)
     row("TensorDataset, batch 32, 0 workers", off, on)
-    off, on = side_by_side(lambda: DataLoader(data, batch_size=32, shuffle=True, num_workers=2,
-                                              persistent_workers=True), rounds)
+    off, on = side_by_side(lambda: DataLoader(data, batch_size=32, shuffle=True), rounds, patch=Floor)
+    row("  control: floor of a 3-batch record", off, on)
+    with_workers = (lambda: DataLoader(data, batch_size=32, shuffle=True, num_workers=2, persistent_workers=True),
+                    max(rounds // 5, 4))
+    off, on = side_by_side(*with_workers, size=32, settle=8)
     row("TensorDataset, batch 32, 2 workers", off, on)
+    off, on = side_by_side(*with_workers, size=32, settle=8, patch=Empty)
+    row("  control: empty patch (the noise)", off, on)
     micro(rounds)
     post_mortem(5 if args.quick else 30)
 

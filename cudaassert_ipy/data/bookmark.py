@@ -190,6 +190,7 @@ class Bookmark:
         bookmark = self
         order = self._order
         states = self._states
+        state_of = states.get
 
         def _next_index(it: Any) -> Any:  # workers only: without them the sampler's iterator is teed
             index = index_orig(it)
@@ -203,7 +204,7 @@ class Bookmark:
             return index
 
         def __next__(it: Any) -> Any:
-            st = states.get(id(it))
+            st = state_of(id(it))
             try:
                 if st is None or (st.records and it._num_yielded == 0 and _yielded_any(st)):  # a new iteration
                     st = bookmark._start(it, st)
