@@ -84,16 +84,16 @@ def plan_for(data: Any, kept: Any, size: int) -> Plan | None:
         return None
     if any(k is not None and k is not v for v, k in zip(values, kept_values)):
         return None  # nested containers were rebuilt: pick them the slow way
-    if len(positions) == 1:  # itemgetter of one key returns no tuple; of the key twice, a pair (rebuild zips)
-        pick: Any = operator.itemgetter(positions[0], positions[0])
-    else:
-        pick = operator.itemgetter(*positions) if positions else (lambda batch: ())
+    # one key: itemgetter returns the field itself (no tuple made per batch); rebuild knows by the positions
+    pick: Any = operator.itemgetter(*positions) if positions else (lambda batch: ())
     return Plan((cls, len(data), keys, tuple(positions), pick, size))
 
 
-def rebuild(plan: Plan, picked: tuple[Any, ...]) -> Any:
+def rebuild(plan: Plan, picked: Any) -> Any:
     """The kept structure of one batch: its kept fields in place, None for the left-out ones."""
     cls, length, keys, positions = plan[:4]
+    if len(positions) == 1:
+        picked = (picked,)
     if keys is None:
         full: list[Any] = [None] * length
         for p, v in zip(positions, picked):
