@@ -152,6 +152,25 @@ def test_a_generator_instead_of_a_dataloader_gets_a_line_saying_why_no_sample_is
         "DataLoader (a generator, a list or a custom iterator is not recorded)."]
 
 
+def test_a_cell_with_no_loop_and_no_loader_gets_no_bad_samples_section(loaded, shell, capsys):
+    _run(shell, SETUP)
+    capsys.readouterr()
+    _run(shell, "F.cross_entropy(model(torch.randn(4, 8)), torch.tensor([1, 2, 195, 3]))")
+    out = capsys.readouterr().out
+    assert "Cause:" in out and "Bad samples" not in out and "No DataLoader batch" not in out
+
+
+def test_a_validator_stop_counts_the_bad_values_once_and_names_the_tensor(loaded, shell, capsys):
+    _run(shell, SETUP + "targets = torch.tensor([1, 2, 195, 3])")
+    shell.run_line_magic("cudaassert", "validators on")
+    capsys.readouterr()
+    _run(shell, "loss = F.cross_entropy(model(torch.randn(4, 8)), targets)")
+    shell.run_line_magic("cudaassert", "validators off")
+    evidence = capsys.readouterr().out.split("Evidence:\n", 1)[1].split("\n\n", 1)[0]
+    assert "  bad values: 1 (in `targets`)\n  first: 195 at [2]" in evidence
+    assert evidence.count("195 at [2]") == 1, evidence
+
+
 def test_batches_not_on_the_cpu_are_not_kept_and_the_report_says_why(loaded, shell, capsys):
     _run(shell, SETUP + "meta_loader = DataLoader(train_ds, batch_size=32, "
                         "collate_fn=lambda b: [t.to('meta') for t in torch.utils.data.default_collate(b)])")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
+import re
 import sys
 from typing import Any, Mapping
 
@@ -21,6 +22,7 @@ from cudaassert_ipy.wording import error_line, is_cell_filename
 
 __all__ = ["CHECK_FAILED", "analyse", "annotate", "loader_names"]
 
+_LOOP = re.compile(r"\bfor\b[^\n]*\bin\b|\bnext\(")
 CHECK_FAILED = "The check of the recorded batches failed ({error}); the diagnosis above is unchanged."
 REPRODUCE_ALIVE = ("Reproduce in one step: `cudaassert_ipy.failing_batch({loader})` is a DataLoader over exactly "
                    "these {count} samples (same dataset, collate_fn and batch size).")
@@ -91,6 +93,12 @@ def _aliases(records: list[BatchRecord], user_ns: Mapping[str, Any], ev: Evidenc
     return out
 
 
+def _iterates(ev: Evidence) -> bool:
+    """Whether the failing code loops or steps an iterator: then "no batch was recorded" says something."""
+    sources = [ev.cell_source, *("".join(linecache.getlines(f.f_code.co_filename)) for f in _cell_frames(ev))]
+    return any(_LOOP.search(source) for source in sources)
+
+
 def analyse(bookmark: Bookmark, ev: Evidence, cause_id: str, user_ns: Mapping[str, Any]) -> SampleCheck | None:
     """The bad samples for this failure, or None when the cause is not about data values."""
     rng = valid_range(ev, cause_id)
@@ -98,6 +106,8 @@ def analyse(bookmark: Bookmark, ev: Evidence, cause_id: str, user_ns: Mapping[st
         return None
     loaders, datasets = loader_names(user_ns)
     records = bookmark.records(loaders)
+    if not records and not loaders and not _iterates(ev):
+        return SampleCheck()  # no loader, no loop: nothing to say about samples
     check = check_batches(records, rng, datasets, _aliases(records, user_ns, ev))
     if bookmark.note:
         check = dataclasses.replace(check, lines=(*check.lines, bookmark.note + "."))

@@ -113,6 +113,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
             specific, likely_fix = finding.specific, finding.fix
             op = op or finding.op
             facts += finding.facts
+    if det.kind is Kind.VALIDATOR:
+        facts = _one_count(facts)
 
     dead = det.kills_context
     if dead:
@@ -155,3 +157,15 @@ def _cuda_device(ev: Evidence) -> int | None:
         if t.device.startswith("cuda"):
             return int(t.device.partition(":")[2] or 0)
     return None
+
+
+def _one_count(facts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A validator's count and a rule's line on the same tensor say the same: keep one, naming the tensor."""
+    found = dict(facts)
+    if "bad values" not in found or "first" not in found:
+        return facts
+    same = f"{found['bad values']} bad value(s); first: {found['first']}"
+    names = [k for k, v in facts if v == same]
+    if not names:
+        return facts
+    return [(k, f"{v} (in `{names[0]}`)" if k == "bad values" else v) for k, v in facts if v != same]
