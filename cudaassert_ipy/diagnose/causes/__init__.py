@@ -53,15 +53,18 @@ def normalise_condition(text: str) -> str:
 _THC_COMPARE = re.compile(r"THCNumerics<\w+>::(ge|gt|le|lt)\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)")
 _INFIX = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 _NAN_INF = re.compile(r"(?:THCNumerics<\w+>::|at::|\b)_?(isnan|isinf)\(")
-_MEMBER_UNDERSCORE = re.compile(r"\b([A-Za-z]\w*?[A-Za-z0-9])_\b")
+_MEMBER_UNDERSCORE = re.compile(r"(?<=[A-Za-z0-9])_(?!\w)")  # the last ``_`` of ``n_classes_``, ``sizes_[i]``
 
 
 @lru_cache(maxsize=1024)
 def canonical_condition(text: str) -> str:
     """The era- and port-independent form of a condition, for matching only (what users read keeps its spelling)."""
-    text = _THC_COMPARE.sub(lambda m: f"({m.group(2)} {_INFIX[m.group(1)]} {m.group(3)})", normalise_condition(text))
-    text = _NAN_INF.sub(r"_\1(", text)
-    text = _MEMBER_UNDERSCORE.sub(r"\1", text)
+    text = normalise_condition(text)
+    if "THCNumerics" in text:
+        text = _THC_COMPARE.sub(lambda m: f"({m.group(2)} {_INFIX[m.group(1)]} {m.group(3)})", text)
+    if "isnan" in text or "isinf" in text:
+        text = _NAN_INF.sub(r"_\1(", text)
+    text = _MEMBER_UNDERSCORE.sub("", text)
     if text.startswith("(") and text.endswith(")") and text.count("(") == 1:
         text = text[1:-1]  # one comparison alone: its parentheses add nothing
     return text
