@@ -25,7 +25,8 @@ CUDNN_NOT_INITIALIZED = "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED
 CUBLAS_FAILED = "RuntimeError: " + FOLLOW_ON_WORDINGS["cublas sgemm"][1]
 ILLEGAL_ADDRESS = "RuntimeError: " + STICKY_WORDINGS["illegal address 2.4"][1]
 
-# A user's log (modelscope/ms-swift#3267): torchrun-tagged traceback, untagged assertion lines after it, the last one cut.
+# A user's log (modelscope/ms-swift#3267): torchrun-tagged traceback, untagged assertion lines after it, the last
+# one cut.
 S5 = """[rank0]:   File "/data/miniconda3/envs/fffan_debug/lib/python3.10/site-packages/accelerate/utils/\
 operations.py", line 778, in _convert_to_fp32
 [rank0]:     return tensor.float()
@@ -68,7 +69,8 @@ std::allocator<char> > const&) + 0x6d (0x7f0e393a8e7d in /running_package/open-m
 torch/lib/libc10.so)
 """
 
-# The NCCL watchdog on another rank (its format in ProcessGroupNCCL.cpp), and the catalogue's Windows conda DynamicCast line.
+# The NCCL watchdog on another rank (its format in ProcessGroupNCCL.cpp), and the catalogue's Windows conda
+# DynamicCast line.
 NCCL_WATCHDOG = (
     "[rank1]:[E509 16:18:30.801728316 ProcessGroupNCCL.cpp:1895] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog "
     "thread terminated with exception: CUDA error: an illegal memory access was encountered"
