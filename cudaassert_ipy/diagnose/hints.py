@@ -274,18 +274,12 @@ INTERNAL_WHO: dict[str, tuple[str, str]] = {
     "PyTorch": ("PyTorch", "https://github.com/pytorch/pytorch/issues"),
     "mmcv": ("mmcv", "https://github.com/open-mmlab/mmcv/issues"),
 }
-INTERNAL_CPU = (
-    "run the same op on the CPU with the same inputs (a real bug or a bad input raises a readable error there)"
+INTERNAL_CHECK = (
+    "run {op} on the CPU with the same inputs (a real bug or a bad input raises a readable error there); run the "
+    "script under NVIDIA's compute-sanitizer (compute-sanitizer --tool memcheck python script.py) to find an earlier "
+    "kernel that writes out of bounds; if it still fails, report it to {name} ({url}) with {line}, the torch version "
+    "and the GPU model"
 )
-INTERNAL_CPU_OP = (
-    "run `{op}` on the CPU with the same inputs (a real bug or a bad input raises a readable error there)"
-)
-INTERNAL_SANITIZER = (
-    "run the script under NVIDIA's compute-sanitizer (compute-sanitizer --tool memcheck python script.py) to find an "
-    "earlier kernel that writes out of bounds"
-)
-INTERNAL_REPORT = "if it still fails, report it to {name} ({url}) with {line}, the torch version and the GPU model"
-INTERNAL_LINE = "the assertion line"
 UINT8_LABELS = (
     "the labels are uint8: they cannot hold -1 or -100 (those wrap to 255 and 156), so cast them with labels.long() "
     "and mark padding with the loss's ignore_index"
@@ -316,9 +310,8 @@ SPARSE_ON_CPU = (
 def internal_check(who: tuple[str, str], line: str | None = None, op: str | None = None) -> str:
     """What to try when a check that never fails on valid input failed: the CPU, compute-sanitizer, a report."""
     name, url = who
-    first = INTERNAL_CPU_OP.format(op=op) if op else INTERNAL_CPU
-    shown = f"this line (`{line}`)" if line else INTERNAL_LINE
-    return _join([first, INTERNAL_SANITIZER, INTERNAL_REPORT.format(name=name, url=url, line=shown)])
+    return INTERNAL_CHECK.format(op=f"`{op}`" if op else "the same op", name=name, url=url,
+                                 line=f"this line (`{line}`)" if line else "the assertion line")
 
 
 def scatter_index(name: str, low: int, top: int, rows_of: str | None = None, rows: int | None = None) -> str:

@@ -292,5 +292,3 @@ def catalogue_table() -> str:
             out.append(f"| `{_cell(cond)}` | {_where(c)} | {_cell(c.title)} | {_cell(c.releases)} | {_cell(c.fix)} |")
     return "\n".join(out[1:])
 
-
-markdown_table = summary_table  # the name older callers used
