@@ -364,7 +364,8 @@ TEXTS: dict[str, Text] = {
         "a tensor check failed on the GPU (the kernel printed no message)",
         "A check PyTorch runs on the GPU without a message failed: the line's condition is empty (``Assertion `` "
         "failed.``), so the op must be read from the code that launched it. The checks that print this: "
-        "index_put_ / x.index_put_(..., accumulate=True) and indexing under torch.use_deterministic_algorithms(True) "
+        "index_put_ with accumulate=True (x.index_put_(indices, values, accumulate=True)) and indexing under "
+        "torch.use_deterministic_algorithms(True) "
         "(an index outside -size..size-1 of its dimension), the cuDNN path of ctc_loss (input_lengths or "
         "target_lengths that do not fit), and torch._assert_async(t) in your own code.",
         "Rerun the cell on the CPU (or with CUDA_LAUNCH_BLOCKING=1 and validators on): the same checks raise there "
