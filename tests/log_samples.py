@@ -1,11 +1,17 @@
-"""Logs for the explainer's tests, built only from reference texts (shared/reference/error_texts.md §1.2, §2, §4,
-§7 and device_asserts.json) and from the formats the issue names: launcher prefixes, splicing, paste damage.
+"""Logs for the explainer's tests, built only from recorded texts (the catalogue's sample lines, the census of
+tests/data/assert_census.json, the printed forms listed in docs/causes.md) and from the formats the issue names:
+launcher prefixes, splicing, paste damage.
 
-Nothing here is invented: each assertion line is a catalogue ``sample_stderr_line`` (or the gpu_double's line
-for entries without one), each error text is a wording from gpu_double (copied from §2 and §4).
+Nothing here is invented: each assertion line is a catalogue ``sample_stderr_line``, else the census's printed
+line for that entry (reconstructed from the release binary), else the gpu_double's line; each error text is a
+wording from gpu_double.
 """
 
 from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
 
 from gpu_double import BY_ID, CATALOGUE, DEVICE_ASSERT_WORDINGS, FOLLOW_ON_WORDINGS, STICKY_WORDINGS, assertion_lines
 
@@ -19,7 +25,8 @@ CUDNN_NOT_INITIALIZED = "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED
 CUBLAS_FAILED = "RuntimeError: " + FOLLOW_ON_WORDINGS["cublas sgemm"][1]
 ILLEGAL_ADDRESS = "RuntimeError: " + STICKY_WORDINGS["illegal address 2.4"][1]
 
-# §7 S5 (ms-swift #3267): torchrun-tagged traceback, untagged assertion lines after it, the last one cut.
+# A user's log (modelscope/ms-swift#3267): torchrun-tagged traceback, untagged assertion lines after it, the last
+# one cut.
 S5 = """[rank0]:   File "/data/miniconda3/envs/fffan_debug/lib/python3.10/site-packages/accelerate/utils/\
 operations.py", line 778, in _convert_to_fp32
 [rank0]:     return tensor.float()
@@ -34,7 +41,7 @@ Assertion `t >= 0 && t < n_classes` failed.
 ../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], t[...]
 """
 
-# §7 S10 (fairseq #3507): threads spliced mid-token, then the error.
+# A user's log (facebookresearch/fairseq#3507): threads spliced mid-token, then the error.
 S10 = (
     ",0,0/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu], thread: [60,0:115,0], thread: [16: operator(),0,0"
     ': block: [12] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds",0,0` failed.\n'
@@ -42,7 +49,7 @@ S10 = (
     "ScatterGatherKernel.cu` failed.\n" + ASSERT_24 + "\n"
 )
 
-# §7 S1 (pix2pixHD #9): THCUNN template signature, then the 0.3-era dtor report glued to the traceback.
+# A user's log (NVIDIA/pix2pixHD#9): THCUNN template signature, then the 0.3-era dtor report glued to the traceback.
 S1 = (
     "/opt/conda/conda-bld/pytorch_1512386481460/work/torch/lib/THCUNN/BCECriterion.cu:30: Acctype bce_functor<Dtype, "
     "Acctype>::operator()(Tuple) [with Tuple = thrust::tuple<float, float, thrust::null_type, thrust::null_type, "
@@ -53,7 +60,7 @@ S1 = (
     '  File "train.py", line 56, in <module>\n'
 )
 
-# §7 S12 (mmdetection #3742) and §2.10: a C++ terminate from the caching allocator.
+# A user's log (open-mmlab/mmdetection#3742): a C++ terminate from the caching allocator.
 S12 = """terminate called after throwing an instance of 'c10::Error'
   what():  CUDA error: device-side assert triggered (insert_events at \
 /tmp/pip-req-build-4baxydiv/c10/cuda/CUDACachingAllocator.cpp:569)
@@ -62,7 +69,8 @@ std::allocator<char> > const&) + 0x6d (0x7f0e393a8e7d in /running_package/open-m
 torch/lib/libc10.so)
 """
 
-# §2.10: the NCCL watchdog on another rank, and the catalogue's Windows conda DynamicCast line.
+# The NCCL watchdog on another rank (its format in ProcessGroupNCCL.cpp), and the catalogue's Windows conda
+# DynamicCast line.
 NCCL_WATCHDOG = (
     "[rank1]:[E509 16:18:30.801728316 ProcessGroupNCCL.cpp:1895] [PG ID 2 PG GUID 3 Rank 1] Process group watchdog "
     "thread terminated with exception: CUDA error: an illegal memory access was encountered"
@@ -116,8 +124,20 @@ def pasted_markdown() -> str:
     ])
 
 
+CENSUS = json.loads((Path(__file__).resolve().parent / "data" / "assert_census.json").read_text(encoding="utf-8"))
+CENSUS_LINES = {e["id"]: e["line"] for e in CENSUS if e["cause"] == e["id"]}  # lines another cause names: not its own
+_THREAD_DIMS = re.compile(r"thread: \[\d+,\d+,\d+\]")
+
+
 def catalogue_lines(entry_id: str, threads: int = 4) -> str:
-    """``threads`` assertion lines for a catalogue entry, as the gpu double writes them."""
+    """``threads`` assertion lines for a catalogue entry: its own sample as the gpu double writes it, else the
+    census's printed line with each thread's dims (a line with no dims, a printf before a trap, repeats)."""
+    if BY_ID[entry_id].get("sample_stderr_line") is None and entry_id in CENSUS_LINES:
+        line = CENSUS_LINES[entry_id]
+        return "".join(_THREAD_DIMS.sub(f"thread: [{t},0,0]", line) + "\n" for t in range(threads))
+    if BY_ID[entry_id].get("file_regex"):  # a catch-all bound to generated kernels: its own text, from one of them
+        return "".join(f"unknown:0: unknown: block: [0,0,0], thread: [{t},0,0] Assertion "
+                       f"`{BY_ID[entry_id]['condition']}` failed.\n" for t in range(threads))
     return assertion_lines(entry_id, threads=threads).decode()
 
 

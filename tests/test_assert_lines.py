@@ -1,4 +1,5 @@
-"""Kernel assertion lines: every format in reference/error_texts.md §1.2 and §7, then folding."""
+"""Kernel assertion lines: every printed format (listed with examples in docs/causes.md) and lines users posted in
+public issue threads (S1-S12), then folding."""
 
 from __future__ import annotations
 

@@ -61,6 +61,20 @@ def post_mortem_fix() -> str:
     return diagnose(collect(detection, user_ns={"embed": embed, "ids": ids, "config": BertConfig()})).likely_fix or ""
 
 
+def gpu_post_mortem_fix(census_id: str, user_ns: Dict[str, Any] | None = None, cell: str = "") -> str:
+    """The post-mortem's fix for a device-side assert printing the census line of ``census_id`` (no GPU: its text)."""
+    from gpu_double import DEVICE_ASSERT_WORDINGS, make_exception
+    from log_samples import CENSUS
+
+    from cudaassert_ipy.capture.assert_lines import scan
+
+    line = next(e["line"] for e in CENSUS if e["id"] == census_id)
+    detection = classify(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), assert_seen=True)
+    assert detection is not None
+    return diagnose(collect(detection, scan(line), cell, user_ns=user_ns or {})).likely_fix or ""
+
+
+TOPK_LINE = "this line (`TensorTopK.cu:131: `writeIndex < outputSliceSize``)"
 CASES: Dict[str, tuple[str, Dict[str, Any], Callable[[], Any]]] = {
     "voc void": ("VOC_VOID", {}, lambda: F.cross_entropy(torch.randn(1, 3, 2), torch.tensor([[0, 255]]))),
     "one more class": ("ONE_MORE_CLASS", {"top": 3, "n_classes": 3, "more": 4},
@@ -125,6 +139,25 @@ CASES: Dict[str, tuple[str, Dict[str, Any], Callable[[], Any]]] = {
     "repeats negative": ("REPEATS_NEGATIVE", {}, lambda: torch.repeat_interleave(torch.tensor([2, -1]))),
     "output size": ("OUTPUT_SIZE", {"required": 3},
                     lambda: torch.repeat_interleave(torch.tensor([1, 2]), output_size=4)),
+    # the catalogue's post-mortem fixes, from the lines the kernels print (tests/data/assert_census.json)
+    "uint8 labels": ("UINT8_LABELS", {}, lambda: gpu_post_mortem_fix(
+        "nll_loss_target_out_of_range_uint8", {"labels": torch.tensor([1, 255], dtype=torch.uint8)})),
+    "scatter too big": ("SCATTER_TOO_BIG", {"name": "edge_index", "top": 8, "rows_of": "x", "rows": 8, "last": 7},
+                        lambda: gpu_post_mortem_fix("vectorized_scatter_add_index_out_of_range",
+                                                    {"edge_index": torch.tensor([0, 8]), "x": torch.zeros(8, 2)})),
+    "scatter negative": ("SCATTER_NEGATIVE", {"name": "index", "low": -1}, lambda: gpu_post_mortem_fix(
+        "scatter_gather_index_out_of_range_v2", {"index": torch.tensor([-1, 2])})),
+    "async index_put": ("ASYNC_INDEX_PUT", {}, lambda: gpu_post_mortem_fix(
+        "assert_async_empty_message", cell="h.index_put_((i,), v, accumulate=True)")),
+    "async ctc": ("ASYNC_CTC", {}, lambda: gpu_post_mortem_fix(
+        "assert_async_empty_message", cell="F.ctc_loss(lp, t, a, b)")),
+    "async own": ("ASYNC_OWN", {}, lambda: gpu_post_mortem_fix(
+        "assert_async_empty_message", cell="torch._assert_async(m)")),
+    "sparse on cpu": ("SPARSE_ON_CPU", {"call": "sparse_csr_tensor"}, lambda: gpu_post_mortem_fix(
+        "sparse_compressed_invariant_violated", cell="torch.sparse_csr_tensor(c, r, v, check_invariants=True)")),
+    "internal check": ("INTERNAL_CHECK", {"op": "`topk`", "name": "PyTorch", "line": TOPK_LINE,
+                                          "url": "https://github.com/pytorch/pytorch/issues"},
+                       lambda: gpu_post_mortem_fix("topk_gather_write_overflow", cell="v, i = x.topk(5)")),
 }
 
 

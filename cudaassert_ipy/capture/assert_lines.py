@@ -2,8 +2,9 @@
 
 One failing kernel prints one line per failing thread, often thousands of them, in several
 formats (glibc ``__assert_fail``, Windows ``_wassert``, the ``[CUDA_KERNEL_ASSERT]`` printf form,
-old THC template signatures, Triton's ``unknown``, ROCm/HIP; see reference/error_texts.md §1.2
-and §7). The user needs one fact per assert site, so we parse each line and fold them by site.
+old THC template signatures, Triton's ``unknown``, ROCm/HIP, printf-then-trap kernels; every form
+with an example is in docs/causes.md). The user needs one fact per assert site, so we parse each line
+and fold them by site.
 Lines that several processes spliced into each other keep their conditions as orphan fragments,
 never as sites. Pure string work: no IPython, no torch.
 """
@@ -14,7 +15,16 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-from cudaassert_ipy.capture.assert_records import _MARK, NO_DIM, Record, normalise_file, orphan_fragments, records
+from cudaassert_ipy.capture.assert_records import (
+    _MARK,
+    NO_DIM,
+    TRAP_FILE,
+    TRAP_MARK,
+    Record,
+    normalise_file,
+    orphan_fragments,
+    records,
+)
 from cudaassert_ipy.wording import plural
 
 __all__ = [
@@ -69,6 +79,8 @@ class AssertSite:
         """``Loss.cu:250``; Triton kernels built without debug info, and spliced lines, say so."""
         if not self.file:
             return "(location lost in interleaved output)"
+        if self.file == TRAP_FILE:
+            return "a kernel's message before a trap (no source location)"
         if self.file in _NO_LOCATION or self.file.startswith("<frozen "):
             return "Triton kernel (no source location)"
         base = self.file.rsplit("/", 1)[-1]
@@ -129,16 +141,20 @@ def short_function(function: Optional[str]) -> Optional[str]:
     return name[start:] or function
 
 
+def _has_record_word(line: str) -> bool:
+    return "ssertion" in line or TRAP_MARK in line
+
+
 def parse_line(text: str) -> Optional[AssertLine]:
     """The first assertion record in ``text`` (one physical line), or None."""
-    if "ssertion" not in text:
+    if not _has_record_word(text):
         return None
     found, _ = records(text)
     return AssertLine(*found[0]) if found else None
 
 
 def _is_candidate(line: str) -> bool:
-    return "ssertion" in line or _FAILED in line or ": block: [" in line
+    return _has_record_word(line) or _FAILED in line or ": block: [" in line
 
 
 def _walk(lines: List[str], indices: Iterable[int],
@@ -151,7 +167,7 @@ def _walk(lines: List[str], indices: Iterable[int],
         line = lines[i]
         if i <= used:
             continue
-        found, dropped = records(line) if "ssertion" in line else ([], 0)
+        found, dropped = records(line) if _has_record_word(line) else ([], 0)
         if found and not dropped:
             used = i
             yield i, found, []
@@ -174,15 +190,15 @@ def _walk(lines: List[str], indices: Iterable[int],
 
 def _joins(i: int) -> Tuple[Tuple[int, int], ...]:
     return ((i - 1, i), (i - 2, i), (i - 3, i), (i - 4, i), (i, i + 1), (i, i + 2), (i - 1, i + 1), (i - 2, i + 1),
-            (i - 1, i + 2))
+            (i - 1, i + 2), (i, i + 3), (i - 1, i + 3), (i, i + 4), (i - 1, i + 4))  # long conditions wrap further
 
 
 def _rejoin(lines: List[str], i: int, used: int, taken: Set[int]) -> Tuple[List[Record], int, int]:
-    """Try ``lines[i]`` glued to up to four previous lines, to the next two, or to both (console wrap)."""
+    """Try ``lines[i]`` glued to up to four previous lines, to up to four next ones, or to both (console wrap)."""
     for lo, hi in _joins(i):
         if lo <= used or lo < 0 or hi >= len(lines) or any(n in taken for n in range(lo, hi + 1)):
             continue
-        if hi > i and records(lines[hi])[0]:
+        if hi > i and any(records(lines[n])[0] for n in range(i + 1, hi + 1)):
             continue  # a later line is whole on its own: it is no continuation of this one
         joined = "".join(lines[lo:hi + 1])
         if len(joined) > 4096:
@@ -209,31 +225,44 @@ def _dims_key(block: Dim3, thread: Dim3) -> str:
     return f"{block[0]},{block[1]},{block[2]}{_THREAD}{thread[0]},{thread[1]},{thread[2]}"
 
 
+class _Entry:
+    """One site being folded: its first record, function and message (first seen), line count, dims, order."""
+
+    __slots__ = ("count", "dims", "first", "function", "message", "order")
+
+    def __init__(self, first: Record, order: int) -> None:
+        self.first = first
+        self.function = first[3]
+        self.message = first[7]
+        self.count = 0
+        self.dims: Set[str] = set()
+        self.order = order
+
+
 class _Folder:
     """Accumulates records into sites keyed by (file, line, condition), remembering first-seen order."""
 
     def __init__(self) -> None:
-        self.acc: dict = {}
+        self.acc: Dict[Tuple[str, int, str], _Entry] = {}
 
     def add(self, rec: Record, order: int, dims: Iterable[str], count: int) -> None:
         key = (rec[1], rec[2], rec[6])
         entry = self.acc.get(key)
         if entry is None:
-            entry = self.acc[key] = [rec, rec[3], rec[7], 0, set(), order]
-        entry[3] += count
-        entry[4].update(dims)
-        if entry[1] is None and rec[3] is not None:
-            entry[1] = rec[3]
-        if entry[2] is None and rec[7] is not None:
-            entry[2] = rec[7]
+            entry = self.acc[key] = _Entry(rec, order)
+        entry.count += count
+        entry.dims.update(dims)
+        if entry.function is None and rec[3] is not None:
+            entry.function = rec[3]
+        if entry.message is None and rec[7] is not None:
+            entry.message = rec[7]
 
     def sites(self) -> List[Tuple[int, AssertSite]]:
         out = []
-        for (file, lineno, condition), (first, function, message, count, dims, order) in self.acc.items():
-            blocks = {d.partition("]")[0] for d in dims}
-            first = first if isinstance(first, AssertLine) else AssertLine(*first)
-            out.append((order, AssertSite(file, lineno, function, condition, message, count, len(dims),
-                                          len(blocks), first)))
+        for (file, lineno, condition), e in self.acc.items():
+            blocks = {d.partition("]")[0] for d in e.dims}
+            out.append((e.order, AssertSite(file, lineno, e.function, condition, e.message, e.count, len(e.dims),
+                                            len(blocks), AssertLine(*e.first))))
         return out
 
 
@@ -259,7 +288,7 @@ def _bulk(lines: List[str]) -> Tuple[Dict[Tuple[str, str], List[int]], List[int]
     for n, line in enumerate(lines):
         i = line.find(mark)
         if i < 0:
-            if "ssertion" in line or failed in line:
+            if "ssertion" in line or failed in line or TRAP_MARK in line:
                 rest.append(n)
             continue
         k = line.find(thread, i)

@@ -1,10 +1,13 @@
 """Find the assertion records in one physical line: the string work under :mod:`.assert_lines`.
 
-A record is what one failing GPU thread printed (reference/error_texts.md §1.2):
+A record is what one failing GPU thread printed (every form is listed, with examples, in docs/causes.md):
 ``<path>:<line>: <function>: block: [b], thread: [t] Assertion `<condition>` failed.`` (glibc),
 the same without ``<function>:`` (Windows), the ``[CUDA_KERNEL_ASSERT]`` printf form, Triton's
-``unknown:0: unknown:`` or a Python frame as location, and ROCm/HIP's
-``<path>:<line>: <function>: Device-side assertion `<condition>' failed.`` (no block or thread).
+``unknown:0: unknown:`` or a Python frame as location, ROCm/HIP's
+``<path>:<line>: <function>: Device-side assertion `<condition>' failed.`` (no block or thread), and the
+printf-then-trap forms of kernels that stop without ``__assert_fail`` (``Assertion failed (<path>:<line>):
+<condition>``, or a known message such as vLLM's ``[topk_select] NaN detected. Calling `trap;` ...``). The
+condition may be empty: a GPU tensor check without a message prints ``Assertion `` failed.``.
 Records are kept only when whole: a condition that carries text from another writer (processes
 writing into one stream splice lines mid-token) comes back as an orphan fragment instead.
 Pure string work; heads and tails repeat across threads, so both are parsed once and cached.
@@ -15,14 +18,27 @@ from __future__ import annotations
 import re
 import string
 from functools import lru_cache
-from typing import ClassVar, List, Optional, Tuple
+from typing import ClassVar, Dict, List, Optional, Tuple, Union, cast
 
-__all__ = ["NO_DIM", "Record", "normalise_file", "orphan_fragments", "records"]
+__all__ = ["NO_DIM", "TRAP_FILE", "TRAP_MARK", "Record", "normalise_file", "orphan_fragments", "records"]
 
 Dim3 = Tuple[int, int, int]
 # (path, file, line, function, block, thread, condition, message, printf, raw)
-Record = tuple
-NO_DIM: Dim3 = (-1, -1, -1)  # HIP prints no block or thread
+Record = Tuple[str, str, int, Optional[str], Dim3, Dim3, str, Optional[str], bool, str]
+_Head = Tuple[str, str, int, Optional[str], int]  # (path, file, line, function, start)
+_Tail = Tuple[str, Optional[str], int, bool]  # (condition, message, raw length, spliced)
+# Everything of a record but its dims: (path, file, line, function, condition, message, printf, before, after)
+_Template = Tuple[str, str, int, Optional[str], str, Optional[str], bool, str, str]
+NO_DIM: Dim3 = (-1, -1, -1)  # HIP and printf-then-trap lines print no block or thread
+TRAP_FILE = "<trap>"  # the location of a printf-then-trap line that names no source file
+TRAP_MARK = "Calling `trap;`"  # in the text of a kernel that prints a message and traps on purpose
+_TRAP_ASSERT = "Assertion failed ("
+# FlashMLA-style printf before a trap: "Assertion failed (<file>:<line>): <condition>", to the end of the line.
+_TRAP_RECORD = re.compile(r"Assertion failed \((?P<path>[^()\s]+?\.(?:cuh|cu|hpp|h|cpp|cc)):(?P<line>\d+)\): "
+                          r"(?P<cond>.*\S)", re.ASCII)
+# A known trap message (its whole text is the condition), with any launcher prefix left out.
+# It is whole once its quoted words have closed ('... which will result in "unspecified launch failure"').
+_TRAP_MESSAGE = re.compile(r"\[\w+\] [^\[\]`]*?" + re.escape(TRAP_MARK) + r'[^"\n]*"[^"\n]*"')
 
 _FAILED = "` failed"
 _HIP_FAILED = "' failed"
@@ -80,10 +96,11 @@ def normalise_file(path: str) -> str:
 class _Caches:
     """Parsed heads, tails and dims, shared by every call (bounded; cleared when full)."""
 
-    heads: ClassVar[dict] = {}
-    tails: ClassVar[dict] = {}
-    dims: ClassVar[dict] = {}
-    lines: ClassVar[dict] = {}  # (text before the block dims, text after the thread dims) -> record template
+    heads: ClassVar[Dict[str, Optional[_Head]]] = {}
+    tails: ClassVar[Dict[Tuple[str, bool, str], Optional[_Tail]]] = {}
+    dims: ClassVar[Dict[str, Dim3]] = {}
+    # (text before the block dims, text after the thread dims) -> record template, or None: not a whole record
+    lines: ClassVar[Dict[Tuple[str, str], Optional[_Template]]] = {}
 
 
 def _dim3(text: str) -> Dim3:
@@ -107,18 +124,18 @@ def _path_start(head: str, end: int) -> int:
     return i
 
 
-def _parse_head(head: str) -> Optional[tuple]:
+def _parse_head(head: str) -> Optional[_Head]:
     """``(path, file, line, function, start)`` for the text before the record's marker, or None.
 
     The last location wins: text glued in front (a prefix, another writer's cut path) is left out.
     """
-    parsed = _Caches.heads.get(head, _MISSING)
-    if parsed is not _MISSING:
-        return parsed
+    cached = _Caches.heads.get(head, _MISSING)
+    if cached is not _MISSING:
+        return cast(Optional[_Head], cached)
     last = None
     for found in _LOC.finditer(head):
         last = found
-    parsed = None
+    parsed: Optional[_Head] = None
     if last is not None:
         colon = last.start(1) - 1
         if head[colon - 1] == ">":  # <frozen importlib._bootstrap>
@@ -140,13 +157,14 @@ def _parse_head(head: str) -> Optional[tuple]:
     return parsed
 
 
-def _parse_tail(region: str, printf: bool, closer: str) -> Optional[tuple]:
+def _parse_tail(region: str, printf: bool, closer: str) -> Optional[_Tail]:
     """``(condition, message, raw_length, spliced)`` for the text after the opening backtick, or None."""
     key = (region, printf, closer)
-    parsed = _Caches.tails.get(key, _MISSING)
-    if parsed is not _MISSING:
-        return parsed
+    cached = _Caches.tails.get(key, _MISSING)
+    if cached is not _MISSING:
+        return cast(Optional[_Tail], cached)
     message: Optional[str] = None
+    closed = False
     if printf:  # "`cond`: message" up to the end of the line; the message may hold backticks too
         text = region.rstrip()
         raw_len = len(text)
@@ -159,8 +177,11 @@ def _parse_tail(region: str, printf: bool, closer: str) -> Optional[tuple]:
         i = region.rfind(closer)
         cond = region[:i] if i >= 0 else ""
         raw_len = i + len(closer) + (1 if region.startswith(".", i + len(closer)) else 0)
+        closed = i >= 0
     condition = " ".join(cond.split())
-    parsed = (condition, message, raw_len, bool(_SPLICED.search(condition))) if condition else None
+    # An empty condition counts only when its backticks closed (``Assertion `` failed.``: a check with no message).
+    whole = bool(condition) or (not printf and closed) or (printf and message is not None)
+    parsed: Optional[_Tail] = (condition, message, raw_len, bool(_SPLICED.search(condition))) if whole else None
     if len(_Caches.tails) > _CACHE_LIMIT:
         _Caches.tails.clear()
     _Caches.tails[key] = parsed
@@ -200,7 +221,6 @@ def _marks(line: str) -> List[int]:
 
 
 _THREAD = "], thread: ["
-_TEMPLATE_MISS = (None,)
 
 
 def _fast(line: str, i: int) -> Optional[Tuple[List[Record], int]]:
@@ -211,19 +231,20 @@ def _fast(line: str, i: int) -> Optional[Tuple[List[Record], int]]:
     if j < 0 or line.find(_MARK, j) >= 0 or "\x1b" in line:
         return None
     key = (line[:i], line[j:])
-    template = _Caches.lines.get(key)
-    if template is None:
+    cached: Union[Optional[_Template], object] = _Caches.lines.get(key, _MISSING)
+    if cached is _MISSING:
         found = _one_record(line, i, len(line))
         if found is None:
-            template = _TEMPLATE_MISS
+            cached = None
         else:
             raw = found[9]
             start = i - raw.find(_MARK)  # where the record starts in the line
-            template = (*found[:4], *found[6:9], raw[:i - start], raw[j - start:])
+            cached = (*found[:4], *found[6:9], raw[:i - start], raw[j - start:])
         if len(_Caches.lines) > _CACHE_LIMIT:
             _Caches.lines.clear()
-        _Caches.lines[key] = template
-    if template is _TEMPLATE_MISS:
+        _Caches.lines[key] = cached
+    template = cast(Optional[_Template], cached)
+    if template is None:
         return [], 1
     try:
         block, thread = _dim3(line[i + len(_MARK):k]), _dim3(line[k + len(_THREAD):j])
@@ -249,6 +270,8 @@ def records(line: str) -> Tuple[List[Record], int]:
         rec = _one_record(line, i, len(line))  # the common case: one record per line
         return ([rec], 0) if rec is not None else ([], 1)
     marks = _marks(line)
+    if not marks:
+        return _trap_records(line)
     out: List[Record] = []
     head_start = 0
     for n, k in enumerate(marks):
@@ -266,6 +289,26 @@ def records(line: str) -> Tuple[List[Record], int]:
             out.append(rec)
         head_start = cut
     return out, len(marks) - len(out)
+
+
+def _trap_records(line: str) -> Tuple[List[Record], int]:
+    """A printf-then-trap line as a record with no block or thread: ``Assertion failed (<path>:<line>): <cond>``
+    (the file named) or a known trap message (no file: :data:`TRAP_FILE`)."""
+    if _TRAP_ASSERT in line:
+        m = _TRAP_RECORD.search(line)
+        if m is None:
+            return [], 1
+        path, condition = m.group("path"), " ".join(m.group("cond").split())
+        rec = (path, normalise_file(path), int(m.group("line")), None, NO_DIM, NO_DIM, condition, None, True,
+               line[m.start():m.end()])
+        return [rec], 0
+    if TRAP_MARK in line:
+        t = _TRAP_MESSAGE.search(line)
+        if t is None:
+            return [], 1
+        text = t.group(0)
+        return [(TRAP_FILE, TRAP_FILE, 0, None, NO_DIM, NO_DIM, " ".join(text.split()), None, True, text)], 0
+    return [], 0
 
 
 _FRAGMENT = re.compile(r"(?:Assertion (?:failed: )?`|Device-side assertion `)(.*?)(?:` failed|' failed)")

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from cudaassert_ipy.diagnose.causes import GENERIC_ID, Cause, get_cause, match_assert
+from cudaassert_ipy.diagnose.causes import GENERIC_ID, Cause, get_cause, match_assert, unknown_site_sentence
 from cudaassert_ipy.diagnose.causes.rules import RULES, Case, RuleEntry, find
-from cudaassert_ipy.diagnose.causes.texts import FOLLOW_ON, NO_LINE, STICKY_TEXTS, Text
+from cudaassert_ipy.diagnose.causes.texts import FOLLOW_ON, STICKY_TEXTS, Text, no_line_text
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.evidence import Evidence
 
@@ -72,11 +72,11 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         if cause is None:
             cause = get_cause(GENERIC_ID)
             if not ev.sites:
-                text = NO_LINE
+                text = no_line_text(det.message)
         notes.append("CUDA reports kernel failures asynchronously: the traceback above points at the call where "
                      "the failure surfaced, not at the call that launched the failing kernel.")
     elif det.kind is Kind.STICKY:
-        text = _sticky_text(det.message)
+        text = (None if ev.sites else no_line_text(det.message, sticky=True)) or _sticky_text(det.message)
         notes.append("CUDA reports kernel failures asynchronously: the traceback may point at a later, innocent line.")
     elif det.kind is Kind.FOLLOW_ON:
         text = FOLLOW_ON
@@ -126,7 +126,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     headline_parts = ["GPU context dead" if dead else ("GPU alive" if det.kind is Kind.VALIDATOR else "CPU error")]
     headline_parts.append(text.title + (f" in {op}" if op else ""))
     if ev.sites and cause is not None and cause.id == GENERIC_ID:
-        specific = specific or f"The kernel reported: `{ev.sites[0].condition}` failed in {ev.sites[0].file}."
+        site = ev.sites[0]
+        specific = specific or unknown_site_sentence(site.condition, site.file or site.where, site.function)
     return Diagnosis(
         kind=det.kind.value,
         context_dead=dead,

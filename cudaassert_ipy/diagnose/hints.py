@@ -261,3 +261,64 @@ def fix(cause_id: str, facts: Facts) -> str:
     if isinstance(facts, TokenFacts):
         return token_ids(facts)
     return bce(facts)
+
+
+# ==================================================================================================================
+# The cause catalogue's wording (diagnose/causes/): internal invariants, uint8 labels, scatter indices,
+# repeat_interleave's printed sizes, message-less GPU checks. Kept in its own section, below the families above,
+# so that other wording added above merges cleanly.
+# ==================================================================================================================
+
+#: Whom to report a check that never fails on valid input to, by the kernel's owner: (name, where).
+INTERNAL_WHO: dict[str, tuple[str, str]] = {
+    "PyTorch": ("PyTorch", "https://github.com/pytorch/pytorch/issues"),
+    "mmcv": ("mmcv", "https://github.com/open-mmlab/mmcv/issues"),
+}
+INTERNAL_CHECK = (
+    "run {op} on the CPU with the same inputs (a real bug or a bad input raises a readable error there); run the "
+    "script under NVIDIA's compute-sanitizer (compute-sanitizer --tool memcheck python script.py) to find an earlier "
+    "kernel that writes out of bounds; if it still fails, report it to {name} ({url}) with {line}, the torch version "
+    "and the GPU model"
+)
+UINT8_LABELS = (
+    "the labels are uint8: they cannot hold -1 or -100 (those wrap to 255 and 156), so cast them with labels.long() "
+    "and mark padding with the loss's ignore_index"
+)
+SCATTER_TOO_BIG = (
+    "`{name}` reaches {top} but `{rows_of}` has {rows} rows: every index must be 0..{last} (size the output by "
+    "index.max() + 1, or drop the indices from another graph or batch)"
+)
+SCATTER_NEGATIVE = (
+    "`{name}` holds negative values (down to {low}): scatter-style ops do not wrap them; remove -1 padding with a "
+    "mask first"
+)
+ASYNC_INDEX_PUT = (
+    "compare the indices' min and max with the size of the dimension they index (-size..size-1) before index_put_ "
+    "or x[idx] = v"
+)
+ASYNC_CTC = (
+    "on the cuDNN path ctc_loss needs input_lengths <= log_probs.size(0) and every target length <= its input "
+    "length: check both before the call (or run it on the CPU, which raises the readable error)"
+)
+ASYNC_OWN = "your own torch._assert_async(...) failed: the tensor it checked was zero or False"
+SPARSE_ON_CPU = (
+    "build the same sparse tensor on the CPU ({call} with .cpu() indices and values): the CPU check names the rule "
+    "that fails"
+)
+
+
+def internal_check(who: tuple[str, str], line: str | None = None, op: str | None = None) -> str:
+    """What to try when a check that never fails on valid input failed: the CPU, compute-sanitizer, a report."""
+    name, url = who
+    return INTERNAL_CHECK.format(op=f"`{op}`" if op else "the same op", name=name, url=url,
+                                 line=f"this line (`{line}`)" if line else "the assertion line")
+
+
+def scatter_index(name: str, low: int, top: int, rows_of: str | None = None, rows: int | None = None) -> str:
+    """The fix for an index tensor seen outside the rows it scatters into (or negative)."""
+    clauses = []
+    if rows_of is not None and rows is not None and top >= rows:
+        clauses.append(SCATTER_TOO_BIG.format(name=name, top=top, rows_of=rows_of, rows=rows, last=rows - 1))
+    if low < 0:
+        clauses.append(SCATTER_NEGATIVE.format(name=name, low=low))
+    return _join(clauses)

@@ -1,9 +1,10 @@
 """Pick the lines of a big log that can matter before any regex runs.
 
 A 100 MB training log is mostly progress bars and metrics. Only lines holding a record marker
-(``ssert``, ``: block: [``, ``` failed``) or an error word (``rror``/``RROR``) go on to the
-parsers, in their original order. A record a console wrapped keeps its other pieces: the lines
-around any line that holds only part of a record.
+(``ssert``, ``: block: [``, ``` failed``, a trap's ``Calling `trap;```) or an error word
+(``rror``/``RROR``) go on to the parsers, in their original order. A record a console wrapped keeps
+its other pieces: the lines around any line that holds only part of a record (a marker without the
+closing ``` failed``, or a head with no path: the path was wrapped onto the line before).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ _WRAP = 4  # pieces of one wrapped record kept on each side (a THC signature wra
 
 
 def _marked(line: str) -> bool:
-    return "ssert" in line or "rror" in line or "RROR" in line or ": block: [" in line or "` failed" in line
+    return ("ssert" in line or "rror" in line or "RROR" in line or ": block: [" in line or "` failed" in line
+            or "`trap;`" in line)
 
 
 def interesting(text: str) -> str:
@@ -24,8 +26,13 @@ def interesting(text: str) -> str:
     extra: set[int] = set()
     for i in keep:
         line = lines[i]
-        whole = ": block: [" in line and "` failed" in line
-        if not whole and ("ssertion" in line or ": block: [" in line or "` failed" in line):  # a piece of one
+        k = line.find(": block: [")
+        # whole: the marker, the closing "` failed", and a path before the marker (a wrapped head has none);
+        # written inline: this runs once per assertion line of a 100 MB log
+        whole = k > 0 and "` failed" in line and (
+            line.find("/", 0, k) >= 0 or line.find("\\", 0, k) >= 0 or line.find("unknown", 0, k) >= 0
+            or line.find("<frozen", 0, k) >= 0)
+        if not whole and ("ssertion" in line or k >= 0 or "` failed" in line or "`trap;`" in line):
             extra.update(range(max(0, i - _WRAP), min(len(lines), i + 1 + _WRAP)))
     if extra:
         keep = sorted(extra.union(keep))

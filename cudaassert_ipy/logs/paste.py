@@ -20,8 +20,9 @@ _QUOTE = re.compile(r"^(?:[ \t]*>)+[ \t]?", re.MULTILINE)
 _ENTITY = re.compile(r"&(?:amp|lt|gt|quot|#39|#x27|#96);")
 _RECORD_DIMS = r"block: \[[\d, ]+\], thread: \[[\d, ]+\]:? Assertion "
 # "Assertion t >= 0 && t < n_classes failed." (backticks eaten by a markdown renderer)
-_NO_TICKS = re.compile(r"(" + _RECORD_DIMS + r")(?![`'])(?!failed: )([^\n]+?) failed\.")
+_NO_TICKS = re.compile(r"(" + _RECORD_DIMS + r")(?![`'])(?!failed: )(?:([^\n]+?) | )failed\.")
 _DOUBLED = re.compile(r"``([^\n]+?)``")
+_DOUBLED_EMPTY = re.compile(r"(Assertion )````( failed)")  # an empty condition, its backticks doubled
 # "Loss.cu: nll_loss_forward_reduce_cuda_kernel_2d: block: [" (the line number is gone)
 _NO_LINE = re.compile(r"(\.(?:cuh|cu|hip|h|py))(: (?:[^:\n\[\]]{1,300}: )?block: \[)")
 
@@ -59,6 +60,7 @@ def repair(text: str) -> Repaired:
         text = html.unescape(text)
         done.append(f"HTML entities ({n})")
     if "``" in text:
+        text = _sub(_DOUBLED_EMPTY, r"\1``\2", text, "doubled backticks around an empty condition", done)
         text = _sub(_DOUBLED, r"`\1`", text, "doubled backticks", done)
     if "] Assertion " in text and text.count("] Assertion ") > text.count("] Assertion `") + text.count(
             "] Assertion failed: `"):

@@ -1,8 +1,10 @@
 """The cause catalogue: every known kernel assertion, what it means, and how to fix it.
 
-Data comes from ``device_asserts.json`` (the reference catalogue, verbatim) plus the plain words
-in :mod:`.texts`. Matching is by the assertion's condition text (whitespace-normalised), with the
-kernel file's name to tell apart conditions that several kernels share.
+Data comes from ``device_asserts.json`` (the project's catalogue: every assertion site the current PyTorch
+release compiles in, the texts older releases and common third-party kernels print, how each was found;
+see docs/causes.md) plus the plain words in :mod:`.texts`. Matching is by the assertion's condition text
+(whitespace-normalised, in an era- and port-independent form), looked up in an index built once; the
+kernel file's name and the function tell apart the kernels that share a condition.
 """
 
 from __future__ import annotations
@@ -10,16 +12,33 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from cudaassert_ipy.diagnose.causes.texts import EXTRA_TEXTS, GENERIC, TEXTS
+from cudaassert_ipy.diagnose.causes.texts import (
+    EXTRA_TEXTS,
+    FAMILY_TITLES,
+    GENERIC,
+    NOT_IN_CATALOGUE,
+    NOT_IN_CATALOGUE_BARE,
+    TEXTS,
+)
 
-__all__ = ["GENERIC_ID", "Cause", "all_causes", "get_cause", "match_assert"]
+__all__ = [
+    "GENERIC_ID", "Cause", "all_causes", "canonical_condition", "catalogue_table", "get_cause", "match_assert",
+    "normalise_condition", "summary_table", "unknown_site_sentence",
+]
 
 GENERIC_ID = "unknown_kernel_assert"
 _SPACES = re.compile(r"\s+")
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hip", ".cpp", ".cc", ".py")
+# A condition this short with no message string in it (``false``, ``index >= 0``, ``b < B``) says nothing on
+# its own: any kernel, a user's own included, may print it. It names a catalogued cause only from its own file.
+_GENERIC_LENGTH = 16
+# Ports whose kernels keep CUDA's condition texts in files named otherwise (Intel XPU's SYCL kernels).
+_PORT_PARTS = ("/xpu/", "/sycl/")
+_NO_LOCATION = ("", "unknown")
 
 
 def normalise_condition(text: str) -> str:
@@ -27,21 +46,34 @@ def normalise_condition(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-# The same check spelled by each era: THC's ``THCNumerics<T>::ge(val, zero)`` is ATen's ``val >= zero``, and
-# ``THCNumerics<scalar_t>::isnan(val)`` / ``at::_isnan(val)`` / ``isnan(val)`` are one test. The template
+# The same check spelled by each era and port: THC's ``THCNumerics<T>::ge(val, zero)`` is ATen's ``val >= zero``;
+# ``THCNumerics<scalar_t>::isnan(val)`` / ``at::_isnan(val)`` / ``isnan(val)`` are one test; Intel XPU's SYCL ports
+# keep CUDA's texts with a trailing ``_`` on member names (``n_classes_``, ``sizes_[i]``). The template
 # parameter's name differs per file (T, AccT, scalar_t, accscalar_t); it never changes the meaning.
 _THC_COMPARE = re.compile(r"THCNumerics<\w+>::(ge|gt|le|lt)\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)")
 _INFIX = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 _NAN_INF = re.compile(r"(?:THCNumerics<\w+>::|at::|\b)_?(isnan|isinf)\(")
+_MEMBER_UNDERSCORE = re.compile(r"(?<=[A-Za-z0-9])_(?!\w)")  # the last ``_`` of ``n_classes_``, ``sizes_[i]``
 
 
+@lru_cache(maxsize=1024)
 def canonical_condition(text: str) -> str:
-    """The era-independent form of a condition, for matching only (what users read keeps its spelling)."""
-    text = _THC_COMPARE.sub(lambda m: f"({m.group(2)} {_INFIX[m.group(1)]} {m.group(3)})", normalise_condition(text))
-    text = _NAN_INF.sub(r"_\1(", text)
+    """The era- and port-independent form of a condition, for matching only (what users read keeps its spelling)."""
+    text = normalise_condition(text)
+    if "THCNumerics" in text:
+        text = _THC_COMPARE.sub(lambda m: f"({m.group(2)} {_INFIX[m.group(1)]} {m.group(3)})", text)
+    if "isnan" in text or "isinf" in text:
+        text = _NAN_INF.sub(r"_\1(", text)
+    text = _MEMBER_UNDERSCORE.sub("", text)
     if text.startswith("(") and text.endswith(")") and text.count("(") == 1:
         text = text[1:-1]  # one comparison alone: its parentheses add nothing
     return text
+
+
+def _stem(path: str) -> str:
+    """``Loss`` for ``.../cuda/Loss.cu``, ``.../hip/Loss.hip`` and ``Loss.cpp``: what every build and port shares."""
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return base.rsplit(".", 1)[0] if "." in base else base
 
 
 @dataclass(frozen=True)
@@ -61,16 +93,29 @@ class Cause:
     python_apis: tuple[str, ...] = ()
     cpu_equivalent_error: str | None = None
     sample_stderr_line: str | None = None
+    family: str = "other_ops"
+    reach: str = "user"  # user, compile, moe, distributed, third_party, internal
+    releases: str = ""  # which releases print this text ("2.14.1 (Loss.cu:200, :244); also ...")
+    file_regex: str | None = None  # for a catch-all pattern: the kernel files it may be read from
 
-    @property
+    @cached_property
     def file_names(self) -> frozenset[str]:
         """Base names of the kernel files (``Loss.cu``), the part every build prints the same."""
         names = set()
         for path in (self.kernel_file, *self.kernel_files):
             first = path.split(" ")[0].replace("\\", "/")
-            if first.endswith((".cu", ".cuh", ".h", ".py")):
+            if first.endswith(_SOURCE_SUFFIXES):
                 names.add(first.rsplit("/", 1)[-1])
         return frozenset(names)
+
+    @cached_property
+    def file_stems(self) -> frozenset[str]:
+        return frozenset(_stem(n) for n in self.file_names)
+
+    @property
+    def internal(self) -> bool:
+        """A check that never fails on valid input: its cause says so and invents no data cause."""
+        return self.reach == "internal"
 
     def matches_condition(self, condition: str) -> bool:
         cond = normalise_condition(condition)
@@ -79,7 +124,7 @@ class Cause:
         return bool(self.condition_regex and re.fullmatch(self.condition_regex, cond))
 
 
-@cache
+@lru_cache(maxsize=512)
 def _canonical(conditions: tuple[str, ...]) -> frozenset[str]:
     return frozenset(canonical_condition(c) for c in conditions)
 
@@ -87,7 +132,7 @@ def _canonical(conditions: tuple[str, ...]) -> frozenset[str]:
 GENERIC_CAUSE = Cause(GENERIC_ID, *GENERIC)
 
 
-def _from_entry(entry: dict) -> Cause:
+def _from_entry(entry: Mapping[str, Any]) -> Cause:
     text = TEXTS[entry["id"]]
     conditions = (entry["condition"], *entry.get("condition_variants", ()))
     return Cause(
@@ -104,23 +149,48 @@ def _from_entry(entry: dict) -> Cause:
         python_apis=tuple(entry.get("python_apis", ())),
         cpu_equivalent_error=entry.get("cpu_equivalent_error"),
         sample_stderr_line=entry.get("sample_stderr_line"),
+        family=entry.get("family", "other_ops"),
+        reach=entry.get("reach", "user"),
+        releases=entry.get("releases", ""),
+        file_regex=entry.get("file_regex"),
     )
 
 
+@dataclass(frozen=True)
+class _Index:
+    """The catalogue, ready for matching: exact conditions by canonical form, then the patterns in order."""
+
+    causes: dict[str, Cause]
+    exact: dict[str, tuple[Cause, ...]]
+    patterns: tuple[tuple[re.Pattern[str], Optional[re.Pattern[str]], Cause], ...]
+
+
 @lru_cache(maxsize=1)
-def _catalogue() -> dict[str, Cause]:
+def _index() -> _Index:
     raw = json.loads((Path(__file__).parent / "device_asserts.json").read_text(encoding="utf-8"))
-    return {entry["id"]: _from_entry(entry) for entry in raw}
+    causes = {entry["id"]: _from_entry(entry) for entry in raw}
+    exact: dict[str, list[Cause]] = {}
+    patterns = []
+    for cause in causes.values():
+        for cond in cause.conditions:
+            bucket = exact.setdefault(canonical_condition(cond), [])
+            if cause not in bucket:
+                bucket.append(cause)
+        if cause.condition_regex:
+            file_re = re.compile(cause.file_regex) if cause.file_regex else None
+            patterns.append((re.compile(cause.condition_regex), file_re, cause))
+    patterns.sort(key=lambda p: p[1] is not None)  # catch-alls bound to a kind of file come last
+    return _Index(causes, {k: tuple(v) for k, v in exact.items()}, tuple(patterns))
 
 
 def all_causes() -> tuple[Cause, ...]:
     """Every catalogued cause, in catalogue order."""
-    return tuple(_catalogue().values())
+    return tuple(_index().causes.values())
 
 
 def get_cause(cause_id: str) -> Cause:
     """The cause with this id; the generic cause for an unknown id (never raises)."""
-    cause = _catalogue().get(cause_id)
+    cause = _index().causes.get(cause_id)
     if cause is None and cause_id in EXTRA_TEXTS:
         return Cause(cause_id, *EXTRA_TEXTS[cause_id])
     return cause or GENERIC_CAUSE
@@ -129,14 +199,38 @@ def get_cause(cause_id: str) -> Cause:
 def match_assert(condition: str, file: str = "", function: str | None = None) -> Cause | None:
     """The catalogued cause for one kernel assertion (condition, file, function), or None.
 
-    Several kernels share a condition (``t >= 0 && t < n_classes`` is in Loss.cu, NLLLoss2d.cu
-    and two THCUNN files), so candidates are ranked by file name, then by function name.
+    Several kernels share a condition (``t >= 0 && t < n_classes`` is in Loss.cu, NLLLoss2d.cu and two THCUNN
+    files; ``false`` in five), so candidates are ranked by file, then by function. A generic condition
+    (``false``, ``index >= 0``) read from a file the catalogue does not list is not guessed at.
     """
-    candidates = [c for c in all_causes() if c.matches_condition(condition)]
-    if not candidates:
-        return None
-    base = file.replace("\\", "/").rsplit("/", 1)[-1]
-    return max(candidates, key=lambda c: (base in c.file_names, _function_matches(c, function)))
+    index = _index()
+    cond = normalise_condition(condition)
+    candidates = index.exact.get(canonical_condition(cond))
+    if candidates:
+        return _pick(candidates, cond, file, function)
+    path = file.replace("\\", "/")
+    for pattern, file_pattern, cause in index.patterns:
+        if pattern.fullmatch(cond) and (file_pattern is None or file_pattern.search(path)):
+            return cause
+    return None
+
+
+def _pick(candidates: Sequence[Cause], condition: str, file: str, function: str | None) -> Cause | None:
+    stem = _stem(file)
+    pool = [c for c in candidates if stem in c.file_stems]
+    if not pool:
+        path = file.replace("\\", "/").lower()
+        port = any(part in path for part in _PORT_PARTS)
+        if _generic(condition) and file not in _NO_LOCATION and not port:
+            return None
+        pool = list(candidates)
+    if len(pool) == 1:
+        return pool[0]
+    return max(pool, key=lambda c: _function_matches(c, function))  # ties: catalogue order
+
+
+def _generic(condition: str) -> bool:
+    return '"' not in condition and len(condition) < _GENERIC_LENGTH
 
 
 def _function_matches(cause: Cause, function: str | None) -> bool:
@@ -149,16 +243,52 @@ def ids(causes: Iterable[Cause]) -> list[str]:
     return [c.id for c in causes]
 
 
-def markdown_table() -> str:
-    """The README's known-causes table, generated from the catalogue (a test keeps the README current)."""
-    rows = ["| kernel assertion | where | what it means | fix |", "|---|---|---|---|"]
-    seen: set[tuple[str, str]] = set()
-    for c in all_causes():
-        key = (c.conditions[0], c.title)
-        if key in seen:
+def unknown_site_sentence(condition: str, where: str, function: str | None = None) -> str:
+    """What a report says of an assertion the catalogue does not know: the kernel's own words, nothing guessed."""
+    func = f" Kernel function: `{function}`." if function and function != "unknown" else ""
+    if not condition:
+        return NOT_IN_CATALOGUE_BARE.format(where=where, func=func)
+    return NOT_IN_CATALOGUE.format(condition=condition, where=where, func=func)
+
+
+# ----------------------------------------------------------------------------------------------- documentation
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "")
+
+
+def _where(c: Cause) -> str:
+    if c.file_names:
+        return ", ".join(sorted(c.file_names))
+    return "generated by torch.compile" if c.reach == "compile" else "no source file printed"
+
+
+def summary_table() -> str:
+    """The README's known-causes table: one row per family, generated from the catalogue (a test keeps it current)."""
+    rows = ["| family | texts | what they mean |", "|---|---|---|"]
+    for family, heading in FAMILY_TITLES.items():
+        members = [c for c in all_causes() if c.family == family]
+        if not members:
             continue
-        seen.add(key)
-        where = ", ".join(sorted(c.file_names)) or "generated"
-        cond = c.conditions[0].replace("|", "\\|").replace("`", "")
-        rows.append(f"| `{cond}` | {where} | {c.title} | {c.fix.replace('|', '/')} |")
+        titles: list[str] = []
+        for c in members:
+            if c.title not in titles:
+                titles.append(c.title)
+        shown = "; ".join(titles[:4]) + ("; ..." if len(titles) > 4 else "")
+        rows.append(f"| {heading} | {len(members)} | {_cell(shown)} |")
     return "\n".join(rows)
+
+
+def catalogue_table() -> str:
+    """docs/causes.md's full table: every catalogued text, by family (a test keeps it current)."""
+    out: list[str] = []
+    for family, heading in FAMILY_TITLES.items():
+        members = [c for c in all_causes() if c.family == family]
+        if not members:
+            continue
+        out += ["", f"### {heading}", "", "| kernel assertion | where | what it means | printed by | fix |",
+                "|---|---|---|---|---|"]
+        for c in members:
+            cond = c.conditions[0] if c.conditions[0] else "(empty)"
+            out.append(f"| `{_cell(cond)}` | {_where(c)} | {_cell(c.title)} | {_cell(c.releases)} | {_cell(c.fix)} |")
+    return "\n".join(out[1:])
+

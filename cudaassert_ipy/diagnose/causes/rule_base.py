@@ -7,15 +7,16 @@ None when the case is not its own. The wording of every fix comes from :mod:`..h
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Protocol, Sequence, TypeVar
 
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.evidence import Evidence
     from cudaassert_ipy.diagnose.facts import ModuleFact
     from cudaassert_ipy.diagnose.hints import Facts
 
-__all__ = ["Case", "Finding", "Rule", "RuleEntry", "last_linear", "pick", "range_text"]
+__all__ = ["Case", "Finding", "Rule", "RuleEntry", "api_names", "call_in_source", "last_linear", "pick", "range_text"]
 
 #: Follows the rule's own sentences: the fix worded by :mod:`..hints`.
 LIKELY_FIX = "Likely fix: {fix}."
@@ -99,3 +100,25 @@ def last_linear(ev: Evidence) -> ModuleFact | None:
 
 def range_text(n: int) -> str:
     return f"0..{n - 1}" if n > 0 else "none (the dimension is empty)"
+
+
+_API = re.compile(r"\b(?:torch|Tensor|nn|F|functional|torch_scatter|mmcv\.ops)\.(?:[a-z_]+\.)*([A-Za-z_]\w*)")
+
+
+def api_names(apis: Iterable[str]) -> tuple[str, ...]:
+    """The callable names a catalogue entry's ``python_apis`` mention (``torch.topk`` -> ``topk``), in order."""
+    names: list[str] = []
+    for text in apis:
+        for name in _API.findall(text):
+            if name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def call_in_source(ev: Evidence, names: Iterable[str]) -> str | None:
+    """The first of ``names`` the failing cell (or the user's failing line) calls, as written: ``topk``."""
+    code = ev.cell_source + "\n" + (ev.user_frame[2] if ev.user_frame else "")
+    for name in names:
+        if re.search(r"(?<![\w])" + re.escape(name) + r"\s*\(", code):
+            return name
+    return None

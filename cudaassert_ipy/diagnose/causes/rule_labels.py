@@ -24,6 +24,7 @@ GOT_LABEL_NO_CLASSES = "{op} got class label {value}, outside 0..C-1."
 BAD_COUNT = "{count} value(s) of `{name}` are out of range (first: {shown})."
 CLASSES_OF_INPUT = "the input has {n} classes (shape {shape})"
 CLASSES_OF_LAYER = "the model's last layer `{name}` has out_features={n}"
+UINT8 = "The labels are uint8 (Byte), so the kernel checked only the upper bound."
 
 _LABEL_WORDS = ("target", "label", "y", "mask", "gt", "cls")
 
@@ -71,6 +72,9 @@ def class_labels(case: Case) -> Finding | None:
             bad=bad, n_classes=n_classes, ignore_index=ignore, dense=_dense(case, candidates, known),
             declared=declared, declared_by=declared_by,
         )) or None
+    if case.cause_id.endswith("_uint8"):  # the kernel printed the uint8 form of its check
+        f.sentences.append(UINT8)
+        f.fix = "; ".join(x for x in (f.fix, hints.UINT8_LABELS) if x)
     return f
 
 

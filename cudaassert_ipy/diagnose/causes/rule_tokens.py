@@ -18,8 +18,13 @@ ID_OUT_OF_RANGE = "An id is out of range, but {where} (valid {valid})."
 BAD_IDS = "{count} id(s) in `{name}` are out of range (first: {shown})."
 TABLE_ROWS = "the embedding table has {n} rows"
 MODULE_ROWS = "`{name}` has num_embeddings={n}"
+MAX_NORM = (
+    "The embedding has max_norm set{value}: it renormalises the rows an id selects before the lookup, so that step's "
+    "check reported the bad id."
+)
 
 _ID_WORDS = ("ids", "token", "input", "idx", "index", "x")
+_RENORM = ("embedding_renorm_index_out_of_range", "embedding_renorm_wrap_index_out_of_range")
 
 
 def token_ids(case: Case) -> Finding | None:
@@ -35,7 +40,10 @@ def token_ids(case: Case) -> Finding | None:
     elif known is not None:
         num = known.num_embeddings
         where = TABLE_ROWS.format(n=num)
-    emb = next(iter(pick(ev.embeddings, ("word", "embed", "wte", "tok"), ev.cell_source)), None)
+    tables = pick(ev.embeddings, ("word", "embed", "wte", "tok"), ev.cell_source)
+    if "embedding_bag" in case.cause_id:  # an EmbeddingBag's own check: its table first
+        tables = sorted(tables, key=lambda m: m.type_name != "EmbeddingBag")
+    emb = next(iter(tables), None)
     if emb is not None:
         f.facts.append((emb.name, f"num_embeddings={emb.get('num_embeddings')}"))
         if num is None or num == emb.get("num_embeddings"):
@@ -75,4 +83,7 @@ def token_ids(case: Case) -> Finding | None:
     if num is not None and bad:
         f.fix = hints.token_ids(TokenFacts(bad=bad, num_embeddings=num, tokenizer_size=tokenizer_size,
                                            config_vocab=config_vocab)) or None
+    if case.cause_id in _RENORM:
+        max_norm = call.scalar("max_norm") if call is not None else None
+        f.sentences.append(MAX_NORM.format(value=f" (max_norm={max_norm})" if max_norm is not None else ""))
     return f

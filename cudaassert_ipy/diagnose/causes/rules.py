@@ -11,7 +11,11 @@ from typing import Sequence
 
 from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, RuleEntry
 from cudaassert_ipy.diagnose.causes.rule_bce import bce
+from cudaassert_ipy.diagnose.causes.rule_internal import internal_op
 from cudaassert_ipy.diagnose.causes.rule_labels import class_labels
+from cudaassert_ipy.diagnose.causes.rule_ops import op_from_source
+from cudaassert_ipy.diagnose.causes.rule_repeat import repeat_sizes
+from cudaassert_ipy.diagnose.causes.rule_scatter import scatter_index
 from cudaassert_ipy.diagnose.causes.rule_tokens import token_ids
 from cudaassert_ipy.diagnose.causes.rule_triton import triton_size
 from cudaassert_ipy.wording import error_line
@@ -26,7 +30,13 @@ RULES: tuple[RuleEntry, ...] = (
     RuleEntry("class_labels", frozenset({"class_target_out_of_range"}), class_labels),
     RuleEntry("token_ids", frozenset({"embedding_or_index_select_out_of_range"}), token_ids),
     RuleEntry("bce", frozenset({"bce_range"}), bce),
-    RuleEntry("triton_size", frozenset({"inductor_triton_index_out_of_bounds"}), triton_size),
+    RuleEntry("triton_size", frozenset({"inductor_triton_index_out_of_bounds", "inductor_triton_index_upper_only",
+                                        "inductor_triton_index_lower_only"}), triton_size),
+    RuleEntry("scatter_index", frozenset({"scatter_gather_out_of_range"}), scatter_index),
+    RuleEntry("repeat_sizes", frozenset({"repeat_interleave_output_size_mismatch"}), repeat_sizes),
+    RuleEntry("op_from_source", frozenset({"assert_async_empty_message", "assert_async_false",
+                                           "sparse_compressed_invariant_violated"}), op_from_source),
+    RuleEntry("internal_op", frozenset({"internal_invariant"}), internal_op),
 )
 
 
