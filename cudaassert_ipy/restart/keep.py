@@ -24,6 +24,7 @@ import types
 from pathlib import Path
 from typing import Any, Collection, Iterable, Sequence
 
+from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.restart.cell_history import replayable_source
 from cudaassert_ipy.restart.keep_names import is_keep_marked, read_cell
@@ -130,13 +131,7 @@ def _fresh_dir(key: str, directory: Path | None) -> Path:
 
 
 def _write_manifest(path: Path, manifest: dict[str, Any]) -> None:
-    tmp = path / f".{MANIFEST}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path / MANIFEST)
+    write_atomic(path / MANIFEST, json.dumps(manifest, indent=1), mode=0o600)
 
 
 def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str, Any],
