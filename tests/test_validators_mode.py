@@ -106,7 +106,7 @@ def test_package_and_context_manager_share_the_name_before_and_after_submodule_i
         "print(type(cudaassert_ipy.preflight).__name__)\n"
     )
     before = run_python(code.format(prelude=""))
-    after = run_python(code.format(prelude="import cudaassert_ipy.data.preflight"))
+    after = run_python(code.format(prelude="import cudaassert_ipy.checks.preflight"))
     assert before.split() == after.split() == ["caught", "ok", "True", "function"]
 
 
@@ -121,7 +121,7 @@ def test_importing_the_validators_package_does_not_import_torch() -> None:
 def test_public_functions_are_not_shadowed_by_the_modules_that_define_them() -> None:
     import cudaassert_ipy
     import cudaassert_ipy.checks
-    import cudaassert_ipy.data.preflight
+    import cudaassert_ipy.checks.preflight
 
     assert callable(cudaassert_ipy.validators) and cudaassert_ipy.validators.__name__ == "validators"
     report = cudaassert_ipy.preflight([(torch.zeros(2), 1)], num_classes=2, progress=False)
