@@ -13,8 +13,7 @@ post-mortem rules and preflight; ``facts`` are the plain values it was worded fr
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import Facts, TokenFacts
@@ -30,10 +29,9 @@ __all__ = [
     "PREFLIGHT_HEADLINE",
     "RANGE_HEADLINE",
     "SAMPLE_LINE",
-    "SAMPLE_LOOKUP",
     "ZERO_ROWS_HEADLINE",
     "NonFiniteError",
-    "SampleLookup",
+    "SampleNames",
     "ValidationError",
     "ValidationIndexError",
     "ValidationIndexRuntimeError",
@@ -48,12 +46,6 @@ Position = Tuple[int, ...]
 Example = Tuple[Position, Any]
 #: (the dataset sample of each example, or None; where they sat: "batch 8 of epoch 0 from `train_loader`")
 SampleNames = Tuple[Tuple[Optional[str], ...], str]
-#: ``lookup(checked tensor's shape, examples)``: the samples of a recorded batch field of that shape holding
-#: those values, or None. Reads shapes and recorded CPU batches only, never GPU memory.
-SampleLookup = Callable[[Tuple[int, ...], Sequence[Example]], Optional[SampleNames]]
-#: Set by the IPython extension while its DataLoader bookmark is on (a per-context value that it resets on
-#: unload), so that checks/ names samples without importing the bookmark.
-SAMPLE_LOOKUP: ContextVar[Optional[SampleLookup]] = ContextVar("cudaassert_sample_lookup", default=None)
 
 # ---------------------------------------------------------------- message templates
 #: First line of most messages.
@@ -246,7 +238,7 @@ class ValidationError(Exception):
         return "\n".join(lines)
 
     def name_samples(self, names: SampleNames) -> None:
-        """Add the line naming the dataset samples the bad values came from (see :data:`SAMPLE_LOOKUP`)."""
+        """Add the line naming the dataset samples the bad values came from (see :mod:`.sample_naming`)."""
         samples, where = names
         parts = [SAMPLE_OF.format(example=format_examples(self.example_label, [example], 1), sample=sample)
                  for example, sample in zip(self.examples, samples) if sample is not None]
