@@ -56,6 +56,11 @@ def unload_ipython_extension(ipython: Any) -> None:
     extension.unload(ipython)
 
 
+def __dir__() -> list[str]:
+    """The module's own names and the lazy public ones, without importing them (``dir()`` stays light)."""
+    return sorted({*globals(), *_LAZY})
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
