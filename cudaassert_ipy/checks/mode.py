@@ -278,7 +278,7 @@ class OptimizerBypass:
 
     def resume(self) -> bool:
         """Put back a mode an optimizer step took off this thread's stack (True if there was one)."""
-        mode = self.suspended()
+        mode = getattr(self._threads, "suspended", None)  # (not self.suspended(): this runs every step and cell)
         if mode is None:
             return False
         self._threads.suspended = None
@@ -286,7 +286,7 @@ class OptimizerBypass:
         return True
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if _is_compiling() or self.suspended() is not None:
+        if _is_compiling() or getattr(self._threads, "suspended", None) is not None:
             return
         depth = _stack_depth()
         if depth and isinstance(_stack_at(depth - 1), ValidatorMode):
@@ -333,9 +333,8 @@ class _ZeroGradPatch:
 BYPASS = OptimizerBypass()
 
 
-def resume_suspended() -> bool:
-    """Put back a mode an optimizer step took off this thread's stack (True if there was one)."""
-    return BYPASS.resume()
+#: Put back a mode an optimizer step took off this thread's stack (True if there was one).
+resume_suspended: Callable[[], bool] = BYPASS.resume
 
 
 # ---------------------------------------------------------------- enable / disable
