@@ -32,9 +32,9 @@ _LAZY = {
     "validators": "cudaassert_ipy.checks",
     "enable_validators": "cudaassert_ipy.checks",
     "disable_validators": "cudaassert_ipy.checks",
-    "check_labels": "cudaassert_ipy.data.preflight",
-    "check_token_ids": "cudaassert_ipy.data.preflight",
-    "preflight": "cudaassert_ipy.data.preflight",
+    "check_labels": "cudaassert_ipy.checks.preflight",
+    "check_token_ids": "cudaassert_ipy.checks.preflight",
+    "preflight": "cudaassert_ipy.checks.preflight",
     "last_diagnosis": "cudaassert_ipy.shell.extension",
     "last_batches": "cudaassert_ipy.shell.batches",
     "bad_samples": "cudaassert_ipy.shell.batches",
@@ -54,6 +54,11 @@ def unload_ipython_extension(ipython: Any) -> None:
     from cudaassert_ipy.shell import extension
 
     extension.unload(ipython)
+
+
+def __dir__() -> list[str]:
+    """The module's own names and the lazy public ones, without importing them (``dir()`` stays light)."""
+    return sorted({*globals(), *_LAZY})
 
 
 def __getattr__(name: str) -> Any:

@@ -7,7 +7,8 @@ import pickle
 import pytest
 from kernels import execute, running_kernel
 
-from cudaassert_ipy.checks.errors import SAMPLE_LOOKUP, ValidationIndexError
+from cudaassert_ipy.checks.errors import ValidationIndexError
+from cudaassert_ipy.checks.sample_naming import SAMPLE_NAMING
 
 SETUP = """
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -62,14 +63,14 @@ def test_without_the_bookmark_the_message_has_no_sample_line(shell):
     shell.config.CudaAssert.tap = False
     shell.config.CudaAssert.bookmark = False
     shell.run_line_magic("load_ext", "cudaassert")
-    assert SAMPLE_LOOKUP.get() is None
+    assert SAMPLE_NAMING.current() is None
     assert "From the DataLoader" not in _stop(shell)
 
 
 def test_unloading_removes_the_lookup_the_validators_read(loaded, shell):
-    assert SAMPLE_LOOKUP.get() is not None
+    assert SAMPLE_NAMING.current() is not None
     shell.run_line_magic("unload_ext", "cudaassert")
-    assert SAMPLE_LOOKUP.get() is None
+    assert SAMPLE_NAMING.current() is None
 
 
 def test_the_sample_line_survives_pickling_for_worker_processes(loaded, shell):

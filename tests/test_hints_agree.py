@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 
 from cudaassert_ipy.capture.assert_lines import scan
 from cudaassert_ipy.checks import ValidationError, validators
-from cudaassert_ipy.data.preflight import check_labels, check_token_ids, preflight
+from cudaassert_ipy.checks.preflight import check_labels, check_token_ids, preflight
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.detection import classify
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose

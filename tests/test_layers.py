@@ -1,9 +1,11 @@
-"""The layers stay apart: capture < diagnose < view < restart < shell, and only the shell knows IPython.
+"""The layers stay apart (capture < diagnose < checks < data < view < restart < run, logs < shell), each imports
+exactly the layers its table row names, and only the shell knows IPython.
 
 Why: the script runner (run/) and the log explainer (logs/) reuse capture, diagnose and the text
 report bare, outside any notebook; `import cudaassert_ipy` must stay cheap (no torch, no widgets).
 The graph test reads every module with `ast`, imports inside functions and `if TYPE_CHECKING:`
-blocks included (a type-only import still ties a layer to the shell's classes).
+blocks included (a type-only import still ties a layer to the shell's classes), and the code the
+package writes for another process to run (the resume stub's source) as an entry point of its own.
 """
 
 from __future__ import annotations
@@ -16,25 +18,32 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cudaassert_ipy"
 
-#: layer -> the layers it may import (besides itself and the BASE modules every layer uses)
+#: layer -> the layers it imports, exactly: no edge nobody uses (test_the_table_allows_no_edge_nobody_uses). A new
+#: edge is a decision: add it here and to the table in docs/architecture.md. Besides these, a layer imports itself
+#: and the BASE modules.
 MAY_IMPORT: dict[str, set[str]] = {
     "capture": set(),
     "diagnose": {"capture"},
-    "checks": {"capture", "diagnose"},
-    "data": {"capture", "diagnose", "checks"},
-    "view": {"capture", "diagnose"},
-    "restart": {"capture", "diagnose", "checks", "data", "view"},
-    "run": {"capture", "diagnose", "checks", "data", "view", "restart", "logs"},
-    "logs": {"capture", "diagnose", "checks", "data", "view", "restart", "run"},
-    "shell": {"capture", "diagnose", "checks", "data", "view", "restart", "run", "logs"},
+    "checks": {"diagnose"},
+    "data": {"diagnose", "checks"},
+    "view": {"diagnose"},
+    "restart": {"diagnose", "data", "view"},
+    "run": {"capture", "diagnose", "checks", "data", "view"},
+    "logs": {"capture", "diagnose", "view"},
+    "shell": {"capture", "diagnose", "checks", "data", "view", "restart", "logs"},
 }
-# run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
-# the reverse, and they stay free of IPython (see the bare-import test below).
-#: standard-library-only modules every layer may use: the shared words, and keeping wrapper frames out of tracebacks
-BASE = ("wording", "passthrough")
+#: bottom to top: every allowed edge points left (down), so the layers stay a stack however the table grows.
+#: run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
+#: the reverse, and they stay free of IPython (see the bare-import test below).
+ORDER = ["capture", "diagnose", "checks", "data", "view", "restart", "run", "logs", "shell"]
+BASE = {"wording", "atomic_file", "passthrough"}
 #: entry points above every layer, imported by no layer: the package itself (the public API) and each module
-#: directly in it but ``wording`` (``__main__``, ``auto``, ...); layers are the subpackages
+#: directly in it but the BASE ones (``__main__``, ``auto``, ...); layers are the subpackages
 TOP = "<top>"
+#: code the package writes out for another process to run (a file in the next kernel's startup directory): not
+#: imported by the module that holds it, so each is an entry point of its own, named ``module::NAME``, and read
+#: like a module. Listed here so that a new one is a decision, not an edge nobody sees.
+EMBEDDED = {"cudaassert_ipy.restart.startup_stub::STUB_SOURCE"}
 #: modules a bare script imports; none of them may bring IPython or ipywidgets along
 BARE = ["capture", "diagnose", "view/report.py", "run", "logs"]
 WIDGET_WORLD = ["IPython", "ipywidgets"]
@@ -46,7 +55,9 @@ def module_name(path: Path) -> str:
 
 
 def layer_of(module: str) -> str:
-    """``cudaassert_ipy.view.panel`` -> ``view``; ``cudaassert_ipy``, ``cudaassert_ipy.auto`` -> TOP."""
+    """``cudaassert_ipy.view.panel`` -> ``view``; ``cudaassert_ipy``, ``cudaassert_ipy.auto``, embedded code -> TOP."""
+    if "::" in module:
+        return TOP
     parts = module.split(".")
     if len(parts) > 2 or (len(parts) == 2 and (parts[1] in BASE or (PACKAGE / parts[1]).is_dir())):
         return parts[1]
@@ -75,8 +86,27 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
                       module.rpartition(".")[0])
 
 
+def embedded_of(path: Path) -> list[tuple[str, int, str]]:
+    """(``module::NAME``, line, imported module) for each module-level string that is Python importing our code."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str) and isinstance(node.targets[0], ast.Name)):
+            continue
+        try:
+            imported = imports_in(node.value.value, package)
+        except SyntaxError:  # prose, a template: not code
+            continue
+        found += [(f"{module}::{node.targets[0].id}", line, target) for line, target in imported]
+    return found
+
+
 def graph() -> list[tuple[str, int, str]]:
-    return [(module_name(p), line, target) for p in sorted(PACKAGE.rglob("*.py")) for line, target in imports_of(p)]
+    files = sorted(PACKAGE.rglob("*.py"))
+    return [(module_name(p), line, target) for p in files for line, target in imports_of(p)] + [
+        edge for p in files for edge in embedded_of(p)]
 
 
 def violations(edges: list[tuple[str, int, str]]) -> list[str]:
@@ -114,6 +144,27 @@ def test_type_only_and_relative_imports_count_as_imports():
         (3, "cudaassert_ipy.shell.extension"), (6, "cudaassert_ipy.shell.magics"), (7, "cudaassert_ipy.view.report")]
 
 
+def test_code_written_for_another_process_is_read_as_an_entry_point_of_its_own():
+    edges = {(s, t) for s, _, t in graph()}
+    assert {s for s, _ in edges if "::" in s} == EMBEDDED
+    stub = "cudaassert_ipy.restart.startup_stub::STUB_SOURCE"  # the resume stub, run by the restarted kernel
+    assert {t for s, t in edges if s == stub} == {"cudaassert_ipy.shell.resume", "cudaassert_ipy.restart.plan_files"}
+    assert layer_of(stub) == TOP
+
+
+def test_the_table_allows_no_edge_nobody_uses():
+    used = {(layer_of(s), layer_of(t)) for s, _, t in graph()}
+    unused = sorted((have, want) for have, wants in MAY_IMPORT.items() for want in wants if (have, want) not in used)
+    assert unused == [], "MAY_IMPORT allows edges no module takes; drop them (and from docs/architecture.md)"
+
+
+def test_the_table_only_points_down_the_layer_order():
+    assert sorted(ORDER) == sorted(MAY_IMPORT)
+    upward = sorted((have, want) for have, wants in MAY_IMPORT.items() for want in wants
+                    if ORDER.index(want) >= ORDER.index(have))
+    assert upward == []
+
+
 def test_no_module_below_the_shell_imports_the_shell():
     wrong = [f"{s}:{line} imports {t}" for s, line, t in graph()
              if layer_of(s) not in {"shell", TOP} and layer_of(t) == "shell"]
@@ -122,7 +173,7 @@ def test_no_module_below_the_shell_imports_the_shell():
 
 def test_each_layer_imports_only_the_layers_below_it():
     wrong = violations(graph())
-    assert wrong == [], "layer order capture < diagnose < view < restart < shell broken:\n" + "\n".join(wrong)
+    assert wrong == [], "an import the layer table does not allow:\n" + "\n".join(wrong)
 
 
 def test_the_layer_rules_catch_a_view_importing_restart_an_entry_point_or_a_package_without_a_place():

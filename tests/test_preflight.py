@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 from cudaassert_ipy.checks import ValidationIndexError
-from cudaassert_ipy.data.preflight import PreflightReport, check_labels, check_token_ids, preflight
+from cudaassert_ipy.checks.preflight import PreflightReport, check_labels, check_token_ids, preflight
 
 
 def labelled_dataset() -> TensorDataset:

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.distributions import Categorical
 
 from cudaassert_ipy.checks import ValidationError, validators
-from cudaassert_ipy.data.preflight import check_labels, check_token_ids, preflight
+from cudaassert_ipy.checks.preflight import check_labels, check_token_ids, preflight
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.detection import classify
 from cudaassert_ipy.diagnose.diagnosis import diagnose

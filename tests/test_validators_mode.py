@@ -106,7 +106,7 @@ def test_package_and_context_manager_share_the_name_before_and_after_submodule_i
         "print(type(cudaassert_ipy.preflight).__name__)\n"
     )
     before = run_python(code.format(prelude=""))
-    after = run_python(code.format(prelude="import cudaassert_ipy.data.preflight"))
+    after = run_python(code.format(prelude="import cudaassert_ipy.checks.preflight"))
     assert before.split() == after.split() == ["caught", "ok", "True", "function"]
 
 
@@ -121,7 +121,7 @@ def test_importing_the_validators_package_does_not_import_torch() -> None:
 def test_public_functions_are_not_shadowed_by_the_modules_that_define_them() -> None:
     import cudaassert_ipy
     import cudaassert_ipy.checks
-    import cudaassert_ipy.data.preflight
+    import cudaassert_ipy.checks.preflight
 
     assert callable(cudaassert_ipy.validators) and cudaassert_ipy.validators.__name__ == "validators"
     report = cudaassert_ipy.preflight([(torch.zeros(2), 1)], num_classes=2, progress=False)
@@ -383,7 +383,7 @@ def test_optimizer_steps_run_without_the_mode_and_it_comes_back_afterwards() -> 
         opt.step()
         assert validators_enabled()
     assert seen == [False]
-    assert not mode._hook_handles, "the global optimizer hooks go away with the last validators"
+    assert not mode.BYPASS.installed, "the global optimizer hooks go away with the last validators"
 
 
 def test_a_step_that_raises_gets_the_mode_back_at_the_next_validators_call() -> None:
@@ -403,7 +403,7 @@ def test_a_step_that_raises_gets_the_mode_back_at_the_next_validators_call() -> 
     with pytest.raises(ValidationIndexError):
         bad_cross_entropy()
     disable_validators()
-    assert getattr(mode._state, "suspended", None) is None
+    assert mode.BYPASS.suspended() is None
 
 
 def test_zero_grad_runs_without_the_mode_even_when_it_raises_and_the_wrapper_goes_away() -> None:
@@ -434,7 +434,7 @@ def test_zero_grad_runs_without_the_mode_even_when_it_raises_and_the_wrapper_goe
             with pytest.raises(ValidationIndexError):
                 bad_cross_entropy()
         assert torch.optim.Optimizer.zero_grad is spying_zero_grad, "restored when the last validators go"
-        assert not mode._hook_handles
+        assert not mode.BYPASS.installed
         opt.zero_grad()
     finally:
         torch.optim.Optimizer.zero_grad = original  # type: ignore[method-assign]

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import selectors
 import sys
 import time
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Optional, Tuple
 
 __all__ = ["HAS_FIONREAD", "PIPE_SIZE", "bytes_waiting", "close", "dup2", "enlarge", "flush_c", "flush_std", "read_all",
            "write_all"]
@@ -97,20 +98,22 @@ def flush_std() -> None:
     flush_c()
 
 
-_c_stdio: Optional[List[Any]] = None  # [fflush, stdout, stderr] from libc; [] where not found
+@functools.cache
+def _c_stdio() -> Tuple[Any, ...]:
+    """(fflush, stdout, stderr) from libc, looked up once (a cache, not state: the answer never changes); ()
+    where they cannot be found."""
+    with contextlib.suppress(Exception):  # Windows, odd libcs: Python-level flushing is all we do
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        names = ("__stdoutp", "__stderrp") if sys.platform == "darwin" else ("stdout", "stderr")
+        return (libc.fflush, *(ctypes.c_void_p.in_dll(libc, name) for name in names))
+    return ()
 
 
 def flush_c() -> None:
     """fflush C's stdout and stderr: device printf text may sit in stdout's buffer when fd 1 is a pipe."""
-    global _c_stdio
-    if _c_stdio is None:
-        _c_stdio = []
-        with contextlib.suppress(Exception):  # Windows, odd libcs: Python-level flushing is all we do
-            import ctypes
-
-            libc = ctypes.CDLL(None)
-            names = ("__stdoutp", "__stderrp") if sys.platform == "darwin" else ("stdout", "stderr")
-            _c_stdio = [libc.fflush] + [ctypes.c_void_p.in_dll(libc, name) for name in names]
+    found = _c_stdio()
     with contextlib.suppress(Exception):
-        for stream in _c_stdio[1:]:
-            _c_stdio[0](stream)
+        for stream in found[1:]:
+            found[0](stream)

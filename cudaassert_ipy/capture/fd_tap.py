@@ -4,7 +4,7 @@ The CUDA runtime writes assertion lines straight to fd 2 from C, where ``sys.std
 them, and older or Windows kernels send them only to the server log. So we ``dup2`` a pipe of our
 own onto the fd, and one reader thread forwards each byte to the previous descriptor (ipykernel's
 pipe or the real stderr) and records it in a bounded tail. Measurements and the reasons for the
-1 MiB pipes are in reference/jupyter-mechanics.md §A; minrk/wurlitzer was the model.
+1 MiB pipes are in docs/design.md (the fd tee); minrk/wurlitzer was the model.
 Where ipykernel captures the fd, the reader can instead write every byte to the kernel's log itself
 and a thinned stream to the cell (``shown_lines``; cell_route.py, line_filter.py): thousands of
 assertion lines then stay out of the notebook.
@@ -38,7 +38,7 @@ from cudaassert_ipy.capture.fd_io import (
     write_all,
 )
 
-__all__ = ["FdTap", "TapError", "TapSet"]
+__all__ = ["LIVE_TAPS", "FdTap", "LiveTaps", "TapError", "TapSet"]
 
 _CHUNK = 1 << 16
 _DRAIN_LIMIT = 64 << 20  # drain() stops after this much so a writer in a loop cannot pin it
@@ -83,8 +83,13 @@ class FdTap:
         self._shown_lines = shown_lines
         self._tail_bytes = max(0, int(tail_bytes))
         self._lock = threading.Lock()  # held while reading a pipe, forwarding and recording a chunk
+        #: ``busy()``: whether a reader is between taking a chunk out of a pipe and recording it (the lock's own
+        #: ``locked``, bound once: TapSet asks it before every cell's end)
+        self.busy: Callable[[], bool] = self._lock.locked
         self._buf = bytearray()
-        self._total = 0  # bytes recorded since construction; marks are positions in this count
+        #: Bytes recorded since construction (the position a ``mark()`` taken now would return, without draining);
+        #: a plain attribute, read before every cell. Only the tap writes it.
+        self.bytes_seen = 0
         self._channels: List[_Channel] = []
         self._thread: Optional[threading.Thread] = None
         self._selector: Optional[selectors.BaseSelector] = None
@@ -105,15 +110,10 @@ class FdTap:
         return self._fds
 
     @property
-    def bytes_seen(self) -> int:
-        """Bytes recorded so far (the position a ``mark()`` taken now would return, without draining)."""
-        return self._total
-
-    @property
     def dropped_bytes(self) -> int:
         """Bytes that fell out of the bounded tail (they were still forwarded)."""
         with self._lock:
-            return self._total - min(len(self._buf), self._tail_bytes)
+            return self.bytes_seen - min(len(self._buf), self._tail_bytes)
 
     def start(self) -> None:
         """Put our pipes under the fds and start the reader thread; a no-op if already active."""
@@ -170,7 +170,7 @@ class FdTap:
         self._active = True
         self._thread = threading.Thread(target=self._run, name="cudaassert-fd-tap", daemon=True)
         self._thread.start()
-        _LIVE.add(self)
+        LIVE_TAPS.add(self)
 
     def stop(self) -> None:
         """Give the fds back, forward what is still in our pipes, stop the thread; idempotent.
@@ -210,7 +210,7 @@ class FdTap:
         if self._selector is not None:
             self._selector.close()
         self._channels, self._thread, self._selector, self._wake = [], None, None, (-1, -1)
-        _LIVE.discard(self)
+        LIVE_TAPS.discard(self)
 
     def __enter__(self) -> FdTap:
         self.start()
@@ -259,6 +259,10 @@ class FdTap:
         """The fds whose bytes go to the log whole and to the cell thinned (ipykernel found under them)."""
         return tuple(channel.fd for channel in self._channels if channel.route is not None)
 
+    def read_fds(self) -> Tuple[int, ...]:
+        """Our pipes' read ends while started (for a caller's ``poll``: readable means bytes wait to be forwarded)."""
+        return tuple(channel.read for channel in self._channels)
+
     def unread(self) -> bool:
         """Whether bytes sit in our pipes, written but not yet forwarded (one ioctl per fd)."""
         return any(bytes_waiting(channel.read) > 0 for channel in self._channels)
@@ -266,17 +270,22 @@ class FdTap:
     def mark(self) -> int:
         """A position in the byte stream; bytes already written are before it (we drain first)."""
         self.drain()
-        return self._total
+        return self.bytes_seen
 
     def text_since(self, mark: int) -> str:
         """What was recorded after ``mark``, decoded as UTF-8; if the tail lost some, what remains."""
         with self._lock:
             kept = min(len(self._buf), self._tail_bytes)
-            wanted = self._total - max(mark, self._total - kept)
+            wanted = self.bytes_seen - max(mark, self.bytes_seen - kept)
             if wanted <= 0:
                 return ""
             data = bytes(self._buf[len(self._buf) - wanted :])
         return data.decode("utf-8", errors="replace")
+
+    def _after_fork(self) -> None:
+        """In a forked child: a fresh lock (the parent's may have been copied held)."""
+        self._lock = threading.Lock()
+        self.busy = self._lock.locked
 
     def _run(self) -> None:
         selector = self._selector
@@ -383,7 +392,7 @@ class FdTap:
             self._record(data)
 
     def _record(self, data: bytes) -> None:
-        self._total += len(data)
+        self.bytes_seen += len(data)
         if self._tail_bytes:
             self._buf += data
             if len(self._buf) > 2 * self._tail_bytes:  # trim rarely: keeps appends amortised O(1)
@@ -424,8 +433,8 @@ class TapSet:
         if hasattr(select, "poll"):
             self._unread = select.poll()
             for tap in self.taps:
-                for channel in tap._channels:
-                    self._unread.register(channel.read, select.POLLIN)
+                for fd in tap.read_fds():
+                    self._unread.register(fd, select.POLLIN)
 
     def stop(self) -> None:
         self._unread = None
@@ -433,7 +442,7 @@ class TapSet:
             tap.stop()
 
     def mark(self) -> Tuple[int, ...]:
-        return tuple([tap._total for tap in self.taps])  # per cell: no generator, no property call
+        return tuple([tap.bytes_seen for tap in self.taps])  # per cell: no generator, no property call
 
     def drain(self) -> None:
         for tap in self.taps:
@@ -445,7 +454,7 @@ class TapSet:
         # meanwhile), and nothing recorded; asked in this order, a chunk in flight is seen by one of them
         if (
             not (self._unread.poll(0) if self._unread is not None else self.unread())
-            and True not in [tap._lock.locked() for tap in self.taps]
+            and True not in [tap.busy() for tap in self.taps]
             and self.mark() == mark
         ):
             return
@@ -486,22 +495,40 @@ def _wait_read(channels: Iterable[_Channel], deadline: float) -> None:
             time.sleep(0.001)
 
 
-_LIVE: weakref.WeakSet = weakref.WeakSet()
+class LiveTaps:
+    """Every started tap in this process, for the two moments no caller is there to stop them; process-wide by nature.
+
+    At interpreter exit the reader thread (a daemon) dies with bytes still in our pipes, so each live tap is
+    stopped, which forwards them. In a forked child a tap is inactive (the fds stay on the parent's pipes) but
+    must still answer ``text_since()``, and a fork can copy its lock held. Both are process events (``atexit``,
+    ``os.register_at_fork``), registered once when this module is imported; the set holds the taps weakly.
+    """
+
+    def __init__(self) -> None:
+        self._taps: weakref.WeakSet[FdTap] = weakref.WeakSet()
+
+    def add(self, tap: FdTap) -> None:
+        self._taps.add(tap)
+
+    def discard(self, tap: FdTap) -> None:
+        self._taps.discard(tap)
+
+    def __len__(self) -> int:
+        return len(self._taps)
+
+    def stop_all(self) -> None:
+        """At exit: forward what is still in our pipes."""
+        for tap in list(self._taps):
+            with contextlib.suppress(Exception):
+                tap.stop()
+
+    def after_fork_in_child(self) -> None:
+        for tap in list(self._taps):
+            tap._after_fork()
 
 
-@atexit.register
-def _stop_live_taps() -> None:
-    """At exit, forward what is still in our pipes: the daemon thread would die with it unsent."""
-    for tap in list(_LIVE):
-        with contextlib.suppress(Exception):
-            tap.stop()
-
-
-def _after_fork_in_child() -> None:
-    """A fork can copy a held lock; the child's taps are inactive but must still answer text_since()."""
-    for tap in list(_LIVE):
-        tap._lock = threading.Lock()
-
-
+#: The process's one registry of started taps (see :class:`LiveTaps`).
+LIVE_TAPS = LiveTaps()
+atexit.register(LIVE_TAPS.stop_all)
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(after_in_child=LIVE_TAPS.after_fork_in_child)

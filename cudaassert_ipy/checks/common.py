@@ -114,10 +114,6 @@ def bad_details(t: Tensor, bad: Tensor, k: int = MAX_EXAMPLES) -> Tuple[int, Lis
     return n_bad, examples, distinct
 
 
-def range_text(lo: int, hi_exclusive: int) -> str:
-    return f"{lo}..{hi_exclusive - 1}" if hi_exclusive > lo else f"empty (size {hi_exclusive - lo})"
-
-
 # ------------------------------------------------------------------ naming the call
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))

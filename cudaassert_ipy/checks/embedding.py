@@ -12,7 +12,6 @@ from cudaassert_ipy.checks.common import (
     bad_details,
     caller_name,
     plain,
-    range_text,
     read,
     read_minmax,
     readable,
@@ -37,16 +36,7 @@ def check_embedding(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
         return None
     n_bad, examples, distinct = bad_details(ids, (ids < 0) | (ids >= num))
     facts = TokenFacts(bad=tuple(int(v) for v in distinct), num_embeddings=num)
-    return ValidationIndexError(
-        op=caller_name(op),
-        argument="input",
-        valid=f"{range_text(0, num)} (num_embeddings={num})",
-        n_bad=n_bad,
-        examples=examples,
-        cause_id="index_select_out_of_range",
-        hint=hints.token_ids(facts),
-        facts=facts,
-    )
+    return ValidationIndexError.token_ids(caller_name(op), "input", n_bad, examples, facts)
 
 
 def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
@@ -97,16 +87,8 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
             bad &= checked_ids == ids
         n_bad, examples, distinct = bad_details(ids, bad)
         facts = TokenFacts(bad=tuple(int(v) for v in distinct), num_embeddings=num)
-        return ValidationIndexRuntimeError(
-            op=name,
-            argument="input",
-            valid=f"{range_text(0, num)} (num_embeddings={num})",
-            n_bad=n_bad,
-            examples=examples,
-            cause_id="embedding_bag_index_out_of_range",
-            hint=hints.token_ids(facts),
-            facts=facts,
-        )
+        return ValidationIndexRuntimeError.token_ids(name, "input", n_bad, examples, facts,
+                                                     cause_id="embedding_bag_index_out_of_range")
     # CPU raises RuntimeError, IndexError for a negative offset, and nothing at all for a decreasing
     # last offset with include_last_offset=True, which the CUDA kernel asserts on (end >= begin)
     assert offsets is not None
@@ -115,12 +97,5 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
     bad[0] = offsets[0] != 0
     n_bad, examples, _ = bad_details(offsets, bad)
     valid = f"offsets[0] == 0, never decreasing, at most len(input)={n_ids}"
-    return ValidationIndexRuntimeError(
-        op=name,
-        argument="offsets",
-        valid=valid,
-        n_bad=n_bad,
-        examples=examples,
-        cause_id="embedding_bag_offsets_not_increasing",
-        hint=hints.OFFSETS,
-    )
+    return ValidationIndexRuntimeError.out_of_range(name, "offsets", valid, n_bad, examples,
+                                                    cause_id="embedding_bag_offsets_not_increasing", hint=hints.OFFSETS)

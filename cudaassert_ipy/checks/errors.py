@@ -13,10 +13,10 @@ post-mortem rules and preflight; ``facts`` are the plain values it was worded fr
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
-from cudaassert_ipy.diagnose.hints import Facts
+from cudaassert_ipy.diagnose import hints
+from cudaassert_ipy.diagnose.hints import Facts, TokenFacts
 from cudaassert_ipy.wording import plural
 
 __all__ = [
@@ -29,10 +29,9 @@ __all__ = [
     "PREFLIGHT_HEADLINE",
     "RANGE_HEADLINE",
     "SAMPLE_LINE",
-    "SAMPLE_LOOKUP",
     "ZERO_ROWS_HEADLINE",
     "NonFiniteError",
-    "SampleLookup",
+    "SampleNames",
     "ValidationError",
     "ValidationIndexError",
     "ValidationIndexRuntimeError",
@@ -40,18 +39,13 @@ __all__ = [
     "ValidationValueError",
     "format_examples",
     "generic_fix",
+    "range_text",
 ]
 
 Position = Tuple[int, ...]
 Example = Tuple[Position, Any]
 #: (the dataset sample of each example, or None; where they sat: "batch 8 of epoch 0 from `train_loader`")
 SampleNames = Tuple[Tuple[Optional[str], ...], str]
-#: ``lookup(checked tensor's shape, examples)``: the samples of a recorded batch field of that shape holding
-#: those values, or None. Reads shapes and recorded CPU batches only, never GPU memory.
-SampleLookup = Callable[[Tuple[int, ...], Sequence[Example]], Optional[SampleNames]]
-#: Set by the IPython extension while its DataLoader bookmark is on (a per-context value that it resets on
-#: unload), so that checks/ names samples without importing the bookmark.
-SAMPLE_LOOKUP: ContextVar[Optional[SampleLookup]] = ContextVar("cudaassert_sample_lookup", default=None)
 
 # ---------------------------------------------------------------- message templates
 #: First line of most messages.
@@ -85,6 +79,13 @@ NONFINITE_TEMPLATE = (
 )
 
 MAX_EXAMPLES = 5
+
+_E = TypeVar("_E", bound="ValidationError")
+
+
+def range_text(lo: int, hi_exclusive: int) -> str:
+    """``0..9``; ``empty (size 0)`` when nothing is valid."""
+    return f"{lo}..{hi_exclusive - 1}" if hi_exclusive > lo else f"empty (size {hi_exclusive - lo})"
 
 
 def format_examples(argument: str, examples: Sequence[Example], n_bad: int, *, row_sums: bool = False) -> str:
@@ -164,6 +165,68 @@ class ValidationError(Exception):
         self.message = self._compose()
         super().__init__(self.message)
 
+    # -- the ways a validation error is built (each case words its message in one place) --------------------------
+    @classmethod
+    def out_of_range(
+        cls: Type[_E], op: str, argument: str, valid: str, n_bad: int, examples: Sequence[Example], *,
+        cause_id: str, hint: str, facts: Optional[Facts] = None, found_on_cpu: bool = False,
+        example_label: Optional[str] = None,
+    ) -> _E:
+        """Values of ``argument`` outside ``valid`` (RANGE_HEADLINE). ``found_on_cpu``: by check_labels and friends,
+        before anything ran on the GPU (PREFLIGHT_FOOTER), not by a validator in front of a kernel.
+        ``example_label`` names the examples when ``argument`` says more (``index`` for "index for dimension 2")."""
+        return cls(op=op, argument=argument, valid=valid, n_bad=n_bad, examples=examples, cause_id=cause_id,
+                   hint=hint, facts=facts, footer=PREFLIGHT_FOOTER if found_on_cpu else FOOTER,
+                   example_label=example_label)
+
+    @classmethod
+    def token_ids(
+        cls: Type[_E], op: str, argument: str, n_bad: int, examples: Sequence[Example], facts: TokenFacts, *,
+        cause_id: str = "index_select_out_of_range", size_name: str = "num_embeddings", found_on_cpu: bool = False,
+    ) -> _E:
+        """Token ids outside ``0..facts.num_embeddings-1``: ``embedding``, ``embedding_bag``, ``check_token_ids``.
+
+        ``size_name`` names the size as the caller knows it (``num_embeddings``, ``vocab_size``); the fix is
+        ``hints.token_ids``, the same sentence the post-mortem rule and preflight give.
+        """
+        size = facts.num_embeddings
+        return cls.out_of_range(op, argument, f"{range_text(0, size)} ({size_name}={size})", n_bad, examples,
+                                cause_id=cause_id, hint=hints.token_ids(facts), facts=facts,
+                                found_on_cpu=found_on_cpu)
+
+    @classmethod
+    def zero_rows(
+        cls: Type[_E], op: str, argument: str, valid: str, n_bad: int, examples: Sequence[Example], *,
+        cause_id: str, hint: str,
+    ) -> _E:
+        """Rows of sampling weights that sum to zero (``multinomial``); ``examples`` hold each row's sum."""
+        headline = ZERO_ROWS_HEADLINE.format(
+            op=op, argument=argument, count=plural(n_bad, "row"), valid=valid,
+            examples=format_examples(argument, examples, n_bad, row_sums=True),
+        )
+        return cls(op=op, argument=argument, valid=valid, n_bad=n_bad, examples=examples, cause_id=cause_id,
+                   hint=hint, headline=headline)
+
+    @classmethod
+    def output_size(cls: Type[_E], op: str, output_size: Any, required: int, *, cause_id: str, hint: str) -> _E:
+        """An ``output_size`` that is not what the inputs add up to (``repeat_interleave``)."""
+        valid = f"output_size == {required} (the repeats add up to that)"
+        headline = OUTPUT_SIZE_HEADLINE.format(op=op, output_size=output_size, total=required, valid=valid)
+        return cls(op=op, argument="output_size", valid=valid, n_bad=1, examples=[((), output_size)],
+                   cause_id=cause_id, hint=hint, headline=headline)
+
+    @classmethod
+    def bad_samples(
+        cls: Type[_E], op: str, argument: str, valid: str, n_bad: int, examples: Sequence[Example], *,
+        cause_id: str, hint: str,
+    ) -> _E:
+        """Dataset samples holding bad values, found by a scan on the CPU (``PreflightReport.raise_if_bad``);
+        ``examples`` are ``((sample index,), first bad value)``."""
+        headline = PREFLIGHT_HEADLINE.format(op=op, count=plural(n_bad, "sample"), argument=argument, valid=valid,
+                                             examples=format_examples("sample", examples, n_bad))
+        return cls(op=op, argument=argument, valid=valid, n_bad=n_bad, examples=examples, cause_id=cause_id,
+                   hint=hint, headline=headline, footer=PREFLIGHT_FOOTER)
+
     def _compose(self) -> str:
         lines = [self.headline, HINT_LINE.format(hint=self.hint)]
         if self.sample_line:
@@ -175,7 +238,7 @@ class ValidationError(Exception):
         return "\n".join(lines)
 
     def name_samples(self, names: SampleNames) -> None:
-        """Add the line naming the dataset samples the bad values came from (see :data:`SAMPLE_LOOKUP`)."""
+        """Add the line naming the dataset samples the bad values came from (see :mod:`.sample_naming`)."""
         samples, where = names
         parts = [SAMPLE_OF.format(example=format_examples(self.example_label, [example], 1), sample=sample)
                  for example, sample in zip(self.examples, samples) if sample is not None]
@@ -205,7 +268,7 @@ class ValidationError(Exception):
         return (_rebuild, (type(self), state))
 
 
-def _rebuild(cls: type, state: dict) -> Exception:
+def _rebuild(cls: Type[Exception], state: Dict[str, Any]) -> Exception:
     return cls(**state)
 
 
@@ -290,6 +353,16 @@ class NonFiniteError(RuntimeError):
             op=op, what=what, shape=tuple(shape), dtype=dtype, where=where, inputs=inputs, hint=hint
         )
         super().__init__(self.message)
+
+    @classmethod
+    def from_output(
+        cls, op: str, n_nan: int, n_inf: int, shape: Tuple[int, ...], dtype: str,
+        cell_line: Tuple[Optional[str], Optional[int], str, str], inputs_finite: Optional[bool], hint: str,
+    ) -> NonFiniteError:
+        """The first non-finite output of ``op``, at ``cell_line`` (filename, line number, text, label)."""
+        filename, lineno, line, label = cell_line
+        return cls(op=op, n_nan=n_nan, n_inf=n_inf, shape=shape, dtype=dtype, filename=filename, lineno=lineno,
+                   line=line, cell_label=label, inputs_finite=inputs_finite, hint=hint)
 
     def __str__(self) -> str:
         return self.message

@@ -8,7 +8,7 @@ Negative indices are valid exactly where PyTorch accepts them: advanced indexing
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Any, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import torch
 from torch import Tensor
@@ -20,7 +20,6 @@ from cudaassert_ipy.checks.common import (
     bad_details,
     caller_name,
     plain,
-    range_text,
     read,
     readable,
 )
@@ -30,6 +29,7 @@ from cudaassert_ipy.checks.errors import (
     ValidationError,
     ValidationIndexError,
     ValidationIndexRuntimeError,
+    range_text,
 )
 from cudaassert_ipy.diagnose import hints
 
@@ -219,16 +219,9 @@ def check_indices(
                 continue
             n_bad, examples, distinct = bad_details(index, (index < lo) | (index >= size))
         where = size_label.format(dim=dim, size=size)
-        return exc(
-            op=caller_name(op),
-            argument=name,
-            valid=f"{range_text(lo, size)} ({where})",
-            n_bad=n_bad,
-            examples=examples,
-            cause_id=cause_id,
-            hint=_index_hint(where, size, lo, distinct),
-            example_label=name.split(" ")[0],
-        )
+        return exc.out_of_range(caller_name(op), name, f"{range_text(lo, size)} ({where})", n_bad, examples,
+                                cause_id=cause_id, hint=_index_hint(where, size, lo, distinct),
+                                example_label=name.split(" ")[0])
     return None
 
 
@@ -274,7 +267,7 @@ def _dim_index_check(
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     *,
-    dtypes: frozenset,
+    dtypes: FrozenSet[torch.dtype],
     negative_ok: bool,
     cause_id: str,
     exc: Type[ValidationError] = ValidationIndexError,

@@ -16,12 +16,11 @@ from cudaassert_ipy.checks.common import (
     bad_details,
     caller_name,
     plain,
-    range_text,
     read_flag,
     read_minmax,
     readable,
 )
-from cudaassert_ipy.checks.errors import ValidationError, ValidationIndexError, ValidationRuntimeError
+from cudaassert_ipy.checks.errors import ValidationError, ValidationIndexError, ValidationRuntimeError, range_text
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import BceFacts, LabelFacts
 
@@ -74,16 +73,8 @@ def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
     valid = range_text(0, n_classes)
     if ignore_matters:
         valid += f" (or ignore_index={ignore_index})"
-    return ValidationIndexError(
-        op=caller_name(op),
-        argument="target",
-        valid=valid,
-        n_bad=n_bad,
-        examples=examples,
-        cause_id=cause,
-        hint=hints.class_labels(facts),
-        facts=facts,
-    )
+    return ValidationIndexError.out_of_range(caller_name(op), "target", valid, n_bad, examples, cause_id=cause,
+                                             hint=hints.class_labels(facts), facts=facts)
 
 
 def check_cross_entropy(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
@@ -124,16 +115,9 @@ def check_binary_cross_entropy(
     bad = _unit_interval_bad(tensor)
     n_bad, examples, _ = bad_details(tensor, bad)
     facts = _bce_facts(argument, tensor)
-    return ValidationRuntimeError(
-        op=caller_name(op),
-        argument=argument,
-        valid="[0, 1] (NaN is not allowed)",
-        n_bad=n_bad,
-        examples=examples,
-        cause_id="bce_input_out_of_range" if argument == "input" else "bce_target_out_of_range",
-        hint=hints.bce(facts),
-        facts=facts,
-    )
+    cause = "bce_input_out_of_range" if argument == "input" else "bce_target_out_of_range"
+    return ValidationRuntimeError.out_of_range(caller_name(op), argument, "[0, 1] (NaN is not allowed)", n_bad,
+                                               examples, cause_id=cause, hint=hints.bce(facts), facts=facts)
 
 
 # ---------------------------------------------------------------- ctc_loss
@@ -198,12 +182,7 @@ def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> O
     if any(v < 0 for v in distinct):
         clauses.append(hints.CTC_NEGATIVE)
     clauses.append(hints.CTC_CPU_SILENT)
-    return ValidationRuntimeError(
-        op=caller_name(op),
-        argument="targets",
-        valid=f"{range_text(0, n_classes)} except the blank label {blank}",
-        n_bad=n_bad,
-        examples=examples,
-        cause_id="ctc_loss_target_out_of_range",
-        hint="; ".join(clauses),
-    )
+    return ValidationRuntimeError.out_of_range(caller_name(op), "targets",
+                                               f"{range_text(0, n_classes)} except the blank label {blank}", n_bad,
+                                               examples, cause_id="ctc_loss_target_out_of_range",
+                                               hint="; ".join(clauses))

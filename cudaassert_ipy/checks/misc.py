@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -14,16 +14,11 @@ from cudaassert_ipy.checks.common import (
     bad_details,
     caller_name,
     plain,
-    range_text,
     read,
     read_minmax,
     readable,
 )
-from cudaassert_ipy.checks.errors import (
-    OUTPUT_SIZE_HEADLINE,
-    ValidationError,
-    ValidationRuntimeError,
-)
+from cudaassert_ipy.checks.errors import ValidationError, ValidationRuntimeError, range_text
 from cudaassert_ipy.diagnose import hints
 
 
@@ -56,18 +51,12 @@ def check_one_hot(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Op
         clauses.append(
             hints.ONE_HOT_TOO_BIG.format(num_classes=num_classes, top=top, more=top + 1, last=num_classes - 1)
         )
-    return ValidationRuntimeError(
-        op=caller_name(op),
-        argument="tensor",
-        valid=valid,
-        n_bad=n_bad,
-        examples=examples,
-        cause_id="scatter_gather_index_out_of_range_v1",
-        hint="; ".join(clauses),
-    )
+    return ValidationRuntimeError.out_of_range(caller_name(op), "tensor", valid, n_bad, examples,
+                                               cause_id="scatter_gather_index_out_of_range_v1",
+                                               hint="; ".join(clauses))
 
 
-def _repeats_and_input(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple:
+def _repeats_and_input(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Tuple[Any, Any, Any]:
     """(input or None, repeats, dim) for every ``repeat_interleave`` spelling."""
     if op.startswith("torch.") and len(args) == 1 and "repeats" not in kwargs:
         return None, args[0], None  # torch.repeat_interleave(repeats)
@@ -103,26 +92,12 @@ def check_repeat_interleave(
     name = caller_name(op)
     if lo < 0:
         n_bad, examples, _ = bad_details(repeats, repeats < 0)
-        return ValidationRuntimeError(
-            op=name,
-            argument="repeats",
-            valid=">= 0",
-            n_bad=n_bad,
-            examples=examples,
-            cause_id="repeat_interleave_negative_repeats",
-            hint=hints.REPEATS_NEGATIVE,
-        )
+        return ValidationRuntimeError.out_of_range(name, "repeats", ">= 0", n_bad, examples,
+                                                   cause_id="repeat_interleave_negative_repeats",
+                                                   hint=hints.REPEATS_NEGATIVE)
     required = total * copies
     if output_size is None or output_size == required:
         return None
-    valid = f"output_size == {required} (the repeats add up to that)"
-    return ValidationRuntimeError(
-        op=name,
-        argument="output_size",
-        valid=valid,
-        n_bad=1,
-        examples=[((), output_size)],
-        cause_id="repeat_interleave_output_size_mismatch",
-        hint=hints.OUTPUT_SIZE.format(required=required),
-        headline=OUTPUT_SIZE_HEADLINE.format(op=name, output_size=output_size, total=required, valid=valid),
-    )
+    return ValidationRuntimeError.output_size(name, output_size, required,
+                                              cause_id="repeat_interleave_output_size_mismatch",
+                                              hint=hints.OUTPUT_SIZE.format(required=required))

@@ -41,7 +41,8 @@ import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
-from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack, _pop_mode, _push_mode
+from torch import overrides as _overrides
+from torch.overrides import TorchFunctionMode
 
 from cudaassert_ipy.checks import embedding as emb
 from cudaassert_ipy.checks import indexing as idx
@@ -50,10 +51,12 @@ from cudaassert_ipy.checks import misc as misc
 from cudaassert_ipy.checks import sampling as sampling
 from cudaassert_ipy.checks import scatter as scatter
 from cudaassert_ipy.checks.common import Checker, arg
-from cudaassert_ipy.checks.errors import SAMPLE_LOOKUP, ValidationError
+from cudaassert_ipy.checks.errors import ValidationError
+from cudaassert_ipy.checks.sample_naming import SAMPLE_NAMING
 from cudaassert_ipy.passthrough import drop_own_frame
 
-__all__ = ["CHECKED_CALLS", "ValidatorMode", "disable", "enable", "enabled", "resume_suspended"]
+__all__ = ["BYPASS", "CHECKED_CALLS", "OptimizerBypass", "ValidatorMode", "disable", "enable", "enabled", "push",
+           "resume_suspended"]
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -133,6 +136,10 @@ CHECKED_CALLS = tuple(sorted({entry[1] for entry in _TABLE.values()}))
 #: Those whose CPU kernel checks them (for some arguments: see ``_build_table``).
 CPU_SELF_CHECKED_CALLS = tuple(sorted({entry[1] for entry in _TABLE.values() if entry[2] is not None}))
 
+# torch's mode stack (private and untyped in torch: typed once here, the boundary)
+_push_mode: Callable[[TorchFunctionMode], None] = _overrides._push_mode
+_pop_mode: Callable[[], TorchFunctionMode] = _overrides._pop_mode
+_get_current_function_mode_stack: Callable[[], List[TorchFunctionMode]] = _overrides._get_current_function_mode_stack
 _is_compiling = torch.compiler.is_compiling
 _tracing_state = torch._C._get_tracing_state
 _graph_task_id = torch._C._current_graph_task_id
@@ -203,10 +210,10 @@ class ValidatorMode(TorchFunctionMode):
 def _name_samples(error: ValidationError, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError:
     """Failure path: name the dataset samples when a checked tensor has the shape of a recorded batch field.
 
-    Only shapes are read here; the extension's lookup (``SAMPLE_LOOKUP``) compares the reported values
+    Only shapes are read here; the extension's lookup (``SAMPLE_NAMING``) compares the reported values
     with the recorded CPU batch, so an unrelated tensor of the same shape names nothing.
     """
-    lookup = SAMPLE_LOOKUP.get()
+    lookup = SAMPLE_NAMING.current()
     if lookup is None or not error.examples or not error.examples[0][0]:
         return error
     rank = len(error.examples[0][0])
@@ -228,41 +235,74 @@ def _name_samples(error: ValidationError, args: Sequence[Any], kwargs: Mapping[s
 
 
 # ---------------------------------------------------------------- optimizer steps run unchecked
-# An optimizer step is most of the calls a small training step makes (Adam on the 3-layer MLP:
-# 110 of 134 intercepted calls; zero_grad another 8) and holds no op that can hit an index
-# assert, so the mode steps off the stack for its duration: global step hooks, installed while
-# any ValidatorMode is live. If a step raises, its post-hook never runs; the mode is put back by
-# the next step's post-hook, by any enable/disable/enabled call in this thread, or by
-# resume_suspended(), which the IPython extension is meant to call after each cell.
-# zero_grad has no hook: Optimizer.zero_grad is wrapped while any ValidatorMode is live (and
-# restored after, unless someone wrapped it again meanwhile).
-_state = threading.local()
-_live: weakref.WeakSet[ValidatorMode] = weakref.WeakSet()
-_hook_handles: List[Any] = []
-_hook_lock = threading.Lock()
+class OptimizerBypass:
+    """Takes the validators off the stack for ``optimizer.step()`` and ``zero_grad()``; process-wide by nature.
 
+    An optimizer step is most of the calls a small training step makes (Adam on the 3-layer MLP: 110 of
+    134 intercepted calls; zero_grad another 8) and holds no op that can hit an index assert, so the mode
+    steps off the stack for its duration. torch offers only global step hooks, and ``zero_grad`` has none
+    (``Optimizer.zero_grad`` is wrapped at class level), so this state cannot live on one extension or one
+    mode: it is owned here, by the one instance :data:`BYPASS`. It holds
 
-def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    if _is_compiling() or getattr(_state, "suspended", None) is not None:
-        return
-    depth = _stack_depth()
-    if depth and isinstance(_stack_at(depth - 1), ValidatorMode):
-        _state.suspended = _pop_mode()
+    * the hook handles and the ``zero_grad`` wrapper: installed with the first live :class:`ValidatorMode`
+      in the process, removed with the last (``installed`` says which);
+    * the live modes (weakly: a mode nobody disables still goes away with its last reference);
+    * per thread, the mode a running step took off the stack (``suspended()``). If a step raises, its
+      post-hook never runs; the mode is put back by the next step's post-hook, by any enable/disable/enabled
+      call in this thread, or by :meth:`resume`, which the IPython extension calls after each cell.
+    """
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: weakref.WeakSet[ValidatorMode] = weakref.WeakSet()
+        self._handles: List[Any] = []
+        self._threads = threading.local()
 
-def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    if not _is_compiling():
-        resume_suspended()
+    @property
+    def installed(self) -> bool:
+        """Whether the global step hooks and the ``zero_grad`` wrapper are in place."""
+        return bool(self._handles)
 
+    def suspended(self) -> Optional[TorchFunctionMode]:
+        """The mode a step took off this thread's stack and has not put back yet."""
+        return getattr(self._threads, "suspended", None)
 
-def resume_suspended() -> bool:
-    """Put back a mode an optimizer step took off this thread's stack (True if there was one)."""
-    mode = getattr(_state, "suspended", None)
-    if mode is None:
-        return False
-    _state.suspended = None
-    _push_mode(mode)
-    return True
+    def track(self, mode: ValidatorMode) -> None:
+        with self._lock:
+            self._live.add(mode)
+            if not self._handles:
+                from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+                self._handles.append(register_optimizer_step_pre_hook(self._before_step))
+                self._handles.append(register_optimizer_step_post_hook(self._after_step))
+                self._handles.append(_ZeroGradPatch())
+
+    def untrack(self, mode: object) -> None:
+        with self._lock:
+            self._live.discard(mode)  # type: ignore[arg-type]
+            if not self._live:
+                while self._handles:
+                    self._handles.pop().remove()
+
+    def resume(self) -> bool:
+        """Put back a mode an optimizer step took off this thread's stack (True if there was one)."""
+        mode = getattr(self._threads, "suspended", None)  # (not self.suspended(): this runs every step and cell)
+        if mode is None:
+            return False
+        self._threads.suspended = None
+        _push_mode(mode)
+        return True
+
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if _is_compiling() or getattr(self._threads, "suspended", None) is not None:
+            return
+        depth = _stack_depth()
+        if depth and isinstance(_stack_at(depth - 1), ValidatorMode):
+            self._threads.suspended = _pop_mode()
+
+    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not _is_compiling():
+            self.resume()
 
 
 def _unchecked_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -302,23 +342,12 @@ class _ZeroGradPatch:
             torch.optim.Optimizer.zero_grad = self.original  # type: ignore[method-assign]
 
 
-def _track(mode: ValidatorMode) -> None:
-    with _hook_lock:
-        _live.add(mode)
-        if not _hook_handles:
-            from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-
-            _hook_handles.append(register_optimizer_step_pre_hook(_before_optimizer_step))
-            _hook_handles.append(register_optimizer_step_post_hook(_after_optimizer_step))
-            _hook_handles.append(_ZeroGradPatch())
+#: The process's one owner of the optimizer bypass (see :class:`OptimizerBypass` for why it is process-wide).
+BYPASS = OptimizerBypass()
 
 
-def _untrack(mode: object) -> None:
-    with _hook_lock:
-        _live.discard(mode)  # type: ignore[arg-type]
-        if not _live:
-            while _hook_handles:
-                _hook_handles.pop().remove()
+#: Put back a mode an optimizer step took off this thread's stack (True if there was one).
+resume_suspended: Callable[[], bool] = BYPASS.resume
 
 
 # ---------------------------------------------------------------- enable / disable
@@ -334,8 +363,13 @@ def enable() -> Optional[ValidatorMode]:
         return None
     mode = ValidatorMode()
     _push_mode(mode)
-    _track(mode)
+    BYPASS.track(mode)
     return mode
+
+
+def push(mode: TorchFunctionMode) -> None:
+    """Put ``mode`` on top of this thread's stack; :func:`disable` takes it off again from wherever it is."""
+    _push_mode(mode)
 
 
 def disable(target: Optional[TorchFunctionMode] = None) -> bool:
@@ -360,5 +394,5 @@ def disable(target: Optional[TorchFunctionMode] = None) -> bool:
         above.append(mode)
     for other in reversed(above):
         _push_mode(other)
-    _untrack(mode)
+    BYPASS.untrack(mode)
     return True

@@ -17,12 +17,7 @@ from cudaassert_ipy.checks.common import (
     read_minmax,
     readable,
 )
-from cudaassert_ipy.checks.errors import (
-    ZERO_ROWS_HEADLINE,
-    ValidationError,
-    ValidationRuntimeError,
-    format_examples,
-)
+from cudaassert_ipy.checks.errors import ValidationError, ValidationRuntimeError
 from cudaassert_ipy.diagnose import hints
 
 MULTINOMIAL_VALID = "finite values >= 0, every row with a positive sum"
@@ -51,33 +46,13 @@ def check_multinomial(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -
     entry_bad = ~((probs >= 0) & torch.isfinite(probs))
     if bool(entry_bad.any()):
         n_bad, examples, distinct = bad_details(probs, entry_bad)
-        return ValidationRuntimeError(
-            op=name,
-            argument=argument,
-            valid=MULTINOMIAL_VALID,
-            n_bad=n_bad,
-            examples=examples,
-            cause_id="multinomial_invalid_probs_async",
-            hint=_probs_hint(distinct),
-        )
+        return ValidationRuntimeError.out_of_range(name, argument, MULTINOMIAL_VALID, n_bad, examples,
+                                                   cause_id="multinomial_invalid_probs_async",
+                                                   hint=_probs_hint(distinct))
     sums = probs.sum(-1)
     n_bad, examples, _ = bad_details(sums, sums <= 0)
-    return ValidationRuntimeError(
-        op=name,
-        argument=argument,
-        valid=MULTINOMIAL_VALID,
-        n_bad=n_bad,
-        examples=examples,
-        cause_id="multinomial_zero_sum_async",
-        hint=hints.PROBS_ZERO_ROWS,
-        headline=ZERO_ROWS_HEADLINE.format(
-            op=name,
-            argument=argument,
-            count=f"{n_bad} row" + ("" if n_bad == 1 else "s"),
-            valid=MULTINOMIAL_VALID,
-            examples=format_examples(argument, examples, n_bad, row_sums=True),
-        ),
-    )
+    return ValidationRuntimeError.zero_rows(name, argument, MULTINOMIAL_VALID, n_bad, examples,
+                                            cause_id="multinomial_zero_sum_async", hint=hints.PROBS_ZERO_ROWS)
 
 
 def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[ValidationError]:
@@ -93,15 +68,9 @@ def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[Valida
         clauses.append(hints.BERNOULLI_RANGE)
     if any(math.isnan(v) for v in distinct):
         clauses.append(hints.BERNOULLI_NAN)
-    return ValidationRuntimeError(
-        op=caller_name(op),
-        argument=argument,
-        valid="[0, 1] (NaN is not allowed)",
-        n_bad=n_bad,
-        examples=examples,
-        cause_id="bernoulli_prob_out_of_range",
-        hint="; ".join(clauses),
-    )
+    return ValidationRuntimeError.out_of_range(caller_name(op), argument, "[0, 1] (NaN is not allowed)", n_bad,
+                                               examples, cause_id="bernoulli_prob_out_of_range",
+                                               hint="; ".join(clauses))
 
 
 def check_bernoulli(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:

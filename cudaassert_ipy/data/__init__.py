@@ -1,1 +1,2 @@
-"""Data: checks over a dataset or a DataLoader on the CPU (``preflight``)."""
+"""Data: the DataLoader bookmark (which batch, which dataset samples were in flight) and what it tells after a
+failure; preflight, which checks a dataset before training, is in checks/."""

@@ -1,7 +1,7 @@
 """Name the dataset samples behind a validator's bad values, from the bookmark's latest batch.
 
-Why here: checks/ must not know the bookmark or the notebook's names, so the extension sets
-this lookup into :data:`cudaassert_ipy.checks.errors.SAMPLE_LOOKUP` on load and resets it on
+Why here: checks/ must not know the bookmark or the notebook's names, so the extension installs
+this lookup into :data:`cudaassert_ipy.checks.sample_naming.SAMPLE_NAMING` on load and removes it on
 unload. A validator stops a call before it launches, so the batch it checks is the latest one
 yielded; its moved copy (``targets.to("cuda")``) has the shape of the recorded CPU field, and
 the values the checker reported must sit at those positions of that CPU field too.
@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping, Sequence
 
-from cudaassert_ipy.checks.errors import SAMPLE_LOOKUP, Example, SampleLookup, SampleNames
+from cudaassert_ipy.checks.errors import Example, SampleNames
+from cudaassert_ipy.checks.sample_naming import SAMPLE_NAMING, SampleLookup
 from cudaassert_ipy.data.bookmark import Bookmark
 
 __all__ = ["WHERE", "install", "lookup_for"]
@@ -21,7 +22,7 @@ WHERE = "batch {batch:,} of epoch {epoch} from {loader}"
 
 
 def lookup_for(bookmark: Bookmark, user_ns: Callable[[], Mapping[str, Any]]) -> SampleLookup:
-    """The lookup for ``SAMPLE_LOOKUP``; it never raises (the validator's message stands without it)."""
+    """The lookup for ``SAMPLE_NAMING``; it never raises (the validator's message stands without it)."""
 
     def lookup(shape: tuple[int, ...], examples: Sequence[Example]) -> SampleNames | None:
         try:
@@ -64,12 +65,4 @@ def _same(recorded: Any, reported: Any) -> bool:
 
 def install(bookmark: Bookmark, user_ns: Callable[[], Mapping[str, Any]]) -> Callable[[], None]:
     """Point the validators at this bookmark; returns the undo for unload."""
-    token = SAMPLE_LOOKUP.set(lookup_for(bookmark, user_ns))
-
-    def remove() -> None:
-        try:
-            SAMPLE_LOOKUP.reset(token)
-        except ValueError:  # unloaded from another context than the one that loaded
-            SAMPLE_LOOKUP.set(None)
-
-    return remove
+    return SAMPLE_NAMING.install(lookup_for(bookmark, user_ns))

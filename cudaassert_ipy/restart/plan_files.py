@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.restart.plan import PLAN_VERSION, PlanInvalid, ResumePlan
 from cudaassert_ipy.wording import PREFIX
 
@@ -149,22 +150,10 @@ def write_plan(plan: ResumePlan, directory: Path | None = None) -> Path:
         raise PlanError(PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=f"bad key {key!r}"))
     d = ensure_dir(directory)
     data = replace(plan, writer_pid=os.getpid(), writer_start=process_start(os.getpid())).to_json()
-    tmp = d / f".plan-{key}.{os.getpid()}.tmp"
     try:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        path = d / f"plan-{key}.json"
-        os.replace(tmp, path)
+        return write_atomic(d / f"plan-{key}.json", json.dumps(data, indent=1), mode=0o600)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise PlanError(PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=d, error=e)) from e
-    return path
 
 
 @dataclass

@@ -11,10 +11,10 @@ never prints: it logs to ``<plan dir>/resume.log``.
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
+from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.wording import PREFIX
 
@@ -74,17 +74,12 @@ def stub_path(shell: Any) -> Path:
 def ensure_stub(shell: Any) -> Path:
     """Write (or refresh) the stub atomically. Call under ``resume_plan.plan_lock``."""
     path = stub_path(shell)
-    tmp = path.with_name(f".{STUB_NAME}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_file() and path.read_text(encoding="utf-8") == STUB_SOURCE:
             return path
-        tmp.write_text(STUB_SOURCE, encoding="utf-8")
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        write_atomic(path, STUB_SOURCE, mode=0o600)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise StubError(STUB_WRITE_FAILED.format(prefix=PREFIX, path=path, error=e)) from e
     return path
 

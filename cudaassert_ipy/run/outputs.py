@@ -15,6 +15,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.run.rank import RankInfo
 from cudaassert_ipy.wording import PREFIX, error_line
 
@@ -65,16 +66,9 @@ def report_data(diagnosis: Diagnosis | None, rank: RankInfo, exit_code: int, rep
 
 def write_report_json(path: str, data: dict[str, Any]) -> str | None:
     """Write the report atomically; a one-line message on failure."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, default=str)
-        os.replace(tmp, path)
+    try:  # the mode open() gives: a report the user asked for, readable like any file they write
+        write_atomic(path, json.dumps(data, indent=2, default=str), mode=0o666)
     except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         return REPORT_FAILED.format(prefix=PREFIX, path=path, error=e.strerror or e)
     return None
 

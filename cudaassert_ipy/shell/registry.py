@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = ["active", "add", "count", "remove"]
 
-_LOADED: dict[int, Extension] = {}  # the package's only module-level mutable state
+_LOADED: dict[int, Extension] = {}  # process-wide by nature: listed in docs/architecture.md with the others
 
 
 def active(shell: Any) -> Extension | None:

@@ -33,4 +33,4 @@ class ReplayChoice:
     first_line: str
     duration: float  # seconds it took
     selected: bool = True
-    keep: bool = False  # restore its values instead of replaying it (restart/keep.py)
+    keep: bool = False  # restore its values instead of replaying it (restart/keep/)

@@ -132,7 +132,7 @@ def _notebook_global(namespace: dict[str, Any], name: str) -> Any:
 def _pickler_class() -> type:
     import cloudpickle
 
-    class CheckingPickler(cloudpickle.Pickler):
+    class CheckingPickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle is untyped: the boundary
         """cloudpickle's pickler with the refusal check and the deadline in ``reducer_override``.
 
         Functions whose globals are the notebook's namespace are rebuilt on the new namespace (not a

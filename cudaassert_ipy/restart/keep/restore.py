@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cudaassert_ipy.restart import plan_files
-from cudaassert_ipy.restart.keep_result import (
+from cudaassert_ipy.restart.keep.result import (
     KEEP_VERSION,
     LOAD_FAILED,
     MANIFEST,
@@ -29,7 +29,7 @@ from cudaassert_ipy.restart.keep_result import (
     keep_dir,
     report,
 )
-from cudaassert_ipy.restart.keep_store import Stored, StreamReader
+from cudaassert_ipy.restart.keep.store import Stored, StreamReader
 from cudaassert_ipy.wording import PREFIX, error_line
 
 __all__ = ["Restorer", "discard", "open_checked", "opened", "sweep"]

@@ -18,6 +18,7 @@ import ast
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from cudaassert_ipy.wording import error_line
 
@@ -68,7 +69,8 @@ def _transform(source: str) -> str:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:  # plain Python source
         return source
-    return str(TransformerManager().transform_cell(source))
+    manager: Any = TransformerManager  # IPython is untyped: the boundary
+    return str(manager().transform_cell(source))
 
 
 def _root(node: ast.AST) -> str | None:

@@ -4,6 +4,10 @@
 :class:`~cudaassert_ipy.checks.errors.ValidationIndexError` that names the bad values.
 ``preflight`` scans a whole dataset or ``DataLoader`` with a progress bar and returns a
 :class:`PreflightReport` listing *every* offending sample index, with a summary to act on.
+
+Why in checks/: it is the validators' check run earlier, over the whole dataset instead of in front of one call:
+the same bad values, the same error classes and the same fix sentences (``diagnose/hints.py``). It shares
+nothing with the DataLoader bookmark in data/, which records what ran instead of checking what will.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from typing import Any, Dict, List, Optional
 import torch
 from torch import Tensor
 
-from cudaassert_ipy.checks.common import bad_details, range_text
-from cudaassert_ipy.checks.errors import PREFLIGHT_FOOTER, PREFLIGHT_HEADLINE, ValidationIndexError, format_examples
-from cudaassert_ipy.data.preflight_scan import IDS_KEYS, LABEL_KEYS, Key, Progress, batch_len, pick_field, samples
+from cudaassert_ipy.checks.common import bad_details
+from cudaassert_ipy.checks.errors import ValidationIndexError, range_text
+from cudaassert_ipy.checks.preflight_scan import IDS_KEYS, LABEL_KEYS, Key, Progress, batch_len, pick_field, samples
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import LabelFacts, TokenFacts
+from cudaassert_ipy.wording import plural
 
 __all__ = ["PreflightReport", "check_labels", "check_token_ids", "preflight"]
 
@@ -91,17 +96,9 @@ def check_labels(labels: Any, num_classes: int, ignore_index: Optional[int] = No
     if ignore_index is not None:
         valid += f" (or ignore_index={ignore_index})"
     facts = _label_facts(num_classes, distinct, ignore_index, segmentation=t.dim() >= 2)
-    raise ValidationIndexError(
-        op="check_labels",
-        argument="labels",
-        valid=valid,
-        n_bad=n_bad,
-        examples=examples,
-        cause_id="nll_loss2d_target_out_of_range" if t.dim() >= 2 else "nll_loss_target_out_of_range",
-        hint=hints.class_labels(facts),
-        footer=PREFLIGHT_FOOTER,
-        facts=facts,
-    )
+    cause = "nll_loss2d_target_out_of_range" if t.dim() >= 2 else "nll_loss_target_out_of_range"
+    raise ValidationIndexError.out_of_range("check_labels", "labels", valid, n_bad, examples, cause_id=cause,
+                                            hint=hints.class_labels(facts), facts=facts, found_on_cpu=True)
 
 
 def check_token_ids(ids: Any, vocab_size: int, *, tokenizer: Any = None) -> None:
@@ -119,17 +116,8 @@ def check_token_ids(ids: Any, vocab_size: int, *, tokenizer: Any = None) -> None
     n_bad, examples, distinct = bad_details(t, bad)
     facts = TokenFacts(bad=tuple(_integers(distinct)), num_embeddings=vocab_size,
                        tokenizer_size=_tokenizer_size(tokenizer))
-    raise ValidationIndexError(
-        op="check_token_ids",
-        argument="ids",
-        valid=f"{range_text(0, vocab_size)} (vocab_size={vocab_size})",
-        n_bad=n_bad,
-        examples=examples,
-        cause_id="index_select_out_of_range",
-        hint=hints.token_ids(facts),
-        footer=PREFLIGHT_FOOTER,
-        facts=facts,
-    )
+    raise ValidationIndexError.token_ids("check_token_ids", "ids", n_bad, examples, facts, size_name="vocab_size",
+                                         found_on_cpu=True)
 
 
 # ---------------------------------------------------------------- the report
@@ -147,8 +135,8 @@ class PreflightReport:
     #: sample index -> its distinct bad token ids (first few)
     bad_ids: Dict[int, List[Any]] = field(default_factory=dict)
     #: bad label value -> number of samples holding it
-    label_value_counts: Counter = field(default_factory=Counter)
-    id_value_counts: Counter = field(default_factory=Counter)
+    label_value_counts: Counter[Any] = field(default_factory=Counter)
+    id_value_counts: Counter[Any] = field(default_factory=Counter)
     segmentation: bool = False
     #: how many classes the dataset lists (``dataset.classes``), when it does
     declared_classes: Optional[int] = None
@@ -164,7 +152,7 @@ class PreflightReport:
         """Every offending sample index, sorted."""
         return sorted(set(self.bad_labels) | set(self.bad_ids))
 
-    def _section(self, what: str, valid: str, bad: Dict[int, List[Any]], counts: Counter, hint: str) -> List[str]:
+    def _section(self, what: str, valid: str, bad: Dict[int, List[Any]], counts: Counter[Any], hint: str) -> List[str]:
         if not bad:
             return [f"{what} (valid: {valid}): all in range."]
         indices = sorted(bad)
@@ -172,9 +160,9 @@ class PreflightReport:
         if len(indices) > SUMMARY_INDICES:
             shown += f", ... ({len(indices) - SUMMARY_INDICES} more)"
         attr = "bad_labels" if what == "labels" else "bad_ids"
-        top = ", ".join(f"{v!r} in {_count(n, 'sample')}" for v, n in counts.most_common(8))
+        top = ", ".join(f"{v!r} in {plural(n, 'sample')}" for v, n in counts.most_common(8))
         lines = [
-            f"{what} (valid: {valid}): {_count(len(indices), 'sample')} with bad values.",
+            f"{what} (valid: {valid}): {plural(len(indices), 'sample')} with bad values.",
             f"  sample indices: {shown}   (all in report.{attr})",
             f"  bad values: {top}",
         ]
@@ -199,7 +187,7 @@ class PreflightReport:
                                           num_embeddings=self.vocab_size, tokenizer_size=self.tokenizer_size))
 
     def summary(self) -> str:
-        lines = [f"preflight: scanned {_count(self.n_samples, 'sample')} of {self.source}."]
+        lines = [f"preflight: scanned {plural(self.n_samples, 'sample')} of {self.source}."]
         if self.num_classes is not None:
             valid = range_text(0, self.num_classes)
             if self.ignore_index is not None:
@@ -229,29 +217,16 @@ class PreflightReport:
         valid = range_text(0, limit or 0)
         if labels and self.ignore_index is not None:
             valid += f" (or ignore_index={self.ignore_index})"
-        raise ValidationIndexError(
-            op="preflight",
-            argument=argument,
-            valid=valid,
-            n_bad=len(bad),
-            examples=examples,
+        raise ValidationIndexError.bad_samples(
+            "preflight", argument, valid, len(bad), examples,
             cause_id="nll_loss_target_out_of_range" if labels else "index_select_out_of_range",
             hint=self.labels_fix if labels else self.ids_fix,
-            headline=PREFLIGHT_HEADLINE.format(
-                op="preflight", count=_count(len(bad), "sample"), argument=argument, valid=valid,
-                examples=format_examples("sample", examples, len(bad)),
-            ),
-            footer=PREFLIGHT_FOOTER,
         )
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _record(
     values: Any, lo: int, hi: int, ignore: Optional[int], first: int, batched: bool,
-    store: Dict[int, List[Any]], counts: Counter,
+    store: Dict[int, List[Any]], counts: Counter[Any],
 ) -> int:
     """Check one sample (or batch); returns the label tensor's dimension per sample."""
     t = _as_cpu_tensor(values)
