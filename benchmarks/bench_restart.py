@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the shared server harness and the GPU test double live there
 
-from server_harness import WsKernel, jupyter_server  # noqa: E402
+from helpers.server_harness import WsKernel, jupyter_server  # noqa: E402
 
 SETUP = [
     "%load_ext cudaassert",

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
-
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
 
 
 @pytest.fixture
@@ -36,14 +30,6 @@ def loaded(shell):
     from cudaassert_ipy.shell import extension
 
     return extension.current(shell)
-
-
-def kernel_env(**extra: str) -> dict[str, str]:
-    """Environment for a real kernel: our tests importable, and ipykernel's fd capture left on."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(params=["checks-first", "cpu-kernel-first"])

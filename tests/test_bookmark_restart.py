@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from server_harness import WsKernel, jupyter_server, text_of
+from helpers.server_harness import WsKernel, jupyter_server, text_of
 
 pytestmark = pytest.mark.kernel
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_double import FOLLOW_ON_WORDINGS
-from kernels import execute, running_kernel
+from helpers.kernels import execute, running_kernel
 
 from cudaassert_ipy.diagnose.detection import FOLLOW_ON_NOTE
 

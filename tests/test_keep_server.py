@@ -9,7 +9,7 @@ the ``meta`` device: CPU-only torch has no CUDA tensor, and the refusal is the s
 from __future__ import annotations
 
 import pytest
-from server_harness import WsKernel, jupyter_server, text_of
+from helpers.server_harness import WsKernel, jupyter_server, text_of
 
 pytestmark = pytest.mark.kernel
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 from IPython.core.error import UsageError
 
 from cudaassert_ipy.restart import plan_files as resume_plan

@@ -15,9 +15,9 @@ import time
 import uuid
 
 import pytest
-from kernels import execute as jc_execute
-from kernels import text_of as jc_text
-from server_harness import WsKernel, isolated_env, jupyter_server, text_of, widget_id
+from helpers.kernels import execute as jc_execute
+from helpers.kernels import text_of as jc_text
+from helpers.server_harness import WsKernel, isolated_env, jupyter_server, text_of, widget_id
 
 from cudaassert_ipy.restart import frontend
 from cudaassert_ipy.restart.startup_stub import STUB_NAME

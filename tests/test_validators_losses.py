@@ -8,9 +8,9 @@ from typing import Any, Callable, Optional
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.validator_outcomes import SETTINGS, outcome
 from hypothesis import given
 from hypothesis import strategies as st
-from validator_outcomes import SETTINGS, outcome
 
 from cudaassert_ipy.checks import ValidationError, ValidationIndexError, ValidationRuntimeError, validators
 

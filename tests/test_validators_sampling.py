@@ -9,10 +9,10 @@ from typing import Any, Callable, Optional
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.validator_outcomes import SETTINGS, outcome
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.distributions import Bernoulli, Categorical
-from validator_outcomes import SETTINGS, outcome
 
 from cudaassert_ipy.checks import ValidationError, ValidationRuntimeError, validators
 

@@ -1,6 +1,6 @@
 """JupyterLab 4 on 127.0.0.1 and Debian's chromium driven by Playwright, for the browser tests.
 
-``lab_server`` starts Lab (through ``server_harness.jupyter_server``: own HOME, token, always
+``lab_server`` starts Lab (through ``helpers.server_harness.jupyter_server``: own HOME, token, always
 killed) with one notebook and its kernel already running, so the page attaches to that kernel
 (no kernel dialog, no race). ``notebook_page`` opens it and waits until the kernel is idle; a
 failure leaves ``failure.png`` in pytest's tmp dir.
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import nbformat
-from server_harness import Server, jupyter_server
+
+from helpers.server_harness import Server, jupyter_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
