@@ -32,6 +32,17 @@ def loaded(shell):
     return extension.current(shell)
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real Jupyter server for one test module (own HOME, token; always killed), whose kernels fail the
+    way a GPU does where the training cell asks for it (``CUDAASSERT_TEST_PRETEND_GPU=1``, see
+    ``fake_cuda_session``)."""
+    from helpers.server_harness import jupyter_server
+
+    with jupyter_server(tmp_path_factory.mktemp("jupyter"), CUDAASSERT_TEST_PRETEND_GPU="1") as s:
+        yield s
+
+
 @pytest.fixture(params=["checks-first", "cpu-kernel-first"])
 def validator_strategy(request, monkeypatch):
     """Run a validator test both ways: every call checked before it runs (the CUDA path, forced on
