@@ -1,16 +1,34 @@
-"""Shared fixtures: an in-process IPython shell with the extension loaded, and clean teardown."""
+"""Shared fixtures: an in-process IPython shell with the extension loaded, and clean teardown.
+
+Helpers (paths, harnesses) are in ``helpers/``; this file holds only fixtures.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def ipython_dir(tmp_path_factory):
+    """IPYTHONDIR for the whole run, a temporary directory: no test reads the user's profile (its config,
+    startup files, extensions) or writes history into ~/.ipython, whether it runs an in-process shell or
+    starts a kernel (kernels inherit it unless a test gives them their own)."""
+    path = tmp_path_factory.mktemp("ipython")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IPYTHONDIR", str(path))
+        yield path
+
+
 @pytest.fixture
-def shell():
+def shell(ipython_dir):
     """The in-process InteractiveShell, with fresh namespaces, and the extension not loaded."""
     from IPython.core.interactiveshell import InteractiveShell
 
     ip = InteractiveShell.instance()
+    # the shell is a process-wide singleton: made before IPYTHONDIR was set, it would use the user's profile
+    assert Path(ip.profile_dir.location).is_relative_to(ipython_dir), ip.profile_dir.location
     ip.reset(new_session=False)
     ip.user_ns["__name__"] = "__main__"
     yield ip
