@@ -5,6 +5,7 @@ Helpers (paths, harnesses) are in ``helpers/``; this file holds only fixtures.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,29 @@ def loaded(shell):
     from cudaassert_ipy.shell import extension
 
     return extension.current(shell)
+
+
+@pytest.fixture
+def restart_ext(loaded, shell, tmp_path, monkeypatch):
+    """The extension loaded in a shell whose runtime and profile directories are temporary, ready to restart
+    (``helpers.restart_story`` simulates the restart in this process)."""
+    saved_env = dict(os.environ)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "rt"))
+    monkeypatch.setenv("CUDAASSERT_TEST_PRETEND_GPU", "1")
+    monkeypatch.setattr(shell.profile_dir, "startup_dir", str(tmp_path / "startup"))
+    yield loaded
+    for event in ("pre_run_cell", "post_run_cell"):  # a late claim a test left waiting for its first cell
+        for cb in list(shell.events.callbacks[event]):
+            if type(getattr(cb, "__self__", None)).__module__ == "cudaassert_ipy.shell.resume":
+                shell.events.unregister(event, cb)
+    os.environ.clear()
+    os.environ.update(saved_env)
+
+
+@pytest.fixture
+def plan_dir(tmp_path):
+    """Where the restart tests write resume plans (``$JUPYTER_RUNTIME_DIR/cudaassert`` under ``restart_ext``)."""
+    return tmp_path / "rt" / "cudaassert"
 
 
 @pytest.fixture(scope="module")
