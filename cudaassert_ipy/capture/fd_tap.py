@@ -259,6 +259,12 @@ class FdTap:
         """The fds whose bytes go to the log whole and to the cell thinned (ipykernel found under them)."""
         return tuple(channel.fd for channel in self._channels if channel.route is not None)
 
+    @property
+    def waited_fds(self) -> Tuple[int, ...]:
+        """The fds whose next reader ``settle()`` waits for: a pipe, until its reader leaves bytes unread for a
+        whole ``settle()`` timeout (nobody reads it, so it is not waited for again)."""
+        return tuple(channel.fd for channel in self._channels if channel.waits and not channel.broken)
+
     def unread(self) -> bool:
         """Whether bytes sit in our pipes, written but not yet forwarded (one ioctl per fd)."""
         return any(bytes_waiting(channel.read) > 0 for channel in self._channels)
@@ -462,6 +468,10 @@ class TapSet:
     @property
     def routed_fds(self) -> Tuple[int, ...]:
         return tuple(fd for tap in self.taps for fd in tap.routed_fds)
+
+    @property
+    def waited_fds(self) -> Tuple[int, ...]:
+        return tuple(fd for tap in self.taps for fd in tap.waited_fds)
 
     def text_since(self, mark: Tuple[int, ...]) -> str:
         parts = [tap.text_since(m) for tap, m in zip(self.taps, mark)]
