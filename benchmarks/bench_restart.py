@@ -38,7 +38,7 @@ SETUP = [
 ]
 FAILING = "loss = cross_entropy(logits, labels)"
 REPORT = "__import__('cudaassert_ipy.shell.resume').shell.resume.last_report()"
-READY_GOAL = 3.5  # seconds: the auto-restart range measured in reference/jupyter-mechanics.md B
+READY_GOAL = 3.5  # seconds: the auto-restart range measured in docs/design.md ("Restart")
 
 
 def silent_eval(k: WsKernel, expression: str) -> str:

@@ -4,7 +4,7 @@ The CUDA runtime writes assertion lines straight to fd 2 from C, where ``sys.std
 them, and older or Windows kernels send them only to the server log. So we ``dup2`` a pipe of our
 own onto the fd, and one reader thread forwards each byte to the previous descriptor (ipykernel's
 pipe or the real stderr) and records it in a bounded tail. Measurements and the reasons for the
-1 MiB pipes are in reference/jupyter-mechanics.md §A; minrk/wurlitzer was the model.
+1 MiB pipes are in docs/design.md ("The assertion line"); minrk/wurlitzer was the model.
 Where ipykernel captures the fd, the reader can instead write every byte to the kernel's log itself
 and a thinned stream to the cell (``shown_lines``; cell_route.py, line_filter.py): thousands of
 assertion lines then stay out of the notebook.
