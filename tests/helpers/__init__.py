@@ -2,8 +2,10 @@
 
 Import the rest by module: ``helpers.kernels`` (real kernels through jupyter_client),
 ``helpers.server_harness`` (a real Jupyter server and a websocket frontend),
-``helpers.browser_harness`` (JupyterLab and Notebook 7 in headless Chromium),
-``helpers.validator_outcomes`` (the validators' property tests). Fixtures live in ``conftest.py``.
+``helpers.browser_harness`` (JupyterLab 4 and Notebook 7 in headless Chromium),
+``helpers.plans`` and ``helpers.restart_story`` (resume plans on disk, the restart simulated in
+process), ``helpers.validator_outcomes`` and ``helpers.index_cases`` (the validators' property
+tests). Fixtures live in ``conftest.py``.
 
 The GPU test double (``gpu_double``, ``fake_cuda_session``) and the log samples stay beside the
 tests: kernels, notebooks and scripts under test import them by those names.
