@@ -109,6 +109,8 @@ def test_getitem_message_names_dimension_size_and_the_off_by_one() -> None:
     )
 
 
+# torch deprecates the legacy form (a list of lists as several indices) but still accepts it, and users still write it
+@pytest.mark.filterwarnings("ignore:Using a non-tuple sequence for multidimensional indexing is deprecated:UserWarning")
 def test_python_list_keys_are_checked_on_the_host_including_legacy_nested_lists() -> None:
     x = torch.zeros(3, 4)
     with validators():
