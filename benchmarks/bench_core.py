@@ -70,7 +70,7 @@ print(statistics.median(off) * 1e6, statistics.median(on) * 1e6, statistics.medi
 
 KERNEL_CODE = r"""
 import statistics, time
-from kernels import execute, running_kernel
+from helpers.kernels import execute, running_kernel
 with running_kernel() as plain, running_kernel() as loaded:
     execute(loaded, "%load_ext cudaassert")
     def batch(kc, n=40):

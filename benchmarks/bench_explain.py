@@ -29,7 +29,8 @@ from cudaassert_ipy.logs.cli import read_log
 from cudaassert_ipy.logs.explain import explain_text
 from cudaassert_ipy.logs.render import render
 
-# Texts from shared/reference/error_texts.md §7 S5 and §2.10.
+# Texts as real runs printed them: a torchrun log (modelscope/ms-swift#3267) and the NCCL watchdog's line
+# (ProcessGroupNCCL.cpp).
 LOSS = ("../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [{b},0,0], "
         "thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.\n")
 ERROR = ("[rank{r}]: RuntimeError: CUDA error: device-side assert triggered\n[rank{r}]: CUDA kernel errors might be "

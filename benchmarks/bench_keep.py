@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the real-kernel driver lives there
 
-from kernels import execute, running_kernel, text_of  # noqa: E402
+from helpers.kernels import execute, running_kernel, text_of  # noqa: E402
 
 GOAL = 0.25
 READ = ("# cudaassert: keep\nimport numpy as np, pandas as pd\ndf = pd.read_csv(CSV)\ndf['len'] = df.text.str.len()\n"

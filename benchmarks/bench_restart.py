@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the shared server harness and the GPU test double live there
 
-from server_harness import WsKernel, jupyter_server  # noqa: E402
+from helpers.server_harness import WsKernel, jupyter_server  # noqa: E402
 
 SETUP = [
     "%load_ext cudaassert",
@@ -38,7 +38,7 @@ SETUP = [
 ]
 FAILING = "loss = cross_entropy(logits, labels)"
 REPORT = "__import__('cudaassert_ipy.shell.resume').shell.resume.last_report()"
-READY_GOAL = 3.5  # seconds: the auto-restart range measured in reference/jupyter-mechanics.md B
+READY_GOAL = 3.5  # seconds: the auto-restart range measured in docs/design.md ("Restart")
 
 
 def silent_eval(k: WsKernel, expression: str) -> str:

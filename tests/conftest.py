@@ -1,4 +1,7 @@
-"""Shared fixtures: an in-process IPython shell with the extension loaded, and clean teardown."""
+"""Shared fixtures: an in-process IPython shell with the extension loaded, and clean teardown.
+
+Helpers (paths, harnesses) are in ``helpers/``; this file holds only fixtures.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +10,26 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
+
+@pytest.fixture(scope="session", autouse=True)
+def ipython_dir(tmp_path_factory):
+    """IPYTHONDIR for the whole run, a temporary directory: no test reads the user's profile (its config,
+    startup files, extensions) or writes history into ~/.ipython, whether it runs an in-process shell or
+    starts a kernel (kernels inherit it unless a test gives them their own)."""
+    path = tmp_path_factory.mktemp("ipython")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IPYTHONDIR", str(path))
+        yield path
 
 
 @pytest.fixture
-def shell():
+def shell(ipython_dir):
     """The in-process InteractiveShell, with fresh namespaces, and the extension not loaded."""
     from IPython.core.interactiveshell import InteractiveShell
 
     ip = InteractiveShell.instance()
+    # the shell is a process-wide singleton: made before IPYTHONDIR was set, it would use the user's profile
+    assert Path(ip.profile_dir.location).is_relative_to(ipython_dir), ip.profile_dir.location
     ip.reset(new_session=False)
     ip.user_ns["__name__"] = "__main__"
     yield ip
@@ -38,12 +51,38 @@ def loaded(shell):
     return extension.current(shell)
 
 
-def kernel_env(**extra: str) -> dict[str, str]:
-    """Environment for a real kernel: our tests importable, and ipykernel's fd capture left on."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(extra)
-    return env
+@pytest.fixture
+def restart_ext(loaded, shell, tmp_path, monkeypatch):
+    """The extension loaded in a shell whose runtime and profile directories are temporary, ready to restart
+    (``helpers.restart_story`` simulates the restart in this process)."""
+    saved_env = dict(os.environ)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "rt"))
+    monkeypatch.setenv("CUDAASSERT_TEST_PRETEND_GPU", "1")
+    monkeypatch.setattr(shell.profile_dir, "startup_dir", str(tmp_path / "startup"))
+    yield loaded
+    for event in ("pre_run_cell", "post_run_cell"):  # a late claim a test left waiting for its first cell
+        for cb in list(shell.events.callbacks[event]):
+            if type(getattr(cb, "__self__", None)).__module__ == "cudaassert_ipy.shell.resume":
+                shell.events.unregister(event, cb)
+    os.environ.clear()
+    os.environ.update(saved_env)
+
+
+@pytest.fixture
+def plan_dir(tmp_path):
+    """Where the restart tests write resume plans (``$JUPYTER_RUNTIME_DIR/cudaassert`` under ``restart_ext``)."""
+    return tmp_path / "rt" / "cudaassert"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real Jupyter server for one test module (own HOME, token; always killed), whose kernels fail the
+    way a GPU does where the training cell asks for it (``CUDAASSERT_TEST_PRETEND_GPU=1``, see
+    ``fake_cuda_session``)."""
+    from helpers.server_harness import jupyter_server
+
+    with jupyter_server(tmp_path_factory.mktemp("jupyter"), CUDAASSERT_TEST_PRETEND_GPU="1") as s:
+        yield s
 
 
 @pytest.fixture(params=["checks-first", "cpu-kernel-first"])

@@ -1,9 +1,13 @@
-"""The one stand-in the test suite allows: a GPU failure, replayed from the reference texts.
+"""The one stand-in the test suite allows: a GPU failure, replayed from texts real PyTorch builds printed.
 
-``fail_like_gpu`` writes real kernel assertion lines (from ``device_asserts.json``) to fd 2, at
-the file-descriptor level as the CUDA runtime does, then raises the exact exception a given
-PyTorch version raises (``torch.AcceleratorError`` with ``error_code=710`` from 2.8 on).
-Every wording below is copied from ``shared/reference/error_texts.md`` sections 2 and 4.
+``fail_like_gpu`` writes real kernel assertion lines (the catalogue's ``sample_stderr_line`` of each
+entry in ``cudaassert_ipy/diagnose/causes/device_asserts.json``, or one in the same format from the entry's
+file, function and condition where no line was seen) to fd 2, at the file-descriptor level as the CUDA
+runtime does, then raises the exact exception a given PyTorch release raises
+(``torch.AcceleratorError`` with ``error_code=710`` from 2.8 on). The wordings below are this
+project's fixtures, verbatim: each says where it was read, in PyTorch's source (``pytorch/pytorch``
+paths) or in a public report (``owner/repo#number`` on GitHub). docs/design.md says how the double
+is used.
 """
 
 from __future__ import annotations
@@ -32,7 +36,18 @@ _HELP_ASSERT = (
     "for more information."
 )
 
-# label -> (exception type name, exact message, expected kind) — error_texts.md §2
+# label -> (exception type name, exact message), by release family. The host-side text of cudaErrorAssert (710; 59
+# with CUDA before 10.1), raised at the next synchronising call:
+# - THC's THCudaCheck (0.x-1.x): rdcolema/pytorch-image-classification#1; with CUDA 11, 710: DeepVAC/TorchPod#56
+# - thrust's failed synchronisation (1.x): nv-tlabs/GSCNN#27 (1.0), motefly/DeepGBM#23 (reduce)
+# - C10_CUDA_CHECK's one line (about 1.0-1.8; c10/cuda/CUDAException.h), and the origin in a C++ what():
+#   open-mmlab/mmdetection#3742
+# - the async suffix (1.9-1.13, "call,so"): pytorch/pytorch#59467, seen in xhw205/GPLinker_torch#14
+# - the TORCH_USE_CUDA_DSA line (2.0-2.3): pytorch/pytorch#84609; no period after "=1" (2.4-2.7):
+#   get_cuda_check_suffix() in c10/cuda/CUDAMiscFunctions.cpp
+# - torch.AcceleratorError with error_code (2.8): pytorch/pytorch#152023
+# - the "Search for `cudaErrorAssert'" line (2.9+): get_cuda_error_help() in c10/cuda/CUDAMiscFunctions.cpp, seen in
+#   mrdbourke/pytorch-deep-learning#1290; without the DSA line (main, 2026): pytorch/pytorch#180427
 DEVICE_ASSERT_WORDINGS: dict[str, tuple[str, str]] = {
     "0.x-1.x THC (59)": (
         "RuntimeError",
@@ -66,7 +81,9 @@ DEVICE_ASSERT_WORDINGS: dict[str, tuple[str, str]] = {
         "AcceleratorError", "CUDA error: device-side assert triggered" + _HELP_ASSERT + _ASYNC_24),
 }
 
-# error_texts.md §2.6 (blocking) and §4: other sticky errors
+# Other sticky errors: the context is unusable afterwards too (cudaErrorIllegalAddress 700, MisalignedAddress 716,
+# LaunchFailure 719, IllegalInstruction 715). With CUDA_LAUNCH_BLOCKING=1 get_cuda_check_suffix() adds no async
+# lines (the "blocking" form); thrust's merge_sort wording is 1.x's, as above.
 STICKY_WORDINGS: dict[str, tuple[str, str]] = {
     "illegal address, blocking": (
         "RuntimeError", "CUDA error: an illegal memory access was encountered" + _DSA),
@@ -79,7 +96,9 @@ STICKY_WORDINGS: dict[str, tuple[str, str]] = {
     "illegal instruction": ("AcceleratorError", "CUDA error: an illegal instruction was encountered"),
 }
 
-# error_texts.md §4: library errors that follow a sticky one
+# Library errors that follow a sticky one in the same process, in the formats of aten/src/ATen/cuda/Exceptions.h:
+# cuBLAS "CUDA error: <status> when calling `<call>`", cuDNN "cuDNN error: <status>" (after an IndexKernel assert:
+# cvlab-stonybrook/Scanpath_Prediction#13), and the Lua era's cuBLAS text (torch/cutorch#818).
 FOLLOW_ON_WORDINGS: dict[str, tuple[str, str]] = {
     "cublas sgemm": (
         "RuntimeError",
@@ -93,7 +112,9 @@ FOLLOW_ON_WORDINGS: dict[str, tuple[str, str]] = {
     "lua cublas": ("RuntimeError", "cublas runtime error : the GPU program failed to execute"),
 }
 
-# errors that must NOT be classified (not sticky, or not CUDA at all)
+# Errors that must NOT be classified (not sticky, or not CUDA at all). The CUDA_LOG_FILE line follows non-sticky
+# errors in get_cuda_async_error_suffix() (c10/cuda/CUDAMiscFunctions.cpp); "GPU device may be out of range" is
+# get_cuda_error_help()'s for cudaErrorInvalidDevice.
 NOT_OURS_WORDINGS: dict[str, tuple[str, str]] = {
     "oom": ("OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.90 GiB total capacity)"),
     "invalid argument": ("AcceleratorError", "CUDA error: invalid argument\nFor more detailed error information, "
@@ -105,6 +126,7 @@ NOT_OURS_WORDINGS: dict[str, tuple[str, str]] = {
     "plain value error": ("ValueError", "could not convert string to float: 'abc'"),
 }
 
+# cudaError_t values, from the CUDA runtime API's data types
 CODES = {"device-side assert triggered": 710, "an illegal memory access was encountered": 700,
          "misaligned address": 716, "unspecified launch failure": 719,
          "an illegal instruction was encountered": 715, "invalid argument": 1, "invalid device ordinal": 101}

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import kernel_env
 from gpu_double import assertion_lines
-from kernels import execute, running_kernel
-from kernels import text_of as kernel_text
+from helpers import kernel_env
+from helpers.kernels import execute, running_kernel
+from helpers.kernels import text_of as kernel_text
+from helpers.server_harness import WsKernel, jupyter_server
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
-from server_harness import WsKernel, jupyter_server
 
 from cudaassert_ipy.capture.line_filter import MORE_LINES
 from cudaassert_ipy.wording import PREFIX

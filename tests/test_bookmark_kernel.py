@@ -11,7 +11,7 @@ import json
 import re
 
 import pytest
-from kernels import execute, running_kernel, text_of
+from helpers.kernels import execute, running_kernel, text_of
 
 pytestmark = pytest.mark.kernel
 

@@ -35,6 +35,11 @@ class EveryThird(BatchSampler):
             start += n
 
 
+# torch warns on every machine without an accelerator that pin_memory=True will not pin; the loaders ask on purpose
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:'pin_memory' argument is set as true but no accelerator is found:UserWarning")
+
+
 def _seeded(**kw):
     return lambda: DataLoader(DATA, generator=torch.Generator().manual_seed(7), **kw)
 

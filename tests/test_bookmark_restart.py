@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from server_harness import WsKernel, jupyter_server, text_of
+from helpers.server_harness import WsKernel, text_of
 
 pytestmark = pytest.mark.kernel
 
@@ -34,12 +34,6 @@ TRAIN = ("c4", "for images, targets in train_loader:\n"
 STEP = ("import cudaassert_ipy\nfb = cudaassert_ipy.failing_batch(train_loader)\n"
         "print('samples', sorted(int(v) for x, _ in fb for v in x[:, 0]))\n"
         "for images, targets in fb:\n    F.cross_entropy(model(images), targets)\n")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with jupyter_server(tmp_path_factory.mktemp("jupyter"), CUDAASSERT_TEST_PRETEND_GPU="1") as s:
-        yield s
 
 
 def test_failing_batch_after_restart_and_replay_reproduces_the_failure_in_one_step(server):

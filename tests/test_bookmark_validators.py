@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from kernels import execute, running_kernel
+from helpers.kernels import execute, running_kernel
 
 from cudaassert_ipy.checks.errors import ValidationIndexError
 from cudaassert_ipy.checks.sample_naming import SAMPLE_NAMING

@@ -16,8 +16,8 @@ from typing import Any
 
 import nbformat
 import pytest
-from browser_harness import lab_server, notebook_page
-from browser_harness import wait_idle as idle
+from helpers.browser_harness import lab_server, notebook_page
+from helpers.browser_harness import wait_idle as idle
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from test_browser_restart import shoot
 

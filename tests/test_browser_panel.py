@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterator
 
 import nbformat
 import pytest
-from browser_harness import lab_server, notebook_page
+from helpers.browser_harness import lab_server, notebook_page
+from helpers.server_harness import ROOT
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from server_harness import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.kernel]
 

@@ -12,39 +12,23 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from browser_harness import lab_server, notebook_page
-from browser_harness import wait_idle as idle
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from server_harness import ROOT
+from helpers.browser_harness import RESTART_CELLS, lab_server, notebook_page, restart_notebook
+from helpers.browser_harness import wait_idle as idle
+from helpers.server_harness import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.kernel]
 
 IMG = ROOT / "docs" / "img"
 BUDGET_S = 150.0
 NOTEBOOK = "restart_demo.ipynb"
-CELLS = [
-    "%load_ext cudaassert",
-    "import os\nBLOCKING_AT_IMPORT = os.environ.get('CUDA_LAUNCH_BLOCKING')\nimport torch",
-    "# Stands in for the GPU: on the CPU it runs F.cross_entropy for real; without validators a bad label\n"
-    "# fails as a GPU does (real assertion lines, the exact AcceleratorError).\n"
-    "from fake_cuda_session import make_batch, cross_entropy\nlogits, labels = make_batch()  # labels reach 195",
-    "import time\ntime.sleep(0.5)  # a slow data-loading step\nprint('setup done')",
-    "loss = cross_entropy(logits, labels)  # the training step",
-]
-
-
-def story() -> nbformat.NotebookNode:
-    return new_notebook(cells=[new_markdown_cell("# Restart & replay demo"), *map(new_code_cell, CELLS)],
-                        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                                 "language": "python"}})
 
 
 @pytest.fixture
 def lab(tmp_path):
     """JupyterLab with the story notebook; its kernel pretends a GPU is there (the restart flow's checks)."""
-    with lab_server(tmp_path / "home", NOTEBOOK, story(), CUDAASSERT_TEST_PRETEND_GPU="1") as (server, kernel_id):
+    with lab_server(tmp_path / "home", NOTEBOOK, restart_notebook(), CUDAASSERT_TEST_PRETEND_GPU="1") as (
+            server, kernel_id):
         yield server, kernel_id
 
 
@@ -71,7 +55,7 @@ def test_one_click_restarts_replays_the_setup_and_the_validator_names_the_bad_la
     with notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2400}) as (page, left_ms):
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-        failing = page.locator(".jp-Notebook .jp-Cell").nth(len(CELLS))
+        failing = page.locator(".jp-Notebook .jp-Cell").nth(len(RESTART_CELLS))
         panel = failing.locator(".cudaassert-panel")
         expect(panel).to_be_visible(timeout=left_ms())
         expect(panel).to_contain_text("AcceleratorError: CUDA error: device-side assert triggered", timeout=left_ms())

@@ -155,7 +155,8 @@ def test_ordinary_torch_errors_are_not_twins():
 
 
 # --- issue #10: every wording real runs print, and errors that only surface an assertion -----------------------
-# Texts: error_texts.md §2.1 (dtor), §2.2 (thrust), §4 (cuDNN/cuBLAS formats); the Triton launcher's wording.
+# Texts as real runs printed them: the 0.3-era dtor report (NVIDIA/pix2pixHD#9), thrust's 1.x wording
+# (nv-tlabs/GSCNN#27), the cuDNN/cuBLAS formats of aten/src/ATen/cuda/Exceptions.h; the Triton launcher's wording.
 TRITON_ASSERT = "Triton Error [CUDA]: device-side assert triggered"
 CUDNN_NOT_INITIALIZED = "cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
 CUBLAS_FAILED = FOLLOW_ON_WORDINGS["cublas sgemm"][1]

@@ -18,7 +18,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from conftest import ROOT, kernel_env
+from helpers import ROOT, kernel_env
 
 NB_DIR = ROOT / "examples" / "notebooks"
 GENERATOR = ROOT / "examples" / "make_notebooks.py"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from gpu_double import FOLLOW_ON_WORDINGS
-from kernels import execute, running_kernel
+from helpers.kernels import execute, running_kernel
 
 from cudaassert_ipy.diagnose.detection import FOLLOW_ON_NOTE
 
-# error_texts.md §4: cuBLAS after an assert; §7 S10: fairseq's threads spliced mid-token.
+# cuBLAS's wording after an assert (gpu_double); fairseq's threads spliced mid-token (facebookresearch/fairseq#3507).
 CUBLAS = FOLLOW_ON_WORDINGS["cublas sgemm"][1]
 SPLICED = (
     ',0,0/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu], thread: [60,0:115,0], thread: [16: operator()'
@@ -42,8 +42,9 @@ def test_spliced_worker_lines_in_a_cell_are_read_for_their_whole_condition():
             "failed 2 times") in plain
 
 
-# error_texts.md §4: seen after asserts; on its own it says nothing about a dead context, so classify() alone
-# passes it by. With an assertion line in the same cell it is the assert's follow-on and must get the report.
+# cuBLAS's format (aten/src/ATen/cuda/Exceptions.h), seen after asserts; on its own it says nothing about a dead
+# context, so classify() alone passes it by. With an assertion line in the same cell it is the assert's follow-on
+# and must get the report.
 NOT_INITIALIZED = "CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"
 
 

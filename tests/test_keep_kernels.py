@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from kernels import execute, running_kernel, text_of
+from helpers.kernels import execute, running_kernel, text_of
 
 pytestmark = pytest.mark.kernel
 
@@ -34,7 +34,7 @@ def test_a_fresh_kernel_restores_kept_values_skips_their_cells_and_replays_the_r
     (mods / "helper_mod.py").write_text("class Helper:\n    pass\n")
     plans = tmp_path / "plans"
     base = os.environ.get("PYTHONPATH", "")
-    from conftest import ROOT, TESTS
+    from helpers import ROOT, TESTS
 
     with running_kernel(PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT), str(mods), base])) as old:
         for cell in CELLS:

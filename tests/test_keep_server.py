@@ -9,7 +9,7 @@ the ``meta`` device: CPU-only torch has no CUDA tensor, and the refusal is the s
 from __future__ import annotations
 
 import pytest
-from server_harness import WsKernel, jupyter_server, text_of
+from helpers.server_harness import WsKernel, text_of
 
 pytestmark = pytest.mark.kernel
 
@@ -21,12 +21,6 @@ SETUP = [
     ("c4", "# cudaassert: keep\nfeatures = torch.ones(2, device='meta')\nprint('c4 ran')"),
 ]
 FAILING = ("c5", "loss = cross_entropy(logits, labels)")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with jupyter_server(tmp_path_factory.mktemp("jupyter"), CUDAASSERT_TEST_PRETEND_GPU="1") as s:
-        yield s
 
 
 def test_a_kept_cell_is_restored_not_rerun_and_a_cell_holding_a_device_tensor_replays_with_the_reason(server):

@@ -76,6 +76,8 @@ def test_values_that_cannot_be_kept_replay_their_cell_with_the_reason(tmp_path, 
     new, outcomes, _ = restore_all(tmp_path, history)  # the new kernel says why, and replays the cell
     assert outcomes[2].line() == cell.line() and "x" in new
     assert not keep.keep_dir("k1", tmp_path).exists()
+    for namespace in (ns, new):  # both kernels' open file (and generator) closed, not left to the garbage collector
+        getattr(namespace["x"], "close", lambda: None)()
 
 
 def test_a_save_over_its_time_budget_replays_the_cell(tmp_path):

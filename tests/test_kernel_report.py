@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from kernels import execute, running_kernel, text_of
+from helpers.kernels import execute, running_kernel, text_of
 
 pytestmark = pytest.mark.kernel
 

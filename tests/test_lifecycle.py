@@ -216,7 +216,7 @@ print(json.dumps(diff(before, snapshot(skip_env=("CUDA_LAUNCH_BLOCKING", "CUDAAS
 
 @pytest.mark.parametrize("case", ["fresh", "resumed-before-its-first-cell", "resumed-replayed"])
 def test_unload_leaves_ipython_exactly_as_found_with_the_tap_on_also_in_a_resumed_kernel(tmp_path, case):
-    from conftest import TESTS, kernel_env
+    from helpers import TESTS, kernel_env
 
     env = kernel_env(JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"), IPYTHONDIR=str(tmp_path / "ipython"),
                      CUDAASSERT_TEST_PRETEND_GPU="1")

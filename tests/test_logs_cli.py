@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, kernel_env
+from helpers import ROOT, kernel_env
 from log_samples import S5
 
 from cudaassert_ipy.logs.cli import IS_DIR, NO_FILE, USAGE

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.kernels import execute, running_kernel, text_of
 from IPython.core.error import UsageError
-from kernels import execute, running_kernel, text_of
 from log_samples import S5, pasted_markdown
 
 from cudaassert_ipy.logs.cli import MAGIC_NO_FILE, MAGIC_STDIN, PASTED

@@ -19,8 +19,8 @@ from typing import Any, Callable
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import kernel_env
-from kernels import execute, running_kernel
+from helpers import kernel_env
+from helpers.kernels import execute, running_kernel
 from torch.utils.data import DataLoader, Dataset
 
 import cudaassert_ipy

@@ -27,9 +27,13 @@ class TokenStream(IterableDataset):
 
 
 def test_check_labels_accepts_valid_labels_and_ignore_index() -> None:
-    check_labels(torch.tensor([0, 4, 255]), 5, ignore_index=255)
-    check_labels([0, 1, 2], 3)
-    check_labels(torch.tensor([], dtype=torch.long), 3)
+    """Valid labels pass without a word: in range, equal to ignore_index (255, itself out of range), a list,
+    or none at all; the labels are read, not changed."""
+    labels = torch.tensor([0, 4, 255])
+    assert check_labels(labels, 5, ignore_index=255) is None
+    assert labels.tolist() == [0, 4, 255]
+    assert check_labels([0, 1, 2], 3) is None
+    assert check_labels(torch.tensor([], dtype=torch.long), 3) is None
 
 
 def test_check_labels_names_every_kind_of_bad_value_and_the_fix() -> None:

@@ -15,9 +15,9 @@ import time
 import uuid
 
 import pytest
-from kernels import execute as jc_execute
-from kernels import text_of as jc_text
-from server_harness import WsKernel, isolated_env, jupyter_server, text_of, widget_id
+from helpers.kernels import execute as jc_execute
+from helpers.kernels import text_of as jc_text
+from helpers.server_harness import WsKernel, isolated_env, text_of, widget_id
 
 from cudaassert_ipy.restart import frontend
 from cudaassert_ipy.restart.startup_stub import STUB_NAME
@@ -35,12 +35,6 @@ FAILING = ("c6", "loss = cross_entropy(logits, labels)")
 CHECK = ("import os\nfrom cudaassert_ipy.checks import validators_enabled\n"
          "print(runs, BLOCKING_AT_IMPORT, os.environ['CUDA_LAUNCH_BLOCKING'], validators_enabled(), "
          "repr(os.environ.get('CUDA_VISIBLE_DEVICES')))")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with jupyter_server(tmp_path_factory.mktemp("jupyter"), CUDAASSERT_TEST_PRETEND_GPU="1") as s:
-        yield s
 
 
 def run_story(k: WsKernel) -> list[dict]:

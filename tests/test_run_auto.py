@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import kernel_env
+from helpers import kernel_env
 
 PY = sys.executable
 IPYTHON = str(Path(sys.executable).with_name("ipython"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import kernel_env
+from helpers import kernel_env
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 

@@ -10,7 +10,7 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
-from conftest import kernel_env
+from helpers import kernel_env
 
 PY = sys.executable
 LOSS_LINE = "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 3 threads"

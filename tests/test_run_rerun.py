@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import kernel_env
+from helpers import kernel_env
 
 PY = sys.executable
 # On the GPU double's first run the assert fires; in the rerun (CUDA_LAUNCH_BLOCKING=1) the real call runs on the

@@ -10,7 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from conftest import kernel_env
+from helpers import kernel_env
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 LOSS_LINE = "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 64 threads"

@@ -9,7 +9,7 @@ from cudaassert_ipy.diagnose.detection import classify_text
 from cudaassert_ipy.diagnose.diagnosis import diagnose
 from cudaassert_ipy.diagnose.evidence import Evidence, ModuleFact, TensorFact
 
-# Triton's device_assert line without debug info (public log), and S11 from error_texts.md §7.
+# Triton's device_assert line without debug info (public log), and the Inductor assert of pytorch/pytorch#159798.
 NO_DEBUG = ("unknown:0: unknown: block: [0,0,0], thread: [32,0,0] Assertion `index out of bounds: 0 <= tmp42 < {n}` "
             "failed.\n")
 ERROR = ("RuntimeError", "Triton Error [CUDA]: device-side assert triggered")

@@ -4,7 +4,7 @@ The CUDA runtime writes assertion lines straight to fd 2 from C, where ``sys.std
 them, and older or Windows kernels send them only to the server log. So we ``dup2`` a pipe of our
 own onto the fd, and one reader thread forwards each byte to the previous descriptor (ipykernel's
 pipe or the real stderr) and records it in a bounded tail. Measurements and the reasons for the
-1 MiB pipes are in docs/design.md (the fd tee); minrk/wurlitzer was the model.
+1 MiB pipes are in docs/design.md ("The assertion line"); minrk/wurlitzer was the model.
 Where ipykernel captures the fd, the reader can instead write every byte to the kernel's log itself
 and a thinned stream to the cell (``shown_lines``; cell_route.py, line_filter.py): thousands of
 assertion lines then stay out of the notebook.
@@ -263,6 +263,12 @@ class FdTap:
         """Our pipes' read ends while started (for a caller's ``poll``: readable means bytes wait to be forwarded)."""
         return tuple(channel.read for channel in self._channels)
 
+    @property
+    def waited_fds(self) -> Tuple[int, ...]:
+        """The fds whose next reader ``settle()`` waits for: a pipe, until its reader leaves bytes unread for a
+        whole ``settle()`` timeout (nobody reads it, so it is not waited for again)."""
+        return tuple(channel.fd for channel in self._channels if channel.waits and not channel.broken)
+
     def unread(self) -> bool:
         """Whether bytes sit in our pipes, written but not yet forwarded (one ioctl per fd)."""
         return any(bytes_waiting(channel.read) > 0 for channel in self._channels)
@@ -471,6 +477,10 @@ class TapSet:
     @property
     def routed_fds(self) -> Tuple[int, ...]:
         return tuple(fd for tap in self.taps for fd in tap.routed_fds)
+
+    @property
+    def waited_fds(self) -> Tuple[int, ...]:
+        return tuple(fd for tap in self.taps for fd in tap.waited_fds)
 
     def text_since(self, mark: Tuple[int, ...]) -> str:
         parts = [tap.text_since(m) for tap, m in zip(self.taps, mark)]

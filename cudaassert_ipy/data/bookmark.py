@@ -176,6 +176,12 @@ class Bookmark:
     def installed(self) -> bool:
         return bool(self._originals)
 
+    @property
+    def tracked(self) -> int:
+        """How many live DataLoader iterators the bookmark follows; one is forgotten when it is collected (its
+        records stay) and all of them on unload."""
+        return len(self._states)
+
     def status_line(self) -> str:
         """For ``%cudaassert status``."""
         if self.note is not None and not self.installed:

@@ -45,7 +45,7 @@ for images, targets in cudaassert_ipy.failing_batch(train_loader):
 
 
 def test_a_real_device_assert_names_the_bad_dataset_index_and_failing_batch_reproduces_it(tmp_path: Path):
-    from server_harness import WsKernel, jupyter_server, text_of
+    from helpers.server_harness import WsKernel, jupyter_server, text_of
 
     with jupyter_server(tmp_path / "home") as server:
         kid = server.start_kernel()

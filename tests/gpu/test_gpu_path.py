@@ -6,7 +6,7 @@ cause and the folded assertion line → a later CUDA cell gets one line pointing
 the failing cell replays the setup, and the validator stops ``cross_entropy`` before launch →
 the GPU works in that kernel.
 
-A real jupyter_server (``tests/server_harness.py``, as the restart tests use) and not a bare
+A real jupyter_server (``tests/helpers/server_harness.py``, as the restart tests use) and not a bare
 jupyter_client ``KernelManager``: the restart under test is the server's auto-restart after the
 kernel's clean ``do_shutdown(True)``, which keeps the kernel id and connection file. A bare
 ``KernelManager`` restarts nothing by itself (its restarter needs a running IOLoop), so it would
@@ -48,13 +48,13 @@ print("loss", loss.item())
 
 
 def _texts(messages: list[dict]) -> str:
-    from server_harness import text_of
+    from helpers.server_harness import text_of
 
     return text_of(messages)
 
 
 def test_assert_panel_restart_replay_then_the_validator_stops_the_same_cell_and_the_gpu_works(tmp_path: Path):
-    from server_harness import WsKernel, jupyter_server
+    from helpers.server_harness import WsKernel, jupyter_server
 
     with jupyter_server(tmp_path / "home") as server:
         kid = server.start_kernel()

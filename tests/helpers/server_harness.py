@@ -27,8 +27,7 @@ from typing import Any, Iterator
 
 import websocket
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
+from helpers import ROOT, TESTS
 
 
 def isolated_env(home: Path, **extra: str) -> dict[str, str]:

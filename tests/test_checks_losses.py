@@ -8,9 +8,9 @@ from typing import Any, Callable, Optional
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.validator_outcomes import SETTINGS, outcome
 from hypothesis import given
 from hypothesis import strategies as st
-from validator_outcomes import SETTINGS, outcome
 
 from cudaassert_ipy.checks import ValidationError, ValidationIndexError, ValidationRuntimeError, validators
 
@@ -108,9 +108,15 @@ def test_nll_loss_raises_exactly_when_cpu_does(case: dict) -> None:
 @SETTINGS
 @given(st.integers(2, 5), st.booleans())
 def test_probability_targets_are_never_index_checked(n_classes: int, smoothing: bool) -> None:
+    """Float targets are class probabilities, not indices: whatever their values, the call goes through and
+    gives the loss it gives without validators."""
+    logits = torch.randn(3, n_classes)
     target = torch.randn(3, n_classes) * 5  # any float values, even negative: CPU accepts them
+    label_smoothing = 0.1 if smoothing else 0.0
+    plain = F.cross_entropy(logits, target, label_smoothing=label_smoothing)
     with validators():
-        F.cross_entropy(torch.randn(3, n_classes), target, label_smoothing=0.1 if smoothing else 0.0)
+        checked = F.cross_entropy(logits, target, label_smoothing=label_smoothing)
+    assert torch.equal(checked, plain)
 
 
 def test_cross_entropy_message_names_target_range_positions_and_the_fix() -> None:
@@ -229,8 +235,13 @@ def test_bce_nan_input_and_mask_targets_get_their_own_hints() -> None:
 
 
 def test_bce_with_logits_accepts_any_values() -> None:
+    """No validator checks binary_cross_entropy_with_logits today, and none may reject its input: raw logits
+    take any value (the [0, 1] rule is binary_cross_entropy's, whose hint sends users here)."""
+    logits, target = torch.tensor([5.0, -7.0]), torch.tensor([0.0, 1.0])
+    plain = F.binary_cross_entropy_with_logits(logits, target)
     with validators():
-        F.binary_cross_entropy_with_logits(torch.tensor([5.0, -7.0]), torch.tensor([0.0, 1.0]))
+        checked = F.binary_cross_entropy_with_logits(logits, target)
+    assert torch.equal(checked, plain)
 
 
 # ---------------------------------------------------------------- ctc_loss
@@ -280,6 +291,11 @@ def test_ctc_message_explains_blank_and_that_cpu_does_not_check() -> None:
 
 
 def test_ctc_padding_past_the_target_length_is_not_checked() -> None:
+    """Padded targets are read only up to each target length: the -1 padding and the blank label 0 past it
+    are not targets, so the call goes through and gives the loss it gives without validators."""
     log_probs = torch.randn(10, 2, 5).log_softmax(2)
+    targets = torch.tensor([[1, 2, -1, -1], [3, 0, 0, 0]])
+    plain = F.ctc_loss(log_probs, targets, [10, 10], [2, 1])
     with validators():
-        F.ctc_loss(log_probs, torch.tensor([[1, 2, -1, -1], [3, 0, 0, 0]]), [10, 10], [2, 1])
+        checked = F.ctc_loss(log_probs, targets, [10, 10], [2, 1])
+    assert torch.equal(checked, plain)

@@ -7,8 +7,9 @@ import queue
 import time
 from typing import Any, Iterator
 
-from conftest import kernel_env
 from jupyter_client.manager import start_new_kernel
+
+from helpers import kernel_env
 
 
 @contextlib.contextmanager

@@ -7,6 +7,8 @@ from typing import Any, Callable, Optional
 
 from hypothesis import settings
 
+from cudaassert_ipy.checks import ValidationError, validators
+
 #: hypothesis settings for the "raises exactly when CPU does" tests (each example runs the call twice)
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -19,3 +21,16 @@ def outcome(fn: Callable[[], Any]) -> tuple[Optional[BaseException], Any]:
             return None, fn()
     except Exception as e:  # the outcome itself is what the tests compare
         return e, None
+
+
+def assert_same_verdict(fn: Callable[[], Any]) -> Optional[ValidationError]:
+    """Random ops: compare raising, not values."""
+    plain_error, _ = outcome(fn)
+    with validators():
+        checked_error, _ = outcome(fn)
+    if plain_error is None:
+        assert checked_error is None, f"false positive: {checked_error}"
+        return None
+    assert isinstance(checked_error, ValidationError), f"missed: CPU raised {plain_error!r}"
+    assert isinstance(checked_error, type(plain_error))
+    return checked_error
