@@ -19,14 +19,16 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cudaassert_ipy"
 #: layer -> the layers it may import (besides itself and ``wording``, the shared words every layer uses)
 MAY_IMPORT: dict[str, set[str]] = {
     "capture": set(),
-    "diagnose": {"capture"},
-    "checks": {"capture", "diagnose"},
-    "data": {"capture", "diagnose", "checks"},
-    "view": {"capture", "diagnose"},
-    "restart": {"capture", "diagnose", "checks", "data", "view"},
-    "run": {"capture", "diagnose", "checks", "data", "view", "restart", "logs"},
-    "logs": {"capture", "diagnose", "checks", "data", "view", "restart", "run"},
-    "shell": {"capture", "diagnose", "checks", "data", "view", "restart", "run", "logs"},
+    # framework adapters: standard library only, so that diagnose, checks and data can all ask them
+    "frameworks": set(),
+    "diagnose": {"capture", "frameworks"},
+    "checks": {"capture", "frameworks", "diagnose"},
+    "data": {"capture", "frameworks", "diagnose", "checks"},
+    "view": {"capture", "frameworks", "diagnose"},
+    "restart": {"capture", "frameworks", "diagnose", "checks", "data", "view"},
+    "run": {"capture", "frameworks", "diagnose", "checks", "data", "view", "restart", "logs"},
+    "logs": {"capture", "frameworks", "diagnose", "checks", "data", "view", "restart", "run"},
+    "shell": {"capture", "frameworks", "diagnose", "checks", "data", "view", "restart", "run", "logs"},
 }
 # run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
 # the reverse, and they stay free of IPython (see the bare-import test below).
@@ -35,7 +37,7 @@ BASE = "wording"
 #: directly in it but ``wording`` (``__main__``, ``auto``, ...); layers are the subpackages
 TOP = "<top>"
 #: modules a bare script imports; none of them may bring IPython or ipywidgets along
-BARE = ["capture", "diagnose", "view/report.py", "run", "logs"]
+BARE = ["capture", "frameworks", "diagnose", "view/report.py", "run", "logs"]
 WIDGET_WORLD = ["IPython", "ipywidgets"]
 
 
