@@ -5,8 +5,9 @@ alive. Each concrete class also subclasses the exception type CPU PyTorch raises
 bad input (``IndexError`` for ``cross_entropy`` targets, ``RuntimeError`` for ``gather`` ...),
 so ``except IndexError:`` written against CPU behaviour keeps working.
 
-The attributes are a contract read by the extension's diagnosis code: ``op``, ``argument``,
-``valid``, ``n_bad``, ``examples``, ``cause_id``, ``hint``, ``facts``. ``str(exc)`` is the full message.
+The attributes (``op``, ``argument``, ``valid``, ``n_bad``, ``examples``, ``cause_id``, ``hint``, ``facts``)
+reach the diagnosis as one frozen value, ``validator_stop()`` (``diagnose.validator_stop.ValidatorStop``).
+``str(exc)`` is the full message.
 The "Likely fix" wording itself lives in :mod:`cudaassert_ipy.diagnose.hints`, shared with the
 post-mortem rules and preflight; ``facts`` are the plain values it was worded from (or None).
 """
@@ -17,6 +18,7 @@ from contextvars import ContextVar
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from cudaassert_ipy.diagnose.hints import Facts
+from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
 from cudaassert_ipy.wording import plural
 
 __all__ = [
@@ -187,6 +189,11 @@ class ValidationError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def validator_stop(self) -> ValidatorStop:
+        """What the diagnosis reads from this stop (its typed contract, ``diagnose.validator_stop``)."""
+        return ValidatorStop(op=self.op, argument=self.argument, valid=self.valid, n_bad=self.n_bad,
+                             examples=tuple(self.examples), cause_id=self.cause_id, hint=self.hint, facts=self.facts)
 
     def __reduce__(self) -> Any:  # keyword-only __init__: keep pickling (multiprocessing) working
         state = {

@@ -14,8 +14,8 @@ from typing import Callable, Optional, Sequence, Union
 
 from cudaassert_ipy.frameworks.base import ClassHead
 
-__all__ = ["HEAD_WORDS", "BceFacts", "ClassHead", "Facts", "LabelFacts", "TokenFacts", "bce", "class_labels", "fix",
-           "set_classes", "token_ids"]
+__all__ = ["CLASS_TEMPLATES_AS", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "ClassHead", "Facts", "LabelFacts",
+           "TokenFacts", "bce", "class_labels", "fix", "set_classes", "token_ids"]
 
 # ---------------------------------------------------------------- class labels (cross_entropy, nll_loss, preflight)
 VOC_VOID = "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss"
@@ -190,13 +190,13 @@ def class_labels(f: LabelFacts) -> str:
             if words is None:
                 clauses.append(DECLARED_CLASSES.format(declared_text=text, n_classes=f.n_classes, declared=f.declared))
             else:
-                clauses.append(DECLARED_CLASSES_AS.format(declared_text=text, n_classes=f.n_classes,
-                                                          set_classes=words(f.declared)))
+                clauses.append(CLASS_TEMPLATES_AS["DECLARED_CLASSES"].format(
+                    declared_text=text, n_classes=f.n_classes, set_classes=words(f.declared)))
         elif words is None:
             template = ONE_MORE_CLASS if top == f.n_classes else REMAP_LABELS
             clauses.append(template.format(top=top, n_classes=f.n_classes, more=top + 1, last=f.n_classes - 1))
         else:
-            template = ONE_MORE_CLASS_AS if top == f.n_classes else REMAP_LABELS_AS
+            template = CLASS_TEMPLATES_AS["ONE_MORE_CLASS" if top == f.n_classes else "REMAP_LABELS"]
             clauses.append(template.format(top=top, n_classes=f.n_classes, last=f.n_classes - 1, more=top + 1,
                                            set_classes=words(top + 1)))
         if f.dense and top < 255:
@@ -251,9 +251,11 @@ def bce(f: BceFacts) -> str:
 # ---------------------------------------------------------------- framework words (frameworks/ adapters: ClassHead)
 # Where the model's class count is set in the user's framework, the fix says it in that framework's terms
 # instead of "out_features=N". An adapter reports what it saw (ClassHead); the words are here.
-#: The generic phrase the framework words replace (ONE_MORE_CLASS / REMAP_LABELS / DECLARED_CLASSES say it).
-OUTPUT_N_LOGITS = "make the last layer output {n} logits (out_features={n})"
-SET_OUT_FEATURES = "set out_features={n}"
+#: The generic phrases the framework words replace, as ONE_MORE_CLASS / REMAP_LABELS / DECLARED_CLASSES say them.
+GENERIC_CLASS_WORDS: dict[str, str] = {
+    "output": "make the last layer output {n} logits (out_features={n})",
+    "set": "set out_features={n}",
+}
 #: How each framework sets a model's class count; {n}: the count wanted, {now}: the count now, {setting}: the
 #: knob's name, {owner}: who holds it (ClassHead's fields).
 HEAD_WORDS: dict[str, str] = {
@@ -267,17 +269,19 @@ HEAD_WORDS: dict[str, str] = {
     "ultralytics": "set nc: {n} in the data YAML and list {n} names",
     "keras": "make the last layer Dense({n})",
 }
-#: ONE_MORE_CLASS, REMAP_LABELS and DECLARED_CLASSES with the framework's words in place of the generic phrase
-#: (a test holds them equal to the generic templates when given OUTPUT_N_LOGITS / SET_OUT_FEATURES).
-ONE_MORE_CLASS_AS = (
-    "the labels reach {top} with {n_classes} classes: if you have {more} classes, {set_classes}; if labels start "
-    "at 1, subtract 1"
-)
-REMAP_LABELS_AS = (
-    "the labels reach {top} with {n_classes} classes: remap the labels to 0..{last} (for example "
-    "torch.unique(labels, return_inverse=True)) or {set_classes}"
-)
-DECLARED_CLASSES_AS = "{declared_text} but the model outputs {n_classes}: {set_classes}"
+#: ONE_MORE_CLASS, REMAP_LABELS and DECLARED_CLASSES with {set_classes} (the framework's words) in place of the
+#: generic phrase; a test holds them equal to those templates when given GENERIC_CLASS_WORDS.
+CLASS_TEMPLATES_AS: dict[str, str] = {
+    "ONE_MORE_CLASS": (
+        "the labels reach {top} with {n_classes} classes: if you have {more} classes, {set_classes}; if labels "
+        "start at 1, subtract 1"
+    ),
+    "REMAP_LABELS": (
+        "the labels reach {top} with {n_classes} classes: remap the labels to 0..{last} (for example "
+        "torch.unique(labels, return_inverse=True)) or {set_classes}"
+    ),
+    "DECLARED_CLASSES": "{declared_text} but the model outputs {n_classes}: {set_classes}",
+}
 
 
 def set_classes(head: Optional[ClassHead], n_classes: int) -> Optional[Callable[[int], str]]:

@@ -10,7 +10,7 @@ context and raises a second CUDA error; the first one is only in ``__context__``
 from __future__ import annotations
 
 import types
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from cudaassert_ipy.frameworks.base import (
     Adapter,
@@ -121,7 +121,24 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
         line = _where(trainer, read)
         if line:
             facts.append(("trainer", line))
+    objects += _batch(stack.frames)
     return Found(objects=tuple(objects), facts=tuple(facts))
+
+
+def _batch(frames: Sequence[types.FrameType]) -> list[tuple[str, Any]]:
+    """The batch of the failing step, from the innermost Lightning loop frame holding one (``batch`` in
+    ``_TrainingEpochLoop.advance``): there even when the user's ``training_step`` is not on the stack."""
+    for frame in reversed(frames):
+        if not in_packages(frame_module(frame), PACKAGES) or "batch" not in frame.f_code.co_varnames:
+            continue
+        batch = frame.f_locals.get("batch")
+        if isinstance(batch, (tuple, list)):
+            return [(f"batch[{i}]", part) for i, part in enumerate(batch)]
+        if isinstance(batch, Mapping):
+            return [(f"batch[{key!r}]", part) for key, part in batch.items() if isinstance(key, str)]
+        if batch is not None:
+            return [("batch", batch)]
+    return []
 
 
 def _where(trainer: Any, read: Reader) -> str:

@@ -14,11 +14,14 @@ from cudaassert_ipy.frameworks import accelerate, generic, lightning, transforme
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, Step, frame_self
 from cudaassert_ipy.wording import error_line
 
-__all__ = ["ADAPTERS", "Gathered", "active", "class_head_near", "class_head_of", "cleanup_step", "gather",
-           "own_text"]
+__all__ = ["ADAPTERS", "ADAPTER_FAILED", "Gathered", "active", "class_head_near", "class_head_of", "cleanup_step",
+           "failure_notes", "gather", "own_text"]
 
 #: Every adapter, framework ones first; the generic (torch-level) one last.
 ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, generic.ADAPTER)
+
+#: An adapter hook that raised, as a note in the report (like a crashing rule).
+ADAPTER_FAILED = "[internal] the {adapter} adapter failed in {hook}: {error}; the rest of this report stands."
 
 #: How far up from a validator's check ``class_head_near`` looks for the model or trainer.
 NEAR_FRAMES = 64
@@ -37,6 +40,11 @@ class Gathered:
     missing: tuple[str, ...] = ()  # what could not be read, as "name.attr (why)"
     failures: tuple[tuple[str, str, str], ...] = ()  # (adapter, hook, "Error: text") for each crash
     owners: tuple[str, ...] = ()  # the adapters whose framework runs in the failing stack
+
+
+def failure_notes(failures: Sequence[tuple[str, str, str]]) -> tuple[str, ...]:
+    """One note per (adapter, hook, error) failure."""
+    return tuple(ADAPTER_FAILED.format(adapter=a, hook=h, error=e) for a, h, e in failures)
 
 
 def active(adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Adapter, ...]:

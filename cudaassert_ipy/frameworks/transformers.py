@@ -1,8 +1,9 @@
 """Hugging Face transformers (models, ``Trainer``, PEFT): where the facts are when the Trainer's loss sync fails.
 
-On a GPU the Trainer's traceback usually ends at ``torch.isnan(tr_loss_step)`` in
-``Trainer._inner_training_loop``, with no model frame: the facts are on the Trainer there (``self.model``
-and its ``config``, ``self.processing_class``, ``self.label_smoother``, the micro-batch ``inputs``).
+On a GPU the Trainer's traceback usually ends at ``torch.isnan(tr_loss_step)`` in the epoch loop
+(``Trainer._inner_training_loop``; ``_run_epoch`` in 5.x), with no model frame: the facts are on the Trainer
+there (``self.model`` and its ``config``, ``self.processing_class``, ``self.label_smoother``, the micro-batch
+``inputs``).
 A classification head's class count is ``config.num_labels``, set with ``from_pretrained(..., num_labels=N)``.
 PEFT keeps the model at ``model.base_model.model``. The Trainer re-raises unchanged: no follow-on here.
 """
@@ -109,8 +110,8 @@ def _step_line(trainer: Any, frames: Sequence[types.FrameType], read: Reader) ->
         parts.append(f"epoch {int(epoch)}")
     if isinstance(step, int):
         parts.append(f"optimizer step {step}")
-    for frame in reversed(frames):
-        if frame.f_code.co_name == "_inner_training_loop" and is_trainer(frame.f_locals.get("self")):
+    for frame in reversed(frames):  # the epoch loop (``_inner_training_loop``; ``_run_epoch`` in 5.x)
+        if "batch_samples" in frame.f_code.co_varnames and is_trainer(frame.f_locals.get("self")):
             i, group = frame.f_locals.get("i"), frame.f_locals.get("batch_samples")
             if isinstance(i, int) and isinstance(group, list):
                 parts.append(f"micro-batch {i + 1} of {len(group)} (gradient accumulation)")
