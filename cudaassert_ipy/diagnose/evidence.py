@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from cudaassert_ipy.capture.assert_lines import AssertSite
 from cudaassert_ipy.diagnose.chain import failure_place, first_error_frames, follow_on_lines
 from cudaassert_ipy.diagnose.detection import Detection
 from cudaassert_ipy.diagnose.facts import CallFacts, FloatValues, LabelValues, ModuleFact, TensorFact
-from cudaassert_ipy.frameworks import ClassHead, Stack, gather
+from cudaassert_ipy.frameworks import ADAPTERS, Adapter, ClassHead, Stack, gather
 from cudaassert_ipy.frameworks.generic import true_shape
 from cudaassert_ipy.frameworks.registry import failure_notes
 from cudaassert_ipy.wording import is_cell_filename
@@ -62,16 +62,17 @@ def collect(
     user_ns: Mapping[str, Any] | None = None,
     stderr_text: str = "",
     user_files: object = (),
+    adapters: Sequence[Adapter] = ADAPTERS,
 ) -> Evidence:
     """Gather evidence from the exception's traceback, the user's namespace and the cell.
 
     ``user_files`` (anything with ``in``) names files that count as the user's code besides notebook
-    cells: a script runner passes the script's own files."""
+    cells: a script runner passes the script's own files. ``adapters``: the framework adapters asked."""
     torch = sys.modules.get("torch")
     frames = list(first_error_frames(detection))  # the first error's, when cleanup raised a later one
     user_frame = _user_frame(frames, user_files)
-    found = gather(Stack(tuple(frames), user_ns if user_ns is not None else {}))
-    follow_ons, follow_notes = follow_on_lines(detection, failure_place(frames, user_files))
+    found = gather(Stack(tuple(frames), user_ns if user_ns is not None else {}), adapters)
+    follow_ons, follow_notes = follow_on_lines(detection, failure_place(frames, user_files), adapters)
     # The names the user knows first: the notebook's globals, then cell frames outermost to
     # innermost (``self.embed`` inside forward is ``lm.embed`` to the user), then what the framework
     # adapters found (``trainer.model``, the Trainer's ``inputs['labels']``); first name wins.

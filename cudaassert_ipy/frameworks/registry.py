@@ -100,11 +100,12 @@ def _head(stack: Stack, objects: list[tuple[str, Any]], running: Sequence[Adapte
           reader: Reader) -> Optional[ClassHead]:
     """The class head of the model that failed: a model running on the stack (innermost first), then what the
     adapters found, then the user's namespace."""
+    found = {id(obj): name for name, obj in reversed(objects)}
     candidates: list[tuple[str, Any]] = []
     for frame in reversed(stack.frames):
         obj = frame_self(frame)
         if obj is not None:
-            candidates.append(("self", obj))
+            candidates.append((stack.name_of(obj, found.get(id(obj), type(obj).__name__)), obj))
     candidates += objects
     candidates += [(k, v) for k, v in list(stack.user_ns.items()) if not k.startswith("_")]
     seen: set[int] = set()

@@ -145,7 +145,8 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
         dataset = read.get(trainer, "train_dataset", "trainer", needed=True)
         declared += _class_labels(dataset, "trainer.train_dataset", read)
         objects += _batch(stack.frames)
-    running = [(stack.name_of(obj, "self"), obj) for _, obj in stack.selves(*PACKAGES)]
+    known = {id(obj): name for name, obj in reversed(objects)}
+    running = [(stack.name_of(obj, known.get(id(obj), type(obj).__name__)), obj) for _, obj in stack.selves(*PACKAGES)]
     for name, obj in [*running, *objects, *stack.user_ns.items()]:
         model = hf_model(obj) if not name.startswith("_") else None
         line = _config_line(model, stack.name_of(model, name), read) if model is not None else None
