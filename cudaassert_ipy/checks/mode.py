@@ -16,7 +16,8 @@ When it checks nothing (and so never gets in the way):
 * for fake, meta, sparse, quantized, tensor-subclass and functorch-wrapped (``vmap``,
   ``torch.func.grad``) tensors, for empty tensors, and during CUDA graph capture;
 * during ``optimizer.step()`` and ``optimizer.zero_grad()``: the mode leaves the stack for them
-  (no risky op there, and most of a small training step's calls are there).
+  (no risky op there, and most of a small training step's calls are there); a closure passed to
+  ``step`` is checked all the same (Lightning runs ``training_step`` in one, LBFGS re-evaluates the loss).
 
 On CPU, the functional calls whose CPU kernel checks the very range the checker checks, raises
 before writing anything and leaves its inputs alone (``cross_entropy``, ``embedding`` without
@@ -225,7 +226,8 @@ def _name_samples(error: ValidationError, args: Sequence[Any], kwargs: Mapping[s
 # assert, so the mode steps off the stack for its duration: global step hooks, installed while
 # any ValidatorMode is live. If a step raises, its post-hook never runs; the mode is put back by
 # the next step's post-hook, by any enable/disable/enabled call in this thread, or by
-# resume_suspended(), which the IPython extension is meant to call after each cell.
+# resume_suspended(), which the IPython extension is meant to call after each cell. A closure given to
+# step() (Lightning's automatic optimization runs training_step in one) gets the mode back for its call.
 # zero_grad has no hook: Optimizer.zero_grad is wrapped while any ValidatorMode is live (and
 # restored after, unless someone wrapped it again meanwhile).
 _state = threading.local()
@@ -234,12 +236,35 @@ _hook_handles: List[Any] = []
 _hook_lock = threading.Lock()
 
 
-def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+def _before_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> Optional[Tuple[Any, Any]]:
     if _is_compiling() or getattr(_state, "suspended", None) is not None:
-        return
+        return None
     depth = _stack_depth()
     if depth and isinstance(_stack_at(depth - 1), ValidatorMode):
-        _state.suspended = _pop_mode()
+        mode = _state.suspended = _pop_mode()
+        return _checked_closure(args, kwargs, mode)
+    return None
+
+
+def _checked_closure(args: Any, kwargs: Any, mode: TorchFunctionMode) -> Optional[Tuple[Any, Any]]:
+    """A closure given to ``step`` holds the forward and backward (Lightning's automatic optimization runs
+    ``training_step`` in it, LBFGS re-evaluates the loss): it runs with the mode back on the stack."""
+    if callable(kwargs.get("closure")):
+        return args, {**kwargs, "closure": _with_mode(kwargs["closure"], mode)}
+    if len(args) > 1 and callable(args[1]):  # args[0] is the optimizer itself
+        return (args[0], _with_mode(args[1], mode), *args[2:]), kwargs
+    return None
+
+
+def _with_mode(closure: Callable[[], Any], mode: TorchFunctionMode) -> Callable[[], Any]:
+    def checked() -> Any:
+        _push_mode(mode)
+        try:
+            return closure()
+        finally:
+            _pop_mode()
+
+    return checked
 
 
 def _after_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
