@@ -152,7 +152,7 @@ trainer = make_trainer(OUT, train_dataset=train_ds)
     out = run_report(hf, "trainer.train()", capsys)
     assert ("Likely fix: the dataset lists 4 classes but the model outputs 3: load the model with from_pretrained(..., "
             "num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 entries.") in out
-    assert "  trainer.train_dataset.features['label'].classes: 4 entries" in out
+    assert "  train_ds.features['label'].classes: 4 entries" in out
 
 
 def test_a_config_without_num_labels_is_one_could_not_read_line_and_the_rest_stands(hf, loaded, capsys):

@@ -21,6 +21,7 @@ from cudaassert_ipy.data.preflight_scan import IDS_KEYS, LABEL_KEYS, Key, Progre
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import ClassHead, LabelFacts, TokenFacts
 from cudaassert_ipy.frameworks import class_head_of
+from cudaassert_ipy.frameworks.generic import declared_classes
 
 __all__ = ["PreflightReport", "check_labels", "check_token_ids", "preflight"]
 
@@ -67,9 +68,10 @@ def _label_facts(
 
 
 def _declared_classes(data: Any) -> Optional[int]:
-    """How many classes the dataset lists (``dataset.classes``, as torchvision datasets have), if it does."""
-    classes = getattr(getattr(data, "dataset", data), "classes", None)
-    return len(classes) if isinstance(classes, (list, tuple)) and classes else None
+    """How many classes the dataset lists (``dataset.classes``, as torchvision datasets have, or a Hugging Face
+    ``ClassLabel`` feature), if it does."""
+    declared = declared_classes(getattr(data, "dataset", data), "dataset")
+    return declared[1] if declared is not None else None
 
 
 def _tokenizer_size(tokenizer: Any) -> Optional[int]:

@@ -17,7 +17,7 @@ from cudaassert_ipy.diagnose.chain import failure_place, first_error_frames, fol
 from cudaassert_ipy.diagnose.detection import Detection
 from cudaassert_ipy.diagnose.facts import CallFacts, FloatValues, LabelValues, ModuleFact, TensorFact
 from cudaassert_ipy.frameworks import ADAPTERS, Adapter, ClassHead, Stack, gather
-from cudaassert_ipy.frameworks.generic import true_shape
+from cudaassert_ipy.frameworks.generic import declared_classes, true_shape
 from cudaassert_ipy.frameworks.registry import failure_notes
 from cudaassert_ipy.wording import is_cell_filename
 
@@ -248,9 +248,9 @@ class _Facts:
                 self._config(f"{full}.config", config)
 
     def _dataset(self, name: str, value: Any) -> None:
-        classes = getattr(value, "classes", None)
-        if isinstance(classes, (list, tuple)) and classes and name not in self.datasets:
-            self.datasets[name] = len(classes)
+        declared = declared_classes(value, name)  # torchvision's classes, HF datasets' ClassLabel
+        if declared is not None:
+            self.datasets.setdefault(*declared)
         targets = getattr(value, "targets", None)
         if targets is not None and self.torch is not None:
             if isinstance(targets, list) and targets and isinstance(targets[0], int) and len(targets) < 10_000_000:

@@ -3,17 +3,18 @@
 Steps that touch a dead GPU after the first failure, whoever calls them: ``torch.cuda.empty_cache()``,
 moving a module (``.cpu()`` / ``.to()``), ``torch.save`` (a checkpoint then is missing), the DataLoader's
 worker shutdown, destructors. Wrappers around a model (what accelerate's ``unwrap_model`` strips: DDP/FSDP
-``.module``, ``torch.compile``'s ``_orig_mod``, DeepSpeed's engine) and ZeRO-3's true parameter shapes.
+``.module``, ``torch.compile``'s ``_orig_mod``, DeepSpeed's engine), ZeRO-3's true parameter shapes, and the
+class count a dataset declares (torchvision's ``classes``, HF datasets' ``ClassLabel``).
 """
 
 from __future__ import annotations
 
 import types
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from cudaassert_ipy.frameworks.base import Adapter, Step, class_names, frame_module, frame_self
 
-__all__ = ["ADAPTER", "true_shape", "unwrap_model"]
+__all__ = ["ADAPTER", "declared_classes", "true_shape", "unwrap_model"]
 
 #: Wrapper classes whose ``.module`` is the model (torch DDP/DataParallel/FSDP, DeepSpeed's engine).
 _WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "DeepSpeedEngine",
@@ -32,6 +33,25 @@ def unwrap_model(model: Any, limit: int = 8) -> Any:
         else:
             break
     return model
+
+
+def declared_classes(dataset: Any, name: str) -> Optional[tuple[str, int]]:
+    """How many classes a dataset declares, and what lists them (its ``.classes``): a torchvision-style
+    ``classes`` list (``train_ds``), or a Hugging Face ``datasets`` ``ClassLabel`` feature
+    (``train_ds.features['label']``). None when it declares none (or cannot be read)."""
+    try:
+        classes = getattr(dataset, "classes", None)
+        if isinstance(classes, (list, tuple)) and classes:
+            return name, len(classes)
+        features = getattr(dataset, "features", None)
+        if isinstance(features, Mapping):
+            for key, feature in features.items():
+                n = getattr(feature, "num_classes", None)
+                if isinstance(n, int) and n > 0 and type(feature).__name__ == "ClassLabel":
+                    return f"{name}.features[{key!r}]", n
+    except Exception:  # a dataset whose attributes raise declares nothing we can read
+        return None
+    return None
 
 
 def true_shape(tensor: Any) -> tuple[int, ...]:

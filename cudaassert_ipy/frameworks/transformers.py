@@ -23,7 +23,7 @@ from cudaassert_ipy.frameworks.base import (
     class_names,
     in_packages,
 )
-from cudaassert_ipy.frameworks.generic import unwrap_model
+from cudaassert_ipy.frameworks.generic import declared_classes, unwrap_model
 
 __all__ = ["ADAPTER", "hf_model", "is_trainer"]
 
@@ -159,16 +159,9 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
 
 
 def _class_labels(dataset: Any, name: str, read: Reader) -> list[tuple[str, int]]:
-    """An HF ``datasets.Dataset``'s ``ClassLabel`` features: how many classes the data declares."""
-    features = read.get(dataset, "features", name) if dataset is not None else None
-    if not isinstance(features, Mapping):
-        return []
-    out = []
-    for key, feature in features.items():
-        n = getattr(feature, "num_classes", None)
-        if isinstance(n, int) and type(feature).__name__ == "ClassLabel":
-            out.append((f"{name}.features[{key!r}]", n))
-    return out
+    """How many classes the Trainer's dataset declares (an HF ``datasets.Dataset``'s ``ClassLabel``)."""
+    found = declared_classes(dataset, name) if dataset is not None else None
+    return [found] if found is not None else []
 
 
 ADAPTER = Adapter(name="transformers", packages=PACKAGES, found=_found, head=_head)
