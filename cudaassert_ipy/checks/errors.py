@@ -15,11 +15,13 @@ post-mortem rules and preflight; ``facts`` are the plain values it was worded fr
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 from cudaassert_ipy.diagnose.hints import Facts
-from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
 from cudaassert_ipy.wording import plural
+
+if TYPE_CHECKING:  # the diagnosis side of the contract loads at the first failure, not with the validators
+    from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
 
 __all__ = [
     "FOOTER",
@@ -192,6 +194,8 @@ class ValidationError(Exception):
 
     def validator_stop(self) -> ValidatorStop:
         """What the diagnosis reads from this stop (its typed contract, ``diagnose.validator_stop``)."""
+        from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
+
         return ValidatorStop(op=self.op, argument=self.argument, valid=self.valid, n_bad=self.n_bad,
                              examples=tuple(self.examples), cause_id=self.cause_id, hint=self.hint, facts=self.facts)
 

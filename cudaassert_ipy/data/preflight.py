@@ -19,8 +19,8 @@ from cudaassert_ipy.checks.common import bad_details, range_text
 from cudaassert_ipy.checks.errors import PREFLIGHT_FOOTER, PREFLIGHT_HEADLINE, ValidationIndexError, format_examples
 from cudaassert_ipy.data.preflight_scan import IDS_KEYS, LABEL_KEYS, Key, Progress, batch_len, pick_field, samples
 from cudaassert_ipy.diagnose import hints
-from cudaassert_ipy.diagnose.hints import ClassHead, LabelFacts, TokenFacts
-from cudaassert_ipy.frameworks import class_head_of
+from cudaassert_ipy.diagnose.hints import LabelFacts, TokenFacts
+from cudaassert_ipy.frameworks import ClassHead, class_head_of
 from cudaassert_ipy.frameworks.generic import declared_classes
 
 __all__ = ["PreflightReport", "check_labels", "check_token_ids", "preflight"]

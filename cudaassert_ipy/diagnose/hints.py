@@ -10,12 +10,13 @@ Standard library only: ``diagnose`` imports neither torch nor IPython.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
-from cudaassert_ipy.frameworks.base import ClassHead
+if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapters are not needed for the words
+    from cudaassert_ipy.frameworks.base import ClassHead
 
-__all__ = ["CLASS_TEMPLATES_AS", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "ClassHead", "Facts", "LabelFacts",
-           "TokenFacts", "bce", "class_labels", "fix", "set_classes", "token_ids"]
+__all__ = ["CLASS_TEMPLATES_AS", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "Facts", "LabelFacts", "TokenFacts",
+           "bce", "class_labels", "fix", "set_classes", "token_ids"]
 
 # ---------------------------------------------------------------- class labels (cross_entropy, nll_loss, preflight)
 VOC_VOID = "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss"
