@@ -52,6 +52,7 @@ from cudaassert_ipy.checks import sampling as sampling
 from cudaassert_ipy.checks import scatter as scatter
 from cudaassert_ipy.checks.common import Checker, arg
 from cudaassert_ipy.checks.errors import SAMPLE_LOOKUP, ValidationError
+from cudaassert_ipy.passthrough import drop_own_frame
 
 __all__ = ["CHECKED_CALLS", "ValidatorMode", "disable", "enable", "enabled", "resume_suspended"]
 
@@ -173,24 +174,31 @@ class ValidatorMode(TorchFunctionMode):
         args: Sequence[Any] = (),
         kwargs: Optional[Mapping[str, Any]] = None,
     ) -> Any:
+        __tracebackhide__ = True  # torch's own errors show no frame of ours (see passthrough)
         kwargs = kwargs or _EMPTY
         entry = _TABLE.get(func)
-        if entry is None or _checks_paused():
-            return func(*args, **kwargs)
-        checker, name, self_checked = entry
-        if self_checked is None or not self.trust_cpu_kernels or not _all_on_cpu(args, kwargs) \
-                or not self_checked(args, kwargs):
-            error = checker(name, args, kwargs)
-            if error is not None:
-                raise _name_samples(error, args, kwargs)
-            return func(*args, **kwargs)
         try:
-            return func(*args, **kwargs)
-        except Exception:
-            error = checker(name, args, kwargs)
-            if error is None:
-                raise  # not a bad value: torch's own error, unchanged
-        raise _name_samples(error, args, kwargs) from None
+            if entry is None or _checks_paused():
+                return func(*args, **kwargs)
+            checker, name, self_checked = entry
+            if self_checked is None or not self.trust_cpu_kernels or not _all_on_cpu(args, kwargs) \
+                    or not self_checked(args, kwargs):
+                error = checker(name, args, kwargs)
+                if error is not None:
+                    raise _name_samples(error, args, kwargs)
+                return func(*args, **kwargs)
+            try:
+                return func(*args, **kwargs)
+            except Exception:
+                error = checker(name, args, kwargs)
+                if error is None:
+                    raise  # not a bad value: torch's own error, unchanged
+            raise _name_samples(error, args, kwargs) from None
+        except ValidationError:
+            raise  # our own stop: the report explains it
+        except BaseException as passing:
+            drop_own_frame(passing)
+            raise
 
 
 def _name_samples(error: ValidationError, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError:
@@ -287,16 +295,21 @@ def _unchecked_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _is_compiling():  # first: dynamo then calls the original, which it does not trace
-            return original(self, *args, **kwargs)
-        depth = _stack_depth()
-        if not depth or not isinstance(_stack_at(depth - 1), ValidatorMode):
-            return original(self, *args, **kwargs)
-        mode = _pop_mode()
+        __tracebackhide__ = True
         try:
-            return original(self, *args, **kwargs)
-        finally:
-            _push_mode(mode)
+            if _is_compiling():  # first: dynamo then calls the original, which it does not trace
+                return original(self, *args, **kwargs)
+            depth = _stack_depth()
+            if not depth or not isinstance(_stack_at(depth - 1), ValidatorMode):
+                return original(self, *args, **kwargs)
+            mode = _pop_mode()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _push_mode(mode)
+        except BaseException as passing:
+            drop_own_frame(passing)
+            raise
 
     return zero_grad
 

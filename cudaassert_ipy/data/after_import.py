@@ -16,6 +16,8 @@ import sys
 from types import ModuleType
 from typing import Any, Callable, Sequence, cast
 
+from cudaassert_ipy.passthrough import drop_own_frame
+
 __all__ = ["AfterImport"]
 
 
@@ -30,7 +32,12 @@ class _Loader:
         return self._inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        self._inner.exec_module(module)
+        __tracebackhide__ = True  # an error in the module itself shows no frame of ours (see passthrough)
+        try:
+            self._inner.exec_module(module)
+        except BaseException as error:
+            drop_own_frame(error)
+            raise
         self._callback(module)
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... for tracebacks and inspect

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from cudaassert_ipy.data.batch_fields import Plan, keepable, plan_for, rebuild
+from cudaassert_ipy.passthrough import drop_own_frame
 
 __all__ = ["FAILED", "NOT_RECORDED", "BatchRecord", "Bookmark", "start"]
 
@@ -193,7 +194,12 @@ class Bookmark:
         state_of = states.get
 
         def _next_index(it: Any) -> Any:  # workers only: without them the sampler's iterator is teed
-            index = index_orig(it)
+            __tracebackhide__ = True  # a sampler's own error shows no frame of ours (see passthrough)
+            try:
+                index = index_orig(it)
+            except BaseException as e:
+                drop_own_frame(e)
+                raise
             try:
                 st = states.get(id(it))
                 if st is None:  # workers prefetch from the iterator's constructor, before any __next__
@@ -204,19 +210,24 @@ class Bookmark:
             return index
 
         def __next__(it: Any) -> Any:
+            __tracebackhide__ = True  # dataset and collate errors show no frame of ours (see passthrough)
             st = state_of(id(it))
             try:
                 if st is None or (st.records and it._num_yielded == 0 and _yielded_any(st)):  # a new iteration
                     st = bookmark._start(it, st)
             except Exception as e:
                 bookmark._failed(e)
-                return next_orig(it)
+                try:
+                    return next_orig(it)
+                except BaseException as error:
+                    drop_own_frame(error)
+                    raise
             try:
                 data = next_orig(it)
-            except StopIteration:
-                raise
-            except Exception as e:
-                bookmark._raised(it, st, e)
+            except BaseException as e:
+                if isinstance(e, Exception) and not isinstance(e, StopIteration):
+                    bookmark._raised(it, st, e)
+                drop_own_frame(e)
                 raise
             try:
                 tee = st.tee  # 0 workers: the sampler's copy; workers: the list filed under its send number

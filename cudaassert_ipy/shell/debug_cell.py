@@ -23,6 +23,7 @@ from typing import Any, Callable, List, Optional, Tuple
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 
+from cudaassert_ipy.passthrough import drop_own_frame
 from cudaassert_ipy.wording import is_cell_filename
 
 __all__ = ["DEBUG_MAGIC_DOC", "debug_magic_arguments", "parse_debug_args", "run_debug_cell"]
@@ -202,7 +203,11 @@ def _debug_mode_class() -> type:
 
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             __tracebackhide__ = True
-            out = func(*args, **(kwargs or {}))
+            try:
+                out = func(*args, **(kwargs or {}))
+            except BaseException as passing:  # torch's own error, unchanged (see passthrough)
+                drop_own_frame(passing)
+                raise
             if getattr(func, "__name__", "") == "__get__" or torch.compiler.is_compiling():
                 return out  # property reads (.grad, .shape): not a computation
             tensors = _tensors(out)
@@ -313,6 +318,9 @@ def run_debug_cell(shell: Any, cell: str, *, sync: bool = False, nan: bool = Fal
             _push_mode(guard)
         for code in codes:
             exec(code, shell.user_global_ns, shell.user_ns)
+    except BaseException as passing:  # the cell's own error, shown as the cell raised it (see passthrough)
+        drop_own_frame(passing)
+        raise
     finally:
         if guard is not None:
             validator_mode.disable(guard)

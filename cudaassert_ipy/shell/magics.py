@@ -12,6 +12,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from cudaassert_ipy.passthrough import drop_own_frame
 from cudaassert_ipy.shell.debug_cell import debug_magic_arguments, parse_debug_args, run_debug_cell
 
 if TYPE_CHECKING:
@@ -133,8 +134,13 @@ class CudaAssertMagics(Magics):
     def cuda_debug(self, line: str, cell: str) -> None:
         """Run this cell with validators on; --sync: synchronise after each CUDA torch call; --nan: stop at the
         first NaN/inf."""
+        __tracebackhide__ = True
         options = parse_debug_args(line)  # UsageError with the usage line on bad input
-        run_debug_cell(self.shell, cell, sync=options.sync, nan=options.nan)
+        try:
+            run_debug_cell(self.shell, cell, sync=options.sync, nan=options.nan)
+        except BaseException as passing:  # the cell's own error: no frame of ours above it (see passthrough)
+            drop_own_frame(passing)
+            raise
 
 
 def unregister_magics(shell: Any, magics: Magics) -> None:
