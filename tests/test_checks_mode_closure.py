@@ -50,3 +50,16 @@ def test_a_good_closure_runs_checked_and_the_step_itself_unchecked():
         loss = optimizer.step(closure)
         assert validators_enabled()
     assert torch.isfinite(loss)
+
+
+def test_an_ordinary_error_in_a_checked_closure_shows_no_frame_of_ours():
+    model = nn.Linear(4, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def closure() -> torch.Tensor:
+        raise KeyError("batch")
+
+    with validators(), pytest.raises(KeyError) as raised:
+        optimizer.step(closure)
+    files = [entry.path for entry in raised.traceback]
+    assert not [f for f in files if "cudaassert_ipy" in str(f)], files

@@ -266,9 +266,13 @@ def _checked_closure(args: Any, kwargs: Any, mode: TorchFunctionMode) -> Optiona
 
 def _with_mode(closure: Callable[[], Any], mode: TorchFunctionMode) -> Callable[[], Any]:
     def checked() -> Any:
+        __tracebackhide__ = True
         _push_mode(mode)
         try:
             return closure()
+        except BaseException as passing:  # the user's error: no frame of ours in its traceback
+            drop_own_frame(passing)
+            raise
         finally:
             _pop_mode()
 
