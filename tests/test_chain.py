@@ -164,3 +164,43 @@ def test_what_an_adapter_could_not_read_is_one_line_and_its_other_facts_stand(ce
         "the rest of this report stands."]
     assert ("where", "the test adapter looked") in d.facts
     assert d.likely_fix is not None and "out_features=4" in d.likely_fix
+
+
+RUNNER_SCRIPT = """
+import torch, torch.nn as nn, torch.nn.functional as F
+from gpu_double_async import DeadGpu
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+labels = torch.tensor([0, 2, 3, 1])
+
+def step(x, y):
+    loss = F.cross_entropy(model(x), y)
+    return loss.item()
+
+def fit():
+    try:
+        step(torch.randn(4, 8), labels)
+    except BaseException:
+        model.cpu()
+        raise
+
+with DeadGpu(surfaces={torch.Tensor.item}):
+    fit()
+"""
+
+
+def test_the_runner_diagnoses_the_first_error_with_the_scripts_facts_and_names_the_cleanup(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import kernel_env
+
+    (tmp_path / "train.py").write_text(RUNNER_SCRIPT)
+    done = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "train.py"], cwd=tmp_path, env=kernel_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "During handling of the above exception, another exception occurred:" in done.stderr
+    report = done.stderr.split("[cudaassert] The GPU context of this process is dead", 1)[1]
+    assert ("Follow-on: moving the model (`Module.cpu()`) touched the dead GPU; the failure was in `step`."
+            in report)
+    assert "Your code: line 9: return loss.item()" in report
+    assert "model.2: out_features=3" in report and "labels: 1 bad value(s); first: 3 at [2]" in report
