@@ -200,6 +200,30 @@ def test_a_trainer_with_no_train_dataset_says_so_in_one_line_and_the_rest_stands
     assert f"Likely fix: {HF_FIX}." in out
 
 
+def test_token_ids_from_a_grown_tokenizer_get_resize_token_embeddings_from_the_trainers_processing_class(
+        hf, loaded, capsys, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(65))]))
+    hf.run_cell(f"""
+from transformers import BertTokenizer
+
+def tokenized():  # the tokenizer grew to 70 tokens, the model's embedding has 64 rows
+    tokenizer = BertTokenizer({str(vocab)!r})
+    texts = [" ".join(f"w{{i}}" for i in range(j, j + 6)) for j in range(0, 64, 8)]
+    rows = [tokenizer(t)["input_ids"] for t in texts]
+    return tokenizer, [{{"input_ids": torch.tensor(r), "labels": torch.tensor(k % 3)}} for k, r in enumerate(rows)]
+
+tokenizer_, grown = tokenized()
+trainer = make_trainer(OUT, train_dataset=grown, processing_class=tokenizer_)
+del tokenizer_
+""", store_history=True)
+    out = run_report(hf, "trainer.train()", capsys)
+    assert "index out of range in an embedding or index_select" in out
+    assert ("Likely fix: the tokenizer has 70 tokens but the embedding only 64 rows: call "
+            "model.resize_token_embeddings(len(tokenizer)).") in out
+    assert "  trainer.processing_class: len = 70" in out
+
+
 @pytest.mark.kernel
 def test_in_a_real_kernel_the_trainers_gpu_failure_gets_the_num_labels_fix(tmp_path):
     with running_kernel() as kc:
