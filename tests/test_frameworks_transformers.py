@@ -93,6 +93,14 @@ def test_a_3_label_bert_fed_label_3_through_labels_gets_the_from_pretrained_fix(
     assert "Exception: IndexError: Target 3 is out of bounds." in out
 
 
+def test_a_users_subclass_of_an_hf_classifier_still_gets_the_from_pretrained_fix(hf, loaded, capsys):
+    hf.run_cell("class ReviewClassifier(BertForSequenceClassification):\n    pass\n\n"
+                "model = ReviewClassifier(make_trainer(OUT).model.config)\nbatch = train_data[:4]", store_history=True)
+    out = run_report(hf, "out = model(input_ids=torch.stack([b['input_ids'] for b in batch]),\n"
+                         "            labels=torch.stack([b['labels'] for b in batch]))", capsys)
+    assert f"Likely fix: {HF_FIX}." in out
+
+
 def test_the_trainer_on_the_cpu_gets_the_from_pretrained_fix_and_the_step(hf, loaded, capsys):
     hf.run_cell("trainer = make_trainer(OUT, train_dataset=train_data)", store_history=True)
     out = run_report(hf, "trainer.train()", capsys)

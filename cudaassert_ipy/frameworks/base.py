@@ -24,6 +24,7 @@ __all__ = [
     "frame_module",
     "frame_self",
     "in_packages",
+    "made_by",
 ]
 
 
@@ -70,10 +71,11 @@ class Stack:
     user_ns: Mapping[str, Any] = field(default_factory=dict)
 
     def selves(self, *packages: str) -> Iterator[tuple[types.FrameType, Any]]:
-        """(frame, its ``self``) for frames running a method of a class from ``packages``, innermost first."""
+        """(frame, its ``self``) for frames running a method of an object made by ``packages`` (its class or a
+        base class comes from them: a user's subclass counts), innermost first."""
         for frame in reversed(self.frames):
             obj = frame_self(frame)
-            if obj is not None and in_packages(class_module(obj), packages):
+            if obj is not None and made_by(obj, packages):
                 yield frame, obj
 
     def name_of(self, obj: Any, default: str) -> str:
@@ -178,6 +180,15 @@ def class_module(obj: Any) -> str:
     """The module of ``type(obj)`` (never ``obj.__class__``, which wrappers such as accelerate's fake)."""
     module = getattr(type(obj), "__module__", "")
     return module if isinstance(module, str) else ""
+
+
+def made_by(obj: Any, packages: Sequence[str]) -> bool:
+    """Whether ``type(obj)`` or one of its bases comes from ``packages`` (a user's subclass of a framework class
+    counts: ``class MyTrainer(Trainer)`` defined in a notebook)."""
+    try:
+        return any(in_packages(getattr(t, "__module__", "") or "", packages) for t in type(obj).__mro__)
+    except Exception:
+        return False
 
 
 def in_packages(module: str, packages: Sequence[str]) -> bool:

@@ -51,7 +51,8 @@ def is_lightning_module(obj: Any) -> bool:
 
 
 def _trainer(stack: Stack) -> Any:
-    """The Lightning Trainer of the failing call: a Lightning frame's ``self`` or its ``trainer`` argument."""
+    """The Lightning Trainer of the failing call: a Lightning frame's ``self`` or its ``trainer`` argument (a
+    trainer merely sitting in the namespace says nothing about this failure)."""
     for frame in reversed(stack.frames):
         if not in_packages(frame_module(frame), PACKAGES):
             continue
@@ -61,7 +62,7 @@ def _trainer(stack: Stack) -> Any:
         local = frame.f_locals.get("trainer")
         if is_trainer(local):
             return local
-    return next((v for v in list(stack.user_ns.values()) if is_trainer(v)), None)
+    return None
 
 
 def _hparam(module: Any, read: Reader, name: str) -> Optional[tuple[str, int]]:
@@ -104,7 +105,7 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     trainer = _trainer(stack)
     module = read.get(trainer, "lightning_module", "trainer") if trainer is not None else None
     if module is None:
-        module = next((obj for _, obj in stack.selves(*PACKAGES, "__main__") if is_lightning_module(obj)), None)
+        module = next((obj for _, obj in stack.selves(*PACKAGES) if is_lightning_module(obj)), None)
     if module is None:
         module = next((v for v in list(stack.user_ns.values()) if is_lightning_module(v)), None)
     if trainer is None and module is None:

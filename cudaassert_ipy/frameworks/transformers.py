@@ -19,9 +19,9 @@ from cudaassert_ipy.frameworks.base import (
     Found,
     Reader,
     Stack,
-    class_module,
     class_names,
     in_packages,
+    made_by,
 )
 from cudaassert_ipy.frameworks.generic import declared_classes, unwrap_model
 
@@ -41,14 +41,14 @@ def hf_model(obj: Any) -> Any:
     """The transformers model in ``obj`` (through DDP/compile/DeepSpeed wrappers and PEFT), or None."""
     model = unwrap_model(obj)
     for _ in range(4):  # PeftModel.base_model (LoraModel).model
-        if not in_packages(class_module(model), ("peft",)):
+        if not made_by(model, ("peft",)):
             break
         inner = getattr(model, "base_model", None)
         inner = getattr(inner, "model", inner)
         if inner is None or inner is model:
             break
         model = unwrap_model(inner)
-    if in_packages(class_module(model), ("transformers",)) and hasattr(model, "config"):
+    if made_by(model, ("transformers",)) and hasattr(model, "config"):
         return model
     return None
 
@@ -120,9 +120,8 @@ def _step_line(trainer: Any, frames: Sequence[types.FrameType], read: Reader) ->
 
 
 def _found(stack: Stack, read: Reader) -> Optional[Found]:
+    # the Trainer that was running (a trainer merely sitting in the namespace says nothing about this failure)
     trainer = next((obj for _, obj in stack.selves("transformers") if is_trainer(obj)), None)
-    if trainer is None:
-        trainer = next((v for v in stack.user_ns.values() if is_trainer(v)), None)
     objects: list[tuple[str, Any]] = []
     facts: list[tuple[str, str]] = []
     declared: list[tuple[str, int]] = []
@@ -143,7 +142,9 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
         if line is not None:
             facts.append(line)
         dataset = read.get(trainer, "train_dataset", "trainer", needed=True)
-        declared += _class_labels(dataset, "trainer.train_dataset", read)
+        found = declared_classes(dataset, stack.name_of(dataset, "trainer.train_dataset")) \
+            if dataset is not None else None
+        declared += [found] if found is not None else []
         objects += _batch(stack.frames)
     known = {id(obj): name for name, obj in reversed(objects)}
     running = [(stack.name_of(obj, known.get(id(obj), type(obj).__name__)), obj) for _, obj in stack.selves(*PACKAGES)]
@@ -156,12 +157,6 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     if not (objects or facts or declared):
         return None
     return Found(objects=tuple(objects), facts=tuple(facts), declared=tuple(declared))
-
-
-def _class_labels(dataset: Any, name: str, read: Reader) -> list[tuple[str, int]]:
-    """How many classes the Trainer's dataset declares (an HF ``datasets.Dataset``'s ``ClassLabel``)."""
-    found = declared_classes(dataset, name) if dataset is not None else None
-    return [found] if found is not None else []
 
 
 ADAPTER = Adapter(name="transformers", packages=PACKAGES, found=_found, head=_head)
