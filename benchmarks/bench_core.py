@@ -5,7 +5,9 @@
 1. ``%load_ext cudaassert`` time in a fresh process (torch and ipywidgets must stay unimported);
 2. idle overhead per trivial cell (hooks + fd tee), with and without the extension, interleaved: in a bare
    in-process InteractiveShell (the harshest baseline, ~80 us a cell) and in real kernels (what a notebook runs);
-3. exception -> report with 10,000 assertion lines captured by the tap.
+3. exception -> report with 10,000 assertion lines captured by the tap;
+4. exception -> report in a deep framework stack: Lightning's fit fails in training_step on the simulated GPU and
+   its real teardown raises a second CUDA error (only where lightning is installed: the frameworks environment).
 """
 
 from __future__ import annotations
@@ -111,6 +113,74 @@ sites = ext.last.assert_sites
 sys.__stdout__.write(f"{sorted(spent[1:])[len(spent[1:]) // 2] * 1000:.2f}|{sites[0]}\n")
 """
 
+# The same, in a deep framework stack: Lightning's real fit loop fails in training_step on the (simulated) GPU,
+# its real teardown raises a second CUDA error, and the report walks the chain back to the first (frameworks env).
+FRAMEWORK_SETUP = """
+import logging, torch, torch.nn as nn, torch.nn.functional as F
+import lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+from gpu_double_async import DeadGpu
+logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+class Lit(L.LightningModule):
+    def __init__(self, num_classes=3):
+        super().__init__()
+        self.save_hyperparameters()
+        self.body = nn.Sequential(*[nn.Linear(64, 64) for _ in range(12)])
+        self.head = nn.Linear(64, num_classes)
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self.head(self.body(x)), y)
+        loss.item()
+        return loss
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters())
+loader = DataLoader(TensorDataset(torch.randn(64, 64), torch.arange(64) % 4), batch_size=16)
+"""
+FRAMEWORK_FIT = """
+model = Lit()
+trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False)
+with DeadGpu(surfaces={torch.Tensor.item}):
+    trainer.fit(model, loader)
+"""
+FRAMEWORK_CODE = f"""
+import sys, time, warnings
+from IPython.core.interactiveshell import InteractiveShell
+warnings.filterwarnings("ignore")
+ip = InteractiveShell.instance()
+ip.run_line_magic('load_ext', 'cudaassert')
+from cudaassert_ipy.shell import extension
+from cudaassert_ipy.diagnose.chain import first_error_frames
+from cudaassert_ipy.diagnose.detection import classify
+ext = extension.current(ip)
+post = ext.watcher.post_run_cell
+spent = []
+def timed(result=None):
+    t0 = time.perf_counter(); post(result); spent.append(time.perf_counter() - t0)
+ip.events.unregister('post_run_cell', post)
+ip.events.register('post_run_cell', timed)
+ip.run_cell({FRAMEWORK_SETUP!r})
+for _ in range(6):
+    ext.state.reset()
+    ip.run_cell({FRAMEWORK_FIT!r})
+detection = classify(sys.last_value)
+depth = len(first_error_frames(detection))
+follow = ext.last.follow_ons[0] if ext.last.follow_ons else "none"
+sys.__stdout__.write(f"{{sorted(spent[1:])[len(spent[1:]) // 2] * 1000:.2f}}|{{depth}}|{{follow}}\\n")
+"""
+
+
+def bench_framework(env: dict[str, str]) -> tuple[str, str, str] | None:
+    """The deep-stack row, where lightning is installed (the frameworks environment); None elsewhere."""
+    import importlib.util
+
+    if importlib.util.find_spec("lightning") is None:
+        return None
+    out = subprocess.run([sys.executable, "-c", FRAMEWORK_CODE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True, check=True, env=env).stdout.strip().splitlines()[-1]
+    ms, depth, follow = out.split("|", 2)
+    return ms, depth, follow
+
 
 def main() -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
@@ -140,6 +210,15 @@ def main() -> None:
          float(report_ms) <= 50),
         ("  folded into", site, "one site", "10000 threads" in site or "10,000" in site),
     ]
+    deep = bench_framework(env)
+    if deep is None:
+        rows.append(("exception -> report, Lightning teardown chain", "needs lightning (frameworks env)", "<= 50 ms",
+                     None))
+    else:
+        ms, depth, follow = deep
+        rows += [(f"exception -> report, Lightning teardown chain ({depth} frames)", f"{float(ms):.1f} ms",
+                  "<= 50 ms", float(ms) <= 50),
+                 ("  follow-on line", follow[:40] + "...", "names the teardown", "Lightning's teardown" in follow)]
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'result':<28}  {'goal':<24}  verdict")
     for name, value, goal, ok in rows:

@@ -771,6 +771,229 @@ ca.check_token_ids(input_ids, vocab_size=len(tokenizer))
 """),
 ]
 
+# --------------------------------------------------------------------------------------------------
+HF_TRAINER: list[Cell] = [
+    Md("""
+# Hugging Face Trainer: a 4th class in the data, a model built for 3
+
+A review classifier was fine-tuned for 3 labels (negative, neutral, positive). Last week the annotators added a
+4th, *mixed*, and `trainer.train()` now stops with
+
+```
+AcceleratorError: CUDA error: device-side assert triggered
+```
+
+On a GPU the traceback ends inside the Trainer, at `torch.isnan(tr_loss_step)` in its epoch loop: that is where
+the Trainer first waits for the GPU, and no line of the model is on the stack. The usual advice, "make the last
+layer output 4 logits", is not how you fix a Hugging Face model: you ask `from_pretrained` for `num_labels=4`.
+`cudaassert` reads the facts where the Trainer keeps them (`trainer.model.config`, the micro-batch, the dataset's
+`ClassLabel`) and words the fix that way.
+
+Everything is built here (a tiny BERT from a `BertConfig`; nothing is downloaded). On a CPU the same cell raises
+the CPU twin (`IndexError: Target 3 is out of bounds.`) and gets the same diagnosis.
+"""),
+    LOAD,
+    Code("""
+import datasets
+import torch
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+from transformers.utils import logging as hf_logging
+
+hf_logging.set_verbosity_error()
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print("device:", device, "| torch", torch.__version__)
+"""),
+    Md("""
+## The data
+
+64 tokenised reviews. The label column is a `ClassLabel` with the 4 names the annotators use now; one review is
+labelled *mixed* (3).
+"""),
+    Code("""
+LABELS = ["negative", "neutral", "positive", "mixed"]
+g = torch.Generator().manual_seed(0)
+rows = {"input_ids": torch.randint(5, 100, (64, 16), generator=g).tolist(), "label": [i % 3 for i in range(64)]}
+rows["label"][37] = LABELS.index("mixed")
+features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int64")),
+                              "label": datasets.ClassLabel(names=LABELS)})
+train_ds = datasets.Dataset.from_dict(rows, features=features)
+train_ds
+"""),
+    Md("""
+## The model, configured for the 3 original labels
+
+In real life this is `BertForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=3)`; here a
+tiny BERT is built from its config, with the same classification head.
+"""),
+    Code("""
+def make_trainer(num_labels):
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32, num_labels=num_labels,
+                        id2label=dict(enumerate(LABELS[:num_labels])),
+                        label2id={name: i for i, name in enumerate(LABELS[:num_labels])})
+    args = TrainingArguments(output_dir="hf_trainer_out", per_device_train_batch_size=8, num_train_epochs=2,
+                             report_to=[], use_cpu=device == "cpu", save_strategy="no", logging_strategy="no",
+                             disable_tqdm=True)
+    return Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=train_ds)
+
+
+trainer = make_trainer(num_labels=3)
+"""),
+    Md("""
+## Train
+
+The cell fails. Under the traceback: the cause in one sentence (the dataset lists 4 classes, the head outputs 3),
+the fix in the Trainer's terms (`from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True)`), and the
+evidence the Trainer kept: `trainer.model.config` (`num_labels=3`), the classifier's `out_features`, the failing
+micro-batch `inputs['labels']` and where the Trainer was (epoch, optimizer step, micro-batch).
+"""),
+    Code("trainer.train()", FAILS, "bad-train"),
+    GPU_RESTART_NOTE,
+    Md("""
+## Which review?
+
+`preflight` scans the dataset on the CPU and names every offending sample; given the model, it takes the class
+count from its config and words the fix the same way:
+"""),
+    Code("""
+import cudaassert_ipy as ca
+
+ca.preflight(train_ds, model=trainer.model, progress=False)
+""", "preflight"),
+    Md("""
+## The fix
+
+Review 37 is right: *mixed* is a real class. So the model needs 4 labels. With a pretrained checkpoint:
+
+```python
+model = BertForSequenceClassification.from_pretrained(
+    "bert-base-uncased", num_labels=4, ignore_mismatched_sizes=True,
+    id2label=dict(enumerate(LABELS)), label2id={name: i for i, name in enumerate(LABELS)})
+```
+
+(`ignore_mismatched_sizes=True` lets the new 4-way head replace the checkpoint's 3-way one.) Here, the same config
+with 4 labels:
+"""),
+    Code("""
+trainer = make_trainer(num_labels=4)
+result = trainer.train()
+print(f"trained {result.global_step} steps with {trainer.model.config.num_labels} labels; "
+      f"loss {result.training_loss:.3f}")
+""", FIX),
+]
+
+# --------------------------------------------------------------------------------------------------
+LIGHTNING: list[Cell] = [
+    Md("""
+# Lightning: the error you see is the teardown's, the one that matters came first
+
+On a GPU, a device-side assert inside `training_step` is not the last word. Lightning catches it, runs its
+exception hooks and its teardown (`Strategy.teardown` moves the optimizer state and the model to the CPU and empties
+the CUDA cache), and every one of those touches the dead GPU context: a **second** CUDA error is raised while the
+first is handled. The traceback ends with
+
+```
+During handling of the above exception, another exception occurred:
+  ...
+  File ".../lightning/pytorch/strategies/strategy.py", line 532, in teardown
+    _optimizers_to_device(self.optimizers, torch.device("cpu"))
+AcceleratorError: CUDA error: device-side assert triggered
+```
+
+and the exception that reaches the notebook is the teardown's. `cudaassert` walks the chain back to the first
+error, explains that one (from `training_step`'s own frame and the `LightningModule`'s hparams), and says the rest
+in one line under the headline:
+
+```
+[cudaassert] GPU context dead · class label out of range in cross_entropy
+Follow-on: Lightning's teardown (moving the model to the CPU) touched the dead GPU; the failure was in `training_step`.
+```
+
+On a CPU nothing dies, the teardown works, and the same cell raises the CPU twin (`IndexError: Target 3 is out of
+bounds.`) with the same diagnosis of the first error.
+"""),
+    LOAD,
+    Code("""
+import logging
+import warnings
+
+import lightning as L
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+warnings.filterwarnings("ignore", module="lightning")
+logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+print("device:", device, "| torch", torch.__version__, "| lightning", L.__version__)
+"""),
+    Md("""
+## A classifier whose class count is an hparam
+
+The head is sized by `num_classes`, saved in `self.hparams`. The data has a 4th class the module was not built for.
+"""),
+    Code("""
+class LitClassifier(L.LightningModule):
+    def __init__(self, num_classes=3):
+        super().__init__()
+        self.save_hyperparameters()
+        self.body = nn.Sequential(nn.Linear(8, 32), nn.ReLU())
+        self.head = nn.Linear(32, self.hparams.num_classes)
+        self.losses = []
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.losses.append(loss.item())
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+torch.manual_seed(0)
+labels = torch.arange(256) % 3
+labels[201] = 3  # a 4th kind of sample, new in this batch of data
+features = torch.randn(256, 8) + 2.0 * F.one_hot(labels, 8).float()
+train_ds = TensorDataset(features, labels)
+train_loader = DataLoader(train_ds, batch_size=32)
+
+
+def make_trainer():
+    return L.Trainer(max_epochs=2, accelerator=device, devices=1, logger=False, enable_checkpointing=False,
+                     enable_progress_bar=False, enable_model_summary=False)
+"""),
+    Md("""
+## Train
+
+The cell fails. On a GPU the report's first lines are the dead context, the headline, and the one follow-on line
+naming Lightning's teardown; then the cause of the **first** error, with "Your code" at `training_step`'s line and
+the evidence from the module (`model.head: out_features=3`, `model.hparams: num_classes=3`, the epoch and step).
+The fix speaks Lightning: build the module with `num_classes=4`.
+"""),
+    Code("""
+model = LitClassifier(num_classes=3)
+make_trainer().fit(model, train_loader)
+""", FAILS, "bad-train"),
+    GPU_RESTART_NOTE,
+    Md("""
+## The fix
+
+Class 3 is real: build the module with 4 classes (its head follows the hparam) and train again:
+"""),
+    Code("""
+model = LitClassifier(num_classes=4)
+make_trainer().fit(model, train_loader)
+print(f"trained {len(model.losses)} steps with num_classes={model.hparams.num_classes}; "
+      f"last loss {model.losses[-1]:.3f}")
+""", FIX),
+]
+
 NOTEBOOKS: dict[str, list[Cell]] = {
     "01_quickstart": QUICKSTART,
     "02_kaggle_image_classifier": KAGGLE,
@@ -778,6 +1001,8 @@ NOTEBOOKS: dict[str, list[Cell]] = {
     "04_bce_without_sigmoid": BCE,
     "05_segmentation_ignore_255": SEGMENTATION,
     "06_cuda_debug_and_preflight": DEBUG,
+    "07_hf_trainer": HF_TRAINER,
+    "08_lightning": LIGHTNING,
 }
 
 METADATA = {

@@ -157,7 +157,47 @@ EXPECTED: dict[str, Expected] = {
             "nan-fixed": ("probabilities: [0.2, 0.0, 0.8]",),
         },
     ),
+    # these two need the real frameworks: executed in the frameworks environment (see FRAMEWORKS below)
+    "07_hf_trainer": Expected(
+        errors={"bad-train": "IndexError"},
+        texts={
+            "bad-train": (
+                CPU_ALIVE,
+                "[cudaassert] CPU error · class label out of range in cross_entropy",
+                "cross_entropy got class label 3, but the model's last layer `trainer.model.classifier` has "
+                "out_features=3, so labels must be 0..2.",
+                "Likely fix: the dataset lists 4 classes but the model outputs 3: load the model with "
+                "from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with "
+                "4 entries.",
+                "trainer.model.config: num_labels=3, problem_type=single_label_classification, id2label: 3 entries",
+                "train_ds.features['label'].classes: 4 entries",
+                "`dataset[37]` has class label 3",
+            ),
+            "preflight": ("sample indices: 37 ", "from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True)"),
+            FIX: ("trained 16 steps with 4 labels",),
+        },
+        panels=("bad-train",),
+    ),
+    "08_lightning": Expected(
+        errors={"bad-train": "IndexError"},
+        texts={
+            "bad-train": (
+                CPU_ALIVE,
+                "cross_entropy got class label 3, but the model's last layer `model.head` has out_features=3, so "
+                "labels must be 0..2.",
+                "Likely fix: the labels reach 3 with 3 classes: if you have 4 classes, build `LitClassifier` with "
+                "num_classes=4 (its hparams.num_classes=3 sizes the last layer); if labels start at 1, subtract 1.",
+                "Your code: line 14: loss = F.cross_entropy(self(x), y)",
+                "model.hparams: num_classes=3",
+                "`train_ds[201]` has class label 3",
+            ),
+            FIX: ("trained 16 steps with num_classes=4",),
+        },
+        panels=("bad-train",),
+    ),
 }
+#: Notebooks that import a training framework: their execution is marked `frameworks`.
+FRAMEWORKS = {"07_hf_trainer", "08_lightning"}
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -245,7 +285,8 @@ def test_each_notebook_loads_the_extension_first_picks_its_device_and_tags_its_f
 
 # -- executed: the story, as the user sees it ----------------------------------------------------
 @pytest.mark.kernel
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.frameworks) if n in FRAMEWORKS else n
+                                  for n in sorted(EXPECTED)])
 def test_the_notebook_runs_top_to_bottom_and_shows_its_diagnosis_then_the_fix_works(name, tmp_path):
     nb = _execute(name, tmp_path)
     expected = EXPECTED[name]

@@ -23,8 +23,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cudaassert_ipy"
 #: and the BASE modules.
 MAY_IMPORT: dict[str, set[str]] = {
     "capture": set(),
-    "diagnose": {"capture"},
-    "checks": {"diagnose"},
+    # framework adapters: standard library only, so that diagnose, checks and data can all ask them
+    "frameworks": set(),
+    "diagnose": {"capture", "frameworks"},
+    "checks": {"diagnose", "frameworks"},
     "data": {"diagnose", "checks"},
     "view": {"diagnose"},
     "restart": {"diagnose", "data", "view"},
@@ -35,7 +37,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: bottom to top: every allowed edge points left (down), so the layers stay a stack however the table grows.
 #: run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
 #: the reverse, and they stay free of IPython (see the bare-import test below).
-ORDER = ["capture", "diagnose", "checks", "data", "view", "restart", "run", "logs", "shell"]
+ORDER = ["capture", "frameworks", "diagnose", "checks", "data", "view", "restart", "run", "logs", "shell"]
 BASE = {"wording", "atomic_file", "passthrough"}
 #: entry points above every layer, imported by no layer: the package itself (the public API) and each module
 #: directly in it but the BASE ones (``__main__``, ``auto``, ...); layers are the subpackages
@@ -45,7 +47,7 @@ TOP = "<top>"
 #: like a module. Listed here so that a new one is a decision, not an edge nobody sees.
 EMBEDDED = {"cudaassert_ipy.restart.startup_stub::STUB_SOURCE"}
 #: modules a bare script imports; none of them may bring IPython or ipywidgets along
-BARE = ["capture", "diagnose", "view/report.py", "run", "logs"]
+BARE = ["capture", "frameworks", "diagnose", "view/report.py", "run", "logs"]
 WIDGET_WORLD = ["IPython", "ipywidgets"]
 
 

@@ -5,19 +5,23 @@ alive. Each concrete class also subclasses the exception type CPU PyTorch raises
 bad input (``IndexError`` for ``cross_entropy`` targets, ``RuntimeError`` for ``gather`` ...),
 so ``except IndexError:`` written against CPU behaviour keeps working.
 
-The attributes are a contract read by the extension's diagnosis code: ``op``, ``argument``,
-``valid``, ``n_bad``, ``examples``, ``cause_id``, ``hint``, ``facts``. ``str(exc)`` is the full message.
+The attributes (``op``, ``argument``, ``valid``, ``n_bad``, ``examples``, ``cause_id``, ``hint``, ``facts``)
+reach the diagnosis as one frozen value, ``validator_stop()`` (``diagnose.validator_stop.ValidatorStop``).
+``str(exc)`` is the full message.
 The "Likely fix" wording itself lives in :mod:`cudaassert_ipy.diagnose.hints`, shared with the
 post-mortem rules and preflight; ``facts`` are the plain values it was worded from (or None).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import Facts, TokenFacts
 from cudaassert_ipy.wording import plural
+
+if TYPE_CHECKING:  # the diagnosis side of the contract loads at the first failure, not with the validators
+    from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
 
 __all__ = [
     "FOOTER",
@@ -250,6 +254,13 @@ class ValidationError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def validator_stop(self) -> ValidatorStop:
+        """What the diagnosis reads from this stop (its typed contract, ``diagnose.validator_stop``)."""
+        from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
+
+        return ValidatorStop(op=self.op, argument=self.argument, valid=self.valid, n_bad=self.n_bad,
+                             examples=tuple(self.examples), cause_id=self.cause_id, hint=self.hint, facts=self.facts)
 
     def __reduce__(self) -> Any:  # keyword-only __init__: keep pickling (multiprocessing) working
         state = {

@@ -6,6 +6,7 @@ and ``ctc_loss`` (which CPU PyTorch silently accepts with out-of-range targets).
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping, Optional, Sequence
 
 import torch
@@ -23,6 +24,7 @@ from cudaassert_ipy.checks.common import (
 from cudaassert_ipy.checks.errors import ValidationError, ValidationIndexError, ValidationRuntimeError, range_text
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import BceFacts, LabelFacts
+from cudaassert_ipy.frameworks import class_head_near
 
 #: dtypes nll_loss accepts for class targets ("expected target dtype to be Long or Byte");
 #: the N-D (nll_loss2d) kernels take Long only.
@@ -68,8 +70,9 @@ def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
     cause = "nll_loss2d_target_out_of_range" if segmentation else "nll_loss_target_out_of_range"
     if reduction == "none":
         cause += "_no_reduce"
+    # inside a framework (an HF classifier's forward, a LightningModule's step) the fix names its own knob
     facts = LabelFacts(bad=tuple(int(v) for v in distinct), n_classes=n_classes, ignore_index=ignore_index,
-                       dense=segmentation)
+                       dense=segmentation, head=class_head_near(sys._getframe(1)))
     valid = range_text(0, n_classes)
     if ignore_matters:
         valid += f" (or ignore_index={ignore_index})"

@@ -16,7 +16,8 @@ When it checks nothing (and so never gets in the way):
 * for fake, meta, sparse, quantized, tensor-subclass and functorch-wrapped (``vmap``,
   ``torch.func.grad``) tensors, for empty tensors, and during CUDA graph capture;
 * during ``optimizer.step()`` and ``optimizer.zero_grad()``: the mode leaves the stack for them
-  (no risky op there, and most of a small training step's calls are there).
+  (no risky op there, and most of a small training step's calls are there); a closure passed to
+  ``step`` is checked all the same (Lightning runs ``training_step`` in one, LBFGS re-evaluates the loss).
 
 On CPU, the functional calls whose CPU kernel checks the very range the checker checks, raises
 before writing anything and leaves its inputs alone (``cross_entropy``, ``embedding`` without
@@ -235,6 +236,31 @@ def _name_samples(error: ValidationError, args: Sequence[Any], kwargs: Mapping[s
 
 
 # ---------------------------------------------------------------- optimizer steps run unchecked
+def _checked_closure(args: Any, kwargs: Any, mode: TorchFunctionMode) -> Optional[Tuple[Any, Any]]:
+    """A closure given to ``step`` holds the forward and backward (Lightning's automatic optimization runs
+    ``training_step`` in it, LBFGS re-evaluates the loss): it runs with the mode back on the stack."""
+    if callable(kwargs.get("closure")):
+        return args, {**kwargs, "closure": _with_mode(kwargs["closure"], mode)}
+    if len(args) > 1 and callable(args[1]):  # args[0] is the optimizer itself
+        return (args[0], _with_mode(args[1], mode), *args[2:]), kwargs
+    return None
+
+
+def _with_mode(closure: Callable[[], Any], mode: TorchFunctionMode) -> Callable[[], Any]:
+    def checked() -> Any:
+        __tracebackhide__ = True
+        _push_mode(mode)
+        try:
+            return closure()
+        except BaseException as passing:  # the user's error: no frame of ours in its traceback
+            drop_own_frame(passing)
+            raise
+        finally:
+            _pop_mode()
+
+    return checked
+
+
 class OptimizerBypass:
     """Takes the validators off the stack for ``optimizer.step()`` and ``zero_grad()``; process-wide by nature.
 
@@ -250,6 +276,9 @@ class OptimizerBypass:
     * per thread, the mode a running step took off the stack (``suspended()``). If a step raises, its
       post-hook never runs; the mode is put back by the next step's post-hook, by any enable/disable/enabled
       call in this thread, or by :meth:`resume`, which the IPython extension calls after each cell.
+
+    A closure given to ``step()`` (Lightning's automatic optimization runs ``training_step`` in one) gets the
+    mode back for its call: it holds the forward, where the risky ops are.
     """
 
     def __init__(self) -> None:
@@ -293,12 +322,14 @@ class OptimizerBypass:
         _push_mode(mode)
         return True
 
-    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> Optional[Tuple[Any, Any]]:
         if _is_compiling() or getattr(self._threads, "suspended", None) is not None:
-            return
+            return None
         depth = _stack_depth()
         if depth and isinstance(_stack_at(depth - 1), ValidatorMode):
-            self._threads.suspended = _pop_mode()
+            mode = self._threads.suspended = _pop_mode()
+            return _checked_closure(args, kwargs, mode)
+        return None
 
     def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not _is_compiling():

@@ -24,6 +24,8 @@ from cudaassert_ipy.checks.errors import ValidationIndexError, range_text
 from cudaassert_ipy.checks.preflight_scan import IDS_KEYS, LABEL_KEYS, Key, Progress, batch_len, pick_field, samples
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import LabelFacts, TokenFacts
+from cudaassert_ipy.frameworks import ClassHead, class_head_of
+from cudaassert_ipy.frameworks.generic import declared_classes
 from cudaassert_ipy.wording import plural
 
 __all__ = ["PreflightReport", "check_labels", "check_token_ids", "preflight"]
@@ -61,18 +63,20 @@ def _integers(values: List[Any]) -> List[int]:
 
 def _label_facts(
     num_classes: int, distinct: List[Any], ignore_index: Optional[int], segmentation: bool,
-    declared: Optional[int] = None,
+    declared: Optional[int] = None, head: Optional[ClassHead] = None,
 ) -> LabelFacts:
     return LabelFacts(
         bad=tuple(_integers(distinct)), n_classes=num_classes, ignore_index=ignore_index, dense=segmentation,
         declared=declared, non_integer=any(isinstance(v, float) and not v.is_integer() for v in distinct),
+        head=head,
     )
 
 
 def _declared_classes(data: Any) -> Optional[int]:
-    """How many classes the dataset lists (``dataset.classes``, as torchvision datasets have), if it does."""
-    classes = getattr(getattr(data, "dataset", data), "classes", None)
-    return len(classes) if isinstance(classes, (list, tuple)) and classes else None
+    """How many classes the dataset lists (``dataset.classes``, as torchvision datasets have, or a Hugging Face
+    ``ClassLabel`` feature), if it does."""
+    declared = declared_classes(getattr(data, "dataset", data), "dataset")
+    return declared[1] if declared is not None else None
 
 
 def _tokenizer_size(tokenizer: Any) -> Optional[int]:
@@ -142,6 +146,8 @@ class PreflightReport:
     declared_classes: Optional[int] = None
     #: ``len(tokenizer)`` when a tokenizer was passed
     tokenizer_size: Optional[int] = None
+    #: where the model passed as ``model=`` sets its class count (an HF classifier's num_labels, ...)
+    head: Optional[ClassHead] = None
 
     @property
     def ok(self) -> bool:
@@ -176,7 +182,7 @@ class PreflightReport:
         if self.num_classes is None or not self.bad_labels:
             return ""
         return hints.class_labels(_label_facts(self.num_classes, list(self.label_value_counts), self.ignore_index,
-                                               self.segmentation, self.declared_classes))
+                                               self.segmentation, self.declared_classes, self.head))
 
     @property
     def ids_fix(self) -> str:
@@ -258,6 +264,7 @@ def preflight(
     limit: Optional[int] = None,
     progress: bool = True,
     tokenizer: Any = None,
+    model: Any = None,
 ) -> PreflightReport:
     """Scan a dataset (or ``DataLoader``) on the CPU for labels/ids that would trigger a device assert.
 
@@ -271,8 +278,14 @@ def preflight(
     A ``DataLoader`` over a map-style dataset is scanned through ``loader.dataset``, so the
     reported indices are dataset indices. ``limit`` stops after that many samples.
 
+    ``model``: the model the data is for (a Hugging Face classifier, a LightningModule with a ``num_classes``
+    hparam, ...): ``num_classes`` defaults to its class count, and the fix says how its framework sets it.
+
     Returns a :class:`PreflightReport`; ``report.raise_if_bad()`` turns problems into an error.
     """
+    head = class_head_of(model) if model is not None else None
+    if num_classes is None and head is not None:
+        num_classes = head.now
     if num_classes is None and vocab_size is None:
         raise ValueError("preflight needs num_classes=..., vocab_size=..., or both")
     items, total, source = samples(dataset_or_loader)
@@ -280,7 +293,7 @@ def preflight(
         total = min(total, limit) if total is not None else limit
     report = PreflightReport(
         n_samples=0, source=source, num_classes=num_classes, vocab_size=vocab_size, ignore_index=ignore_index,
-        declared_classes=_declared_classes(dataset_or_loader), tokenizer_size=_tokenizer_size(tokenizer),
+        declared_classes=_declared_classes(dataset_or_loader), tokenizer_size=_tokenizer_size(tokenizer), head=head,
     )
     bar = Progress(total, progress)
     try:

@@ -1,7 +1,11 @@
 """Classify an exception: is it a CUDA failure we explain, and which kind?
 
 Works from the exception's type names, message and ``error_code`` only (never imports torch,
-never touches the GPU). Follows ``__cause__`` / ``__context__``, since libraries often re-raise.
+never touches the GPU). Follows ``__cause__`` / ``__context__`` (also when ``__suppress_context__`` hides
+it), since libraries often re-raise, and the first error wins: after a device-side assert, cleanup
+(Lightning's teardown, ``.cpu()``, ``empty_cache``, a checkpoint on exception) touches the dead context and
+raises again while the first error is handled, so the exception that reaches the top is often a later one.
+The earliest CUDA error in the chain is the one diagnosed; the later ones are kept as follow-ons.
 Out-of-memory and "invalid argument" are not sticky and are left alone. Texts are matched
 case-insensitively. When a kernel assertion line arrived with the error (``assert_seen``), any
 CUDA/cuDNN/cuBLAS/NCCL/Triton error is the assert's follow-on: the assert killed the context and
@@ -11,12 +15,15 @@ this call was merely the next to touch it. A saved log has no exception object:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from dataclasses import dataclass
 from typing import ClassVar
 
 from cudaassert_ipy.diagnose.causes.cpu_twins import CpuTwin, match_cpu_twin
+from cudaassert_ipy.diagnose.validator_stop import ValidatorStop, stop_of
+from cudaassert_ipy.frameworks.registry import failure_notes, own_text
 from cudaassert_ipy.wording import error_line
 
 __all__ = ["FOLLOW_ON_NOTE", "Detection", "Kind", "classify", "classify_text", "logged_exception"]
@@ -81,6 +88,10 @@ class Detection:
     error_code: int | None = None
     twin: CpuTwin | None = None
     follow_on: bool = False  # a library/CUDA error that only surfaced an assertion seen with it
+    stop: ValidatorStop | None = None  # what the validator knew (Kind.VALIDATOR)
+    top: BaseException | None = None  # the exception that reached the top, when it is a later one
+    later: tuple[BaseException, ...] = ()  # CUDA errors raised after this one (cleanup), oldest first
+    notes: tuple[str, ...] = ()  # "[internal]" notes of framework adapters that failed while classifying
 
     @property
     def note(self) -> str | None:
@@ -101,16 +112,28 @@ _RANK = {Kind.DEVICE_ASSERT: 5, Kind.STICKY: 4, Kind.FOLLOW_ON: 3, Kind.VALIDATO
 
 
 def classify(exc: BaseException | None, context_dead: bool = False, assert_seen: bool = False) -> Detection | None:
-    """The strongest detection anywhere in the exception's chain, or None when it is not ours.
+    """The failure to explain in the exception's chain, or None when it is not ours.
 
-    ``assert_seen``: a kernel assertion line arrived with this error (same cell, same log).
+    The first error wins: the earliest CUDA error (by its place in the chain) when there is one, else the
+    strongest other kind (validator, CPU twin), earliest first. A library error that surfaced first while a
+    later link says device-side assert counts as that assert's follow-on. CUDA errors raised after it are
+    kept in ``later``. ``assert_seen``: a kernel assertion line arrived with this error (same cell, same log).
     """
-    best: Detection | None = None
-    for link in _chain(exc):
-        found = _classify_one(link, context_dead, assert_seen)
-        if found and (best is None or _RANK[found.kind] > _RANK[best.kind]):
-            best = found
-    return best
+    links = _chain(exc)
+    found = [(i, d) for i, link in enumerate(links) if (d := _classify_one(link, context_dead, assert_seen))]
+    if not found:
+        return None
+    cuda = [(i, d) for i, d in found if d.kills_context]
+    if cuda:
+        index, first = max(cuda, key=lambda x: x[0])
+        if first.kind is Kind.FOLLOW_ON and any(d.kind is Kind.DEVICE_ASSERT for _, d in cuda):
+            first = dataclasses.replace(first, kind=Kind.DEVICE_ASSERT, follow_on=True)
+    else:
+        strongest = max(_RANK[d.kind] for _, d in found)
+        index, first = max(((i, d) for i, d in found if _RANK[d.kind] == strongest), key=lambda x: x[0])
+    later = tuple(link for link in reversed(links[:index]) if _classify_one(link, True, assert_seen))
+    notes = tuple(n for _, d in found for n in d.notes)
+    return dataclasses.replace(first, top=exc if exc is not first.exception else None, later=later, notes=notes)
 
 
 class _LoggedTypes:
@@ -135,6 +158,8 @@ def classify_text(type_name: str, message: str, context_dead: bool = False,
 
 
 def _chain(exc: BaseException | None, limit: int = 32) -> list[BaseException]:
+    """Every link from the top down, newest first: a link's ``__cause__`` and ``__context__`` (set even when
+    ``__suppress_context__`` hides it from the printed traceback) were raised before it."""
     seen: list[BaseException] = []
     todo = [exc] if exc is not None else []
     while todo and len(seen) < limit:
@@ -164,22 +189,28 @@ def _error_code(exc: BaseException, text: str) -> int | None:
 def _classify_one(exc: BaseException, context_dead: bool, assert_seen: bool = False) -> Detection | None:
     names = tuple(t.__name__ for t in type(exc).__mro__)
     text = _message(exc)
-    if type(exc).__module__.startswith("cudaassert_ipy.") and hasattr(exc, "cause_id"):
-        return Detection(Kind.VALIDATOR, exc, text)
+    stop = stop_of(exc)
+    if stop is not None:
+        return Detection(Kind.VALIDATOR, exc, text, stop=stop)
+    own, failures = own_text(exc, text)  # a framework that rewrote the message (adapters' unwrap)
+    notes = failure_notes(failures)
+    if own is not None:
+        text = own
     code = _error_code(exc, text)
     if code in _ASSERT_CODES or _ASSERT_RE.search(text):
-        return Detection(Kind.DEVICE_ASSERT, exc, text, code, follow_on=assert_seen and _is_library_error(text))
+        return Detection(Kind.DEVICE_ASSERT, exc, text, code, follow_on=assert_seen and _is_library_error(text),
+                         notes=notes)
     if assert_seen and _ANY_CUDA_RE.search(text):  # the assert came first: this only surfaced it
-        return Detection(Kind.DEVICE_ASSERT, exc, text, code, follow_on=True)
+        return Detection(Kind.DEVICE_ASSERT, exc, text, code, follow_on=True, notes=notes)
     if code in _STICKY_CODES or _STICKY_RE.search(text):
-        return Detection(Kind.STICKY, exc, text, code)
+        return Detection(Kind.STICKY, exc, text, code, notes=notes)
     if _FOLLOW_ON_RE.search(text) or (context_dead and _ANY_CUDA_RE.search(text)):
-        return Detection(Kind.FOLLOW_ON, exc, text, code)
+        return Detection(Kind.FOLLOW_ON, exc, text, code, notes=notes)
     if _NOT_STICKY_RE.search(text) and _ANY_CUDA_RE.search(text):
         return None
     twin = match_cpu_twin(names, text)
     if twin is not None:
-        return Detection(Kind.CPU_TWIN, exc, text, None, twin)
+        return Detection(Kind.CPU_TWIN, exc, text, None, twin, notes=notes)
     return None
 
 

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, Cause, get_cause, match_assert, unknown_site_sentence
-from cudaassert_ipy.diagnose.causes.rules import RULES, Case, RuleEntry, find
+from cudaassert_ipy.diagnose.causes.rules import RULES, Case, Finding, RuleEntry, find
 from cudaassert_ipy.diagnose.causes.texts import FOLLOW_ON, STICKY_TEXTS, Text, no_line_text
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.evidence import Evidence
+from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
 
 __all__ = ["DEAD_CONTEXT", "Diagnosis", "diagnose"]
 
@@ -48,6 +49,8 @@ class Diagnosis:
     cuda_device: int | None = None  # index of the device the failing tensors lived on, when known
     likely_fix: str | None = None  # the specific fix (diagnose.hints): the same string on every path
     samples: tuple[str, ...] = ()  # the DataLoader bookmark's lines: which dataset samples hold the bad values
+    #: one line per later error that cleanup raised after the first one ("Lightning's teardown touched ...")
+    follow_ons: tuple[str, ...] = ()
 
 
 def _sticky_text(message: str) -> Text:
@@ -57,87 +60,68 @@ def _sticky_text(message: str) -> Text:
     return STICKY_TEXTS["unspecified launch failure"]
 
 
-def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
-    """``rules``: the post-mortem rules to run, each under its own guard (a crash becomes a note)."""
-    det = ev.detection
-    cause: Cause | None = None
-    text: Text | None = None
+#: A kernel failure's traceback points where it surfaced (device asserts, other sticky errors).
+ASYNC_NOTE = {
+    Kind.DEVICE_ASSERT: "CUDA reports kernel failures asynchronously: the traceback above points at the call where "
+                        "the failure surfaced, not at the call that launched the failing kernel.",
+    Kind.STICKY: "CUDA reports kernel failures asynchronously: the traceback may point at a later, innocent line.",
+}
+#: What the framework adapters could not read, in one line.
+COULD_NOT_READ = "Could not read {what}; the rest of this report stands."
+
+
+@dataclass(frozen=True)
+class _Cause:
+    """Step 1's answer: the catalogued cause (None for sticky/follow-on errors), its words, the value the
+    error named (CPU twins)."""
+
+    cause: Cause | None
+    text: Text
     value: int | None = None
-    notes: list[str] = []
-    if det.kind is Kind.DEVICE_ASSERT:
-        for site in ev.sites:
-            cause = match_assert(site.condition, site.file, site.function)
-            if cause is not None:
-                break
-        if cause is None:
-            cause = get_cause(GENERIC_ID)
-            if not ev.sites:
-                text = no_line_text(det.message)
-        notes.append("CUDA reports kernel failures asynchronously: the traceback above points at the call where "
-                     "the failure surfaced, not at the call that launched the failing kernel.")
-    elif det.kind is Kind.STICKY:
-        text = (None if ev.sites else no_line_text(det.message, sticky=True)) or _sticky_text(det.message)
-        notes.append("CUDA reports kernel failures asynchronously: the traceback may point at a later, innocent line.")
-    elif det.kind is Kind.FOLLOW_ON:
-        text = FOLLOW_ON
-    elif det.kind is Kind.VALIDATOR:
-        cause = get_cause(getattr(det.exception, "cause_id", GENERIC_ID))
-    elif det.kind is Kind.CPU_TWIN and det.twin is not None:
-        cause = get_cause(det.twin.cause_id)
-        value = det.twin.value
 
-    if text is None and cause is not None:
-        text = Text(cause.title, cause.explanation, cause.fix)
-    assert text is not None
-    cause_id = cause.id if cause is not None else f"{det.kind.value}"
+    @property
+    def id(self) -> str | None:
+        return self.cause.id if self.cause is not None else None
 
-    facts: list[tuple[str, str]] = []
-    specific: str | None = None
-    likely_fix: str | None = None
-    op: str | None = None
-    if det.kind is Kind.VALIDATOR:
-        exc = det.exception
-        op = getattr(exc, "op", None)
-        specific = likely_fix = getattr(exc, "hint", None) or None
-        facts += [("call", f"{op}({getattr(exc, 'argument', '?')}=...)"),
-                  ("valid range", str(getattr(exc, "valid", "?"))),
-                  ("bad values", str(getattr(exc, "n_bad", "?")))]
-        examples = getattr(exc, "examples", None) or []
-        if examples:
-            facts.append(("first", ", ".join(f"{v} at {list(p)}" for p, v in examples[:5])))
-    if cause is not None and cause.id != GENERIC_ID:
-        known = getattr(det.exception, "facts", None) if det.kind is Kind.VALIDATOR else None
-        finding, rule_notes = find(Case(ev, cause.id, cause.group, value, known), rules)
-        notes += rule_notes
-        if finding is not None and (det.kind is not Kind.VALIDATOR or finding.fix):
-            specific, likely_fix = finding.specific, finding.fix
-            op = op or finding.op
-            facts += finding.facts
-    if det.kind is Kind.VALIDATOR:
+
+def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
+    """``rules``: the post-mortem rules to run, each under its own guard (a crash becomes a note).
+
+    In steps: which cause (:func:`_which_cause`), what a validator already knew (:func:`_validator_facts`),
+    what the rules find (:func:`_run_rules`), what the framework adapters add (:func:`_framework_facts`),
+    and the status (:func:`_status`).
+    """
+    det = ev.detection
+    which = _which_cause(ev)
+    op, specific, facts = _validator_facts(det.stop)
+    likely_fix = specific
+    notes = [ASYNC_NOTE[det.kind]] if det.kind in ASYNC_NOTE else []
+    finding, rule_notes = _run_rules(ev, which, rules)
+    notes += rule_notes
+    if finding is not None and (det.stop is None or finding.fix):
+        specific, likely_fix = finding.specific, finding.fix
+        op = op or finding.op
+        facts += finding.facts
+    if det.stop is not None:
         facts = _one_count(facts)
-
-    dead = det.kills_context
-    if dead:
-        status = DEAD_CONTEXT
-    elif det.kind is Kind.VALIDATOR:
-        status = ALIVE_AFTER_VALIDATOR
-    else:
-        status = ALIVE_CPU
-    headline_parts = ["GPU context dead" if dead else ("GPU alive" if det.kind is Kind.VALIDATOR else "CPU error")]
-    headline_parts.append(text.title + (f" in {op}" if op else ""))
-    if ev.sites and cause is not None and cause.id == GENERIC_ID:
+    facts = _framework_facts(facts, ev.framework_facts)
+    notes += ev.notes
+    if ev.unread:
+        notes.append(COULD_NOT_READ.format(what=", ".join(ev.unread)))
+    if ev.sites and which.id == GENERIC_ID:
         site = ev.sites[0]
         specific = specific or unknown_site_sentence(site.condition, site.file or site.where, site.function)
+    dead, status, state = _status(det.kind, det.kills_context)
     return Diagnosis(
         kind=det.kind.value,
         context_dead=dead,
-        cause_id=cause_id,
-        title=text.title,
-        headline=" · ".join(headline_parts),
+        cause_id=which.id or det.kind.value,
+        title=which.text.title,
+        headline=f"{state} · {which.text.title}" + (f" in {op}" if op else ""),
         status=status,
         specific=specific,
-        explanation=text.explanation,
-        fix=text.fix,
+        explanation=which.text.explanation,
+        fix=which.text.fix,
         op=op,
         facts=tuple(facts),
         assert_sites=tuple(s.summary() for s in ev.sites),
@@ -150,7 +134,73 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         notes=tuple(notes),
         cuda_device=_cuda_device(ev),
         likely_fix=likely_fix,
+        follow_ons=ev.follow_ons,
     )
+
+
+def _which_cause(ev: Evidence) -> _Cause:
+    """The catalogued cause: from the assertion lines (device asserts), the validator, or the CPU twin."""
+    det = ev.detection
+    if det.kind is Kind.DEVICE_ASSERT:
+        for site in ev.sites:
+            cause = match_assert(site.condition, site.file, site.function)
+            if cause is not None:
+                return _Cause(cause, _words(cause))
+        generic = get_cause(GENERIC_ID)
+        return _Cause(generic, (None if ev.sites else no_line_text(det.message)) or _words(generic))
+    if det.kind is Kind.STICKY:
+        return _Cause(None, (None if ev.sites else no_line_text(det.message, sticky=True)) or _sticky_text(det.message))
+    if det.kind is Kind.FOLLOW_ON:
+        return _Cause(None, FOLLOW_ON)
+    if det.stop is not None:
+        cause = get_cause(det.stop.cause_id)
+        return _Cause(cause, _words(cause))
+    if det.kind is Kind.CPU_TWIN and det.twin is not None:
+        cause = get_cause(det.twin.cause_id)
+        return _Cause(cause, _words(cause), det.twin.value)
+    generic = get_cause(GENERIC_ID)
+    return _Cause(generic, _words(generic))
+
+
+def _words(cause: Cause) -> Text:
+    return Text(cause.title, cause.explanation, cause.fix)
+
+
+def _validator_facts(stop: ValidatorStop | None) -> tuple[str | None, str | None, list[tuple[str, str]]]:
+    """What a validator said before any kernel ran: the op, its fix, and the call's evidence lines."""
+    if stop is None:
+        return None, None, []
+    facts = [("call", f"{stop.op}({stop.argument}=...)"), ("valid range", stop.valid),
+             ("bad values", str(stop.n_bad))]
+    if stop.examples:
+        facts.append(("first", ", ".join(f"{v} at {list(p)}" for p, v in stop.examples[:5])))
+    return stop.op, stop.hint or None, facts
+
+
+def _run_rules(ev: Evidence, which: _Cause, rules: Sequence[RuleEntry]) -> tuple[Finding | None, tuple[str, ...]]:
+    """The first rule finding for a catalogued cause (each rule under its own guard)."""
+    cause = which.cause
+    if cause is None or cause.id == GENERIC_ID:
+        return None, ()
+    stop = ev.detection.stop
+    return find(Case(ev, cause.id, cause.group, which.value, stop.facts if stop is not None else None), rules)
+
+
+def _framework_facts(facts: list[tuple[str, str]], extra: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The rules' evidence lines, with the framework adapters' lines: an adapter's richer line replaces the
+    rule's line of the same name (``model.config``), the others follow."""
+    richer = dict(extra)
+    out = [(k, richer.pop(k, v)) for k, v in facts]
+    return out + [(k, v) for k, v in extra if k in richer]
+
+
+def _status(kind: Kind, kills_context: bool) -> tuple[bool, str, str]:
+    """Whether the context is dead, the status line, and the headline's first words."""
+    if kills_context:
+        return True, DEAD_CONTEXT, "GPU context dead"
+    if kind is Kind.VALIDATOR:
+        return False, ALIVE_AFTER_VALIDATOR, "GPU alive"
+    return False, ALIVE_CPU, "CPU error"
 
 
 def _cuda_device(ev: Evidence) -> int | None:

@@ -10,11 +10,15 @@ from __future__ import annotations
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from cudaassert_ipy.capture.assert_lines import AssertSite
+from cudaassert_ipy.diagnose.chain import failure_place, first_error_frames, follow_on_lines
 from cudaassert_ipy.diagnose.detection import Detection
 from cudaassert_ipy.diagnose.facts import CallFacts, FloatValues, LabelValues, ModuleFact, TensorFact
+from cudaassert_ipy.frameworks import ADAPTERS, Adapter, ClassHead, Stack, gather
+from cudaassert_ipy.frameworks.generic import declared_classes, true_shape
+from cudaassert_ipy.frameworks.registry import failure_notes
 from cudaassert_ipy.wording import is_cell_filename
 
 __all__ = ["CallFacts", "Evidence", "FloatValues", "LabelValues", "ModuleFact", "TensorFact", "collect"]
@@ -42,6 +46,12 @@ class Evidence:
     labels: tuple[LabelValues, ...] = ()
     call: CallFacts | None = None  # the innermost torch.nn.functional call (F.cross_entropy), as facts
     stderr_text: str = ""
+    # what the framework adapters added (frameworks/): all empty when no framework is involved
+    head: ClassHead | None = None  # where the user's framework sets the model's class count
+    framework_facts: tuple[tuple[str, str], ...] = ()  # ("model.hparams", "num_classes=3")
+    follow_ons: tuple[str, ...] = ()  # one line per later error raised by cleanup
+    unread: tuple[str, ...] = ()  # what the adapters could not read: "trainer.train_dataset (none)"
+    notes: tuple[str, ...] = ()  # "[internal]" notes of adapters that failed
 
 
 def collect(
@@ -52,21 +62,28 @@ def collect(
     user_ns: Mapping[str, Any] | None = None,
     stderr_text: str = "",
     user_files: object = (),
+    adapters: Sequence[Adapter] = ADAPTERS,
 ) -> Evidence:
     """Gather evidence from the exception's traceback, the user's namespace and the cell.
 
     ``user_files`` (anything with ``in``) names files that count as the user's code besides notebook
-    cells: a script runner passes the script's own files."""
+    cells: a script runner passes the script's own files. ``adapters``: the framework adapters asked."""
     torch = sys.modules.get("torch")
-    frames = _frames(detection.exception.__traceback__)
+    frames = list(first_error_frames(detection))  # the first error's, when cleanup raised a later one
     user_frame = _user_frame(frames, user_files)
+    found = gather(Stack(tuple(frames), user_ns if user_ns is not None else {}), adapters)
+    follow_ons, follow_notes = follow_on_lines(detection, failure_place(frames, user_files), adapters)
     # The names the user knows first: the notebook's globals, then cell frames outermost to
-    # innermost (``self.embed`` inside forward is ``lm.embed`` to the user); first name wins.
+    # innermost (``self.embed`` inside forward is ``lm.embed`` to the user), then what the framework
+    # adapters found (``trainer.model``, the Trainer's ``inputs['labels']``); first name wins.
     namespaces: list[Mapping[str, Any]] = [user_ns] if user_ns is not None else []
     namespaces += [f.f_locals for f in frames if is_cell_filename(f.f_code.co_filename, user_files)]
+    namespaces.append(dict(found.objects))
     facts = _Facts(torch)
     for ns in namespaces:
         facts.scan_namespace(ns)
+    for name, n in found.declared:
+        facts.datasets.setdefault(name, n)
     call: CallFacts | None = None
     torch_frame = _innermost_torch_frame(frames)
     if torch_frame is not None:
@@ -89,15 +106,12 @@ def collect(
         labels=tuple(facts.labels.values()),
         call=call,
         stderr_text=stderr_text,
+        head=found.head,
+        framework_facts=found.facts,
+        follow_ons=follow_ons,
+        unread=found.missing,
+        notes=(*detection.notes, *failure_notes(found.failures), *follow_notes),
     )
-
-
-def _frames(tb: types.TracebackType | None) -> list[types.FrameType]:
-    out = []
-    while tb is not None:
-        out.append(tb.tb_frame)
-        tb = tb.tb_next
-    return out
 
 
 def _user_frame(frames: list[types.FrameType], user_files: object = ()) -> tuple[str, int, str] | None:
@@ -162,7 +176,7 @@ class _Facts:
         if fake or name in self.tensors or id(t) in self._seen_tensors:
             return  # the same tensor keeps the first (user-facing) name it was seen under
         self._seen_tensors.add(id(t))
-        self.tensors[name] = TensorFact(name, tuple(t.shape), str(t.dtype), str(t.device))
+        self.tensors[name] = TensorFact(name, true_shape(t), str(t.dtype), str(t.device))
         # values only from CPU tensors: a CUDA tensor may belong to a dead context
         if t.device.type == "cpu" and str(t.dtype) in _INT_DTYPES and 0 < t.numel() <= _MAX_VALUE_NUMEL:
             lo, hi = t.min(), t.max()
@@ -182,7 +196,7 @@ class _Facts:
             if isinstance(value, (int, float, str, bool)) or value is None:
                 scalars.append((key, value))
             elif torch is not None and isinstance(value, torch.Tensor):
-                tensors.append((key, TensorFact(key, tuple(value.shape), str(value.dtype), str(value.device))))
+                tensors.append((key, TensorFact(key, true_shape(value), str(value.dtype), str(value.device))))
                 label = self._same_label(value)
                 if label is not None:
                     ints.append((key, label))
@@ -234,9 +248,9 @@ class _Facts:
                 self._config(f"{full}.config", config)
 
     def _dataset(self, name: str, value: Any) -> None:
-        classes = getattr(value, "classes", None)
-        if isinstance(classes, (list, tuple)) and classes and name not in self.datasets:
-            self.datasets[name] = len(classes)
+        declared = declared_classes(value, name)  # torchvision's classes, HF datasets' ClassLabel
+        if declared is not None:
+            self.datasets.setdefault(*declared)
         targets = getattr(value, "targets", None)
         if targets is not None and self.torch is not None:
             if isinstance(targets, list) and targets and isinstance(targets[0], int) and len(targets) < 10_000_000:

@@ -10,9 +10,13 @@ Standard library only: ``diagnose`` imports neither torch nor IPython.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
-__all__ = ["BceFacts", "Facts", "LabelFacts", "TokenFacts", "bce", "class_labels", "fix", "token_ids"]
+if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapters are not needed for the words
+    from cudaassert_ipy.frameworks.base import ClassHead
+
+__all__ = ["CLASS_TEMPLATES_AS", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "Facts", "LabelFacts", "TokenFacts",
+           "bce", "class_labels", "fix", "set_classes", "token_ids"]
 
 # ---------------------------------------------------------------- class labels (cross_entropy, nll_loss, preflight)
 VOC_VOID = "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss"
@@ -141,6 +145,7 @@ class LabelFacts:
     declared: int | None = None  # how many classes the data says there are
     declared_by: str = "dataset"  # a key of DECLARED
     non_integer: bool = False  # some labels are fractions, NaN or inf
+    head: Optional[ClassHead] = None  # where the user's framework sets the class count (frameworks adapters)
 
 
 @dataclass(frozen=True)
@@ -180,12 +185,21 @@ def class_labels(f: LabelFacts) -> str:
         clauses.append(VOC_VOID)
     top = max((v for v in too_big if v != 255), default=None)
     if top is not None:
+        words = set_classes(f.head, f.n_classes)
         if f.declared is not None and f.n_classes < f.declared and top < f.declared:
             text = DECLARED.get(f.declared_by, DECLARED["dataset"]).format(declared=f.declared)
-            clauses.append(DECLARED_CLASSES.format(declared_text=text, n_classes=f.n_classes, declared=f.declared))
-        else:
+            if words is None:
+                clauses.append(DECLARED_CLASSES.format(declared_text=text, n_classes=f.n_classes, declared=f.declared))
+            else:
+                clauses.append(CLASS_TEMPLATES_AS["DECLARED_CLASSES"].format(
+                    declared_text=text, n_classes=f.n_classes, set_classes=words(f.declared)))
+        elif words is None:
             template = ONE_MORE_CLASS if top == f.n_classes else REMAP_LABELS
             clauses.append(template.format(top=top, n_classes=f.n_classes, more=top + 1, last=f.n_classes - 1))
+        else:
+            template = CLASS_TEMPLATES_AS["ONE_MORE_CLASS" if top == f.n_classes else "REMAP_LABELS"]
+            clauses.append(template.format(top=top, n_classes=f.n_classes, last=f.n_classes - 1, more=top + 1,
+                                           set_classes=words(top + 1)))
         if f.dense and top < 255:
             clauses.append(NEAREST_RESIZE)
     now = "none is set" if f.ignore_index is None else f"now {f.ignore_index}"
@@ -233,6 +247,54 @@ def bce(f: BceFacts) -> str:
     if f.has_nan:
         clauses.append(BCE_NAN_TARGET)
     return _join(clauses)
+
+
+# ---------------------------------------------------------------- framework words (frameworks/ adapters: ClassHead)
+# Where the model's class count is set in the user's framework, the fix says it in that framework's terms
+# instead of "out_features=N". An adapter reports what it saw (ClassHead); the words are here.
+#: The generic phrases the framework words replace, as ONE_MORE_CLASS / REMAP_LABELS / DECLARED_CLASSES say them.
+GENERIC_CLASS_WORDS: dict[str, str] = {
+    "output": "make the last layer output {n} logits (out_features={n})",
+    "set": "set out_features={n}",
+}
+#: How each framework sets a model's class count; {n}: the count wanted, {now}: the count now, {setting}: the
+#: knob's name, {owner}: who holds it (ClassHead's fields).
+HEAD_WORDS: dict[str, str] = {
+    "transformers": (
+        "load the model with from_pretrained(..., num_labels={n}, ignore_mismatched_sizes=True) and give it "
+        "id2label/label2id with {n} entries"
+    ),
+    "lightning": "build `{owner}` with {setting}={n} (its hparams.{setting}={now} sizes the last layer)",
+    "timm": "create the model with timm.create_model(..., num_classes={n})",
+    "fastai": "give the DataBlock's CategoryBlock all {n} classes (its vocab; dls.c is {now})",
+    "ultralytics": "set nc: {n} in the data YAML and list {n} names",
+    "keras": "make the last layer Dense({n})",
+}
+#: ONE_MORE_CLASS, REMAP_LABELS and DECLARED_CLASSES with {set_classes} (the framework's words) in place of the
+#: generic phrase; a test holds them equal to those templates when given GENERIC_CLASS_WORDS.
+CLASS_TEMPLATES_AS: dict[str, str] = {
+    "ONE_MORE_CLASS": (
+        "the labels reach {top} with {n_classes} classes: if you have {more} classes, {set_classes}; if labels "
+        "start at 1, subtract 1"
+    ),
+    "REMAP_LABELS": (
+        "the labels reach {top} with {n_classes} classes: remap the labels to 0..{last} (for example "
+        "torch.unique(labels, return_inverse=True)) or {set_classes}"
+    ),
+    "DECLARED_CLASSES": "{declared_text} but the model outputs {n_classes}: {set_classes}",
+}
+
+
+def set_classes(head: Optional[ClassHead], n_classes: int) -> Optional[Callable[[int], str]]:
+    """The framework's words for "give the model N classes", or None for the generic words.
+
+    Only when the head the adapter saw is the one that failed (its count is ``n_classes``, or unknown).
+    """
+    if head is None or head.framework not in HEAD_WORDS or head.now not in (None, n_classes):
+        return None
+    template = HEAD_WORDS[head.framework]
+    now = "?" if head.now is None else head.now
+    return lambda n: template.format(n=n, now=now, setting=head.setting, owner=head.owner)
 
 
 #: Which facts (and so which wording) each cause id takes.

@@ -8,13 +8,14 @@ surfaced the assert (cuBLAS, cuDNN, Triton, ...) counts as its follow-on; then e
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from cudaassert_ipy.capture.assert_lines import AssertSite, scan_all
 from cudaassert_ipy.diagnose.detection import Detection, classify
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
 from cudaassert_ipy.diagnose.evidence import Evidence, collect
 from cudaassert_ipy.diagnose.recovered import recover
+from cudaassert_ipy.frameworks import ADAPTERS, Adapter
 
 __all__ = ["diagnose_failure", "read_failure", "sites_in"]
 
@@ -39,9 +40,10 @@ def read_failure(error: BaseException, text: str,
 
 def diagnose_failure(detection: Detection, sites: list[AssertSite], text: str = "", source: str = "",
                      execution_count: int | None = None, user_ns: Mapping[str, Any] | None = None,
-                     user_files: object = ()) -> tuple[Evidence, Diagnosis]:
-    """Evidence and Diagnosis for a failure ``read_failure`` found; the detection's note (follow-on) goes first."""
-    evidence = collect(detection, sites, source, execution_count, user_ns, text, user_files)
+                     user_files: object = (), adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Evidence, Diagnosis]:
+    """Evidence and Diagnosis for a failure ``read_failure`` found; the detection's note (follow-on) goes first.
+    ``adapters``: the framework adapters asked (all of them; only those whose framework is imported run)."""
+    evidence = collect(detection, sites, source, execution_count, user_ns, text, user_files, adapters)
     diagnosis = diagnose(evidence)
     if detection.note:
         diagnosis = dataclasses.replace(diagnosis, notes=(detection.note, *diagnosis.notes))

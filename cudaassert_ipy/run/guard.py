@@ -157,7 +157,10 @@ class Guard:
     def _diagnose(self, detection: Any, sites: list[Any], text: str) -> Diagnosis:
         from cudaassert_ipy.diagnose.pipeline import diagnose_failure
 
-        user_ns = _script_globals(detection.exception.__traceback__, self.user_files)
+        # the script's frame is in the traceback of the error that reached the top (a framework's cleanup may
+        # have raised a later one while handling the first: detection.top)
+        top = detection.top if detection.top is not None else detection.exception
+        user_ns = _script_globals(top.__traceback__, self.user_files)
         evidence, diagnosis = diagnose_failure(detection, sites, text, "", None, user_ns, self.user_files)
         if self.bookmark is not None:  # the DataLoader's last batches: which dataset samples hold the bad values
             from cudaassert_ipy.data.post_mortem import annotate

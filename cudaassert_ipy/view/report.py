@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the NVML module is imported only when there is a snapshot t
 GpuInput = Union[str, "GpuState", None]
 DETAILS = "Details"
 SAMPLES = "Bad samples"
+FOLLOW_ON = "Follow-on:"
 
 BANNER = (
     "{prefix} This failure is a consequence of the dead GPU context (since cell {cell}: {title}). "
@@ -58,9 +59,14 @@ def _user_line(d: Diagnosis) -> str | None:
     return f"line {lineno}: {code}"
 
 
+def _follow_ons(d: Diagnosis) -> list[str]:
+    """The later errors cleanup raised (the last one is what the traceback ends with), one line each."""
+    return [f"{FOLLOW_ON} {line}" for line in d.follow_ons]
+
+
 def to_text(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     gpu_state = gpu_line(gpu_state)
-    lines = [f"{PREFIX} {d.status}", f"{PREFIX} {d.headline}", ""]
+    lines = [f"{PREFIX} {d.status}", f"{PREFIX} {d.headline}", *_follow_ons(d), ""]
     if d.specific:
         lines += [f"Cause: {d.specific}", ""]
     lines += [f"What it means: {d.explanation}", "", f"Fix: {d.fix}"]
@@ -82,6 +88,7 @@ def to_text(d: Diagnosis, gpu_state: GpuInput = None) -> str:
 def to_markdown(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     gpu_state = gpu_line(gpu_state)
     out = [f"**{d.status}**", "", f"### {d.headline}", ""]
+    out += [f"**{line}**" for line in _follow_ons(d)] + ([""] if d.follow_ons else [])
     if d.specific:
         out += [f"**Cause:** {d.specific}", ""]
     out += [f"**What it means:** {d.explanation}", "", f"**Fix:** {d.fix}", ""]
@@ -116,7 +123,8 @@ def _cause(d: Diagnosis) -> str:
 def header_html(d: Diagnosis, with_cause: bool = False) -> str:
     """Headline and status (and the specific cause, for the headline output that stands alone)."""
     cause = _cause(d) if with_cause and d.specific else ""
-    return block(f'<div class="ca-head">{escape(d.headline)}</div>', f"<p>{escape(d.status)}</p>", cause)
+    follow = "".join(f"<p>{escape(line)}</p>" for line in _follow_ons(d))
+    return block(f'<div class="ca-head">{escape(d.headline)}</div>', f"<p>{escape(d.status)}</p>", follow, cause)
 
 
 def cause_html(d: Diagnosis, with_cause: bool = True) -> str:
@@ -180,7 +188,8 @@ def to_html(d: Diagnosis, gpu_state: GpuInput = None) -> str:
 
 def headline_text(d: Diagnosis) -> str:
     cause = f"\nCause: {d.specific}" if d.specific else ""
-    return f"{PREFIX} {d.status}\n{PREFIX} {d.headline}{cause}"
+    follow = "".join(f"\n{line}" for line in _follow_ons(d))
+    return f"{PREFIX} {d.status}\n{PREFIX} {d.headline}{follow}{cause}"
 
 
 def headline_bundle(d: Diagnosis) -> dict[str, str]:

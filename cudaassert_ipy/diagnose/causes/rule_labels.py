@@ -70,7 +70,7 @@ def class_labels(case: Case) -> Finding | None:
     if n_classes is not None and bad:
         f.fix = hints.class_labels(LabelFacts(
             bad=bad, n_classes=n_classes, ignore_index=ignore, dense=_dense(case, candidates, known),
-            declared=declared, declared_by=declared_by,
+            declared=declared, declared_by=declared_by, head=ev.head,
         )) or None
     if case.cause_id.endswith("_uint8"):  # the kernel printed the uint8 form of its check
         f.sentences.append(UINT8)

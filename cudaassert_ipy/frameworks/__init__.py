@@ -1,0 +1,76 @@
+"""Framework adapters: what each training framework does to a CUDA failure, and where it keeps the facts.
+
+Most notebook users call ``trainer.train()`` / ``trainer.fit(...)``, not a loop of their own. The generic
+path (diagnose/) explains a failure from the exception chain, the frames and the user's namespace; an
+adapter only ADDS what one framework knows. It never imports its framework: it runs only while one of its
+packages is in ``sys.modules``, and works on frames and on objects found in them and in the user's
+namespace, duck-typed by class names (``type(obj).__mro__``, never ``obj.__class__``) and attributes.
+
+The adapter shape (:class:`Adapter`, in ``base.py``): one module per framework, ``frameworks/<import
+name>.py``, defining ``ADAPTER = Adapter(name=..., packages=(...), ...)`` with any of these hooks:
+
+``owns(stack) -> bool``
+    Does this stack belong to me? Default: a frame runs code from one of ``packages``.
+``unwrap(exc, text) -> str | None``
+    The error's own text when my framework rewrote or wrapped it (fastai's "Exception occured in `X` when
+    calling event `Y`" prefix, Keras' ANSI-wrapped re-created message); None when this link is not mine.
+    (The Python chain itself, ``__cause__`` / ``__context__``, is walked by diagnose/detection.py.)
+``found(stack, read) -> Found | None``
+    The host facts I know where to find, from the first error's frames (``stack.frames``, outermost first)
+    and the user's namespace: ``objects`` for the generic fact scanner (models, tokenizers, configs, batch
+    tensors, each under the name the user knows), ``facts`` lines only I know (``("model.hparams",
+    "num_classes=3")``), ``declared`` class counts of the data, ``head``.
+``head(obj, name, read) -> ClassHead | None``
+    Where this object (a model, a trainer) sets its class count: the parameters of my fix words. The
+    words themselves live in diagnose/hints.py (``HEAD_WORDS[framework]``), the one source of advice, so the
+    post-mortem, the validators (:func:`class_head_near`) and ``preflight(model=...)``
+    (:func:`class_head_of`) say the same sentence.
+``step(frames) -> Step | None``
+    Which of my steps raised a LATER CUDA error (teardown, checkpoint on exception, a cache clear), from
+    that error's frames: the report names it in one follow-on line, and ``Step.lost`` says what is missing.
+
+Rules every hook follows: read attributes through the :class:`Reader` (``read.get(obj, "config.num_labels",
+"model", needed=True)``): a property that raises, or a needed value that is absent, becomes part of ONE
+"could not read" line and the rest of the report stands. Never touch GPU memory: shapes, dtypes, module
+attributes and CPU tensors only. A hook that raises anyway costs one "[internal]" note (registry.py).
+
+To add a framework: write ``frameworks/<name>.py`` (copy ``lightning.py``: ``PACKAGES``, duck-typed
+``is_...`` checks, the hooks), append its ``ADAPTER`` to :data:`ADAPTERS` in ``registry.py`` (before
+``generic``), add its fix words to ``HEAD_WORDS`` in diagnose/hints.py, and test it with the real
+framework on the CPU (tests marked ``frameworks``). How a framework's loaders map a yielded batch to dataset
+indices is the DataLoader bookmark's business (data/); it may use :func:`active` and the helpers in ``base``.
+
+Layer: just above ``wording`` and below ``diagnose`` (standard library only), so diagnose/, checks/ and
+data/ can all use it.
+"""
+
+from __future__ import annotations
+
+from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, Step
+from cudaassert_ipy.frameworks.registry import (
+    ADAPTERS,
+    Gathered,
+    active,
+    class_head_near,
+    class_head_of,
+    cleanup_step,
+    gather,
+    own_text,
+)
+
+__all__ = [
+    "ADAPTERS",
+    "Adapter",
+    "ClassHead",
+    "Found",
+    "Gathered",
+    "Reader",
+    "Stack",
+    "Step",
+    "active",
+    "class_head_near",
+    "class_head_of",
+    "cleanup_step",
+    "gather",
+    "own_text",
+]

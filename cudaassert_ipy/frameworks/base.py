@@ -1,0 +1,203 @@
+"""The adapter shape and the plain values adapters hand back (see the package docstring for how to add one).
+
+Standard library only, and no framework is ever imported: adapters look at frames, at objects found in
+them and in the user's namespace, and at ``sys.modules``, duck-typing by class names and attributes.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+from cudaassert_ipy.wording import error_line
+
+__all__ = [
+    "Adapter",
+    "ClassHead",
+    "Found",
+    "Reader",
+    "Stack",
+    "Step",
+    "class_module",
+    "frame_module",
+    "frame_self",
+    "in_packages",
+    "made_by",
+]
+
+
+@dataclass(frozen=True)
+class ClassHead:
+    """Where the user's framework sets the model's number of classes: the parameters of the fix's words.
+
+    ``diagnose/hints.py`` words the fix from it (``HEAD_WORDS[framework]``); an adapter only says what it saw.
+    """
+
+    framework: str  # a key of hints.HEAD_WORDS: "transformers", "lightning", "timm", "fastai", "ultralytics", "keras"
+    now: Optional[int] = None  # the class count the head has now (config.num_labels=3)
+    setting: str = ""  # the framework's knob: "num_labels", "num_classes", "nc", "units"
+    owner: str = ""  # who holds the knob, as the user knows it: "LitClassifier", "model.config"
+
+
+@dataclass(frozen=True)
+class Step:
+    """A framework step that ran after the first failure, named for the follow-on line."""
+
+    label: str  # "Lightning's teardown (moving the model to the CPU)"
+    lost: str = ""  # what it failed to write, now missing: "the checkpoint"
+
+
+@dataclass(frozen=True)
+class Found:
+    """What one adapter found where its framework keeps things."""
+
+    #: (the name the user knows it by, a live object) for the generic fact scanner: models, tokenizers,
+    #: configs, datasets, batch tensors. Read once by diagnose/evidence.py, never kept.
+    objects: tuple[tuple[str, Any], ...] = ()
+    #: evidence lines only this framework knows: ("model.hparams", "num_classes=3")
+    facts: tuple[tuple[str, str], ...] = ()
+    head: Optional[ClassHead] = None
+    #: how many classes the data declares, by where: ("trainer.train_dataset.features['label']", 4)
+    declared: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The frames of the first error (outermost first) and the user's namespace: what adapters look at."""
+
+    frames: tuple[types.FrameType, ...] = ()
+    user_ns: Mapping[str, Any] = field(default_factory=dict)
+
+    def selves(self, *packages: str) -> Iterator[tuple[types.FrameType, Any]]:
+        """(frame, its ``self``) for frames running a method of an object made by ``packages`` (its class or a
+        base class comes from them: a user's subclass counts), innermost first."""
+        for frame in reversed(self.frames):
+            obj = frame_self(frame)
+            if obj is not None and made_by(obj, packages):
+                yield frame, obj
+
+    def name_of(self, obj: Any, default: str) -> str:
+        """The name the user's namespace gives ``obj`` (``model``), else ``default`` (``trainer.model``)."""
+        for name, value in list(self.user_ns.items()):
+            if value is obj and not name.startswith("_"):
+                return name
+        return default
+
+    def in_packages(self, *packages: str) -> bool:
+        """Whether any frame runs code of ``packages`` (``"lightning"`` matches ``lightning.pytorch.trainer``)."""
+        return any(in_packages(frame_module(f), packages) for f in self.frames)
+
+
+class Reader:
+    """Guarded reads from framework objects, remembering what could not be read (one line in the report).
+
+    One per diagnosis; adapters never let an attribute's exception escape, they ask the reader.
+    """
+
+    def __init__(self) -> None:
+        self.missing: list[str] = []
+
+    def get(self, obj: Any, path: str, name: str, needed: bool = False) -> Any:
+        """``obj.<path>`` (dotted), or None. A read that raises is recorded as ``name.path (Error: text)``;
+        with ``needed``, a missing or None value is recorded too."""
+        value = obj
+        for part in path.split("."):
+            try:
+                value = getattr(value, part)
+            except AttributeError:
+                value = None
+            except Exception as error:  # a property that raises: say so once, go on without it
+                self._note(f"{name}.{path} ({error_line(error)})")
+                return None
+            if value is None:
+                break
+        if value is None and needed:
+            self._note(f"{name}.{path} (none)")
+        return value
+
+    def call(self, fn: Callable[[], Any], what: str) -> Any:
+        """``fn()``, or None when it raises (recorded as ``what (Error: text)``)."""
+        try:
+            return fn()
+        except Exception as error:
+            self._note(f"{what} ({error_line(error)})")
+            return None
+
+    def _note(self, text: str) -> None:
+        if text not in self.missing:
+            self.missing.append(text)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One framework's knowledge: a set of guarded functions with one shape (each optional).
+
+    Every hook runs only while one of ``packages`` is in ``sys.modules``, under a guard: an exception in a
+    hook becomes one "[internal]" note and the generic path goes on.
+    """
+
+    name: str  # the module name under cudaassert_ipy/frameworks/: "transformers"
+    packages: tuple[str, ...]  # top-level import names that make it active: ("lightning", "pytorch_lightning")
+    #: does this stack belong to me (default: a frame runs code from one of ``packages``)
+    owns: Optional[Callable[[Stack], bool]] = None
+    #: the error's own text when my framework rewrote or wrapped it (a prefix, ANSI codes), else None
+    unwrap: Optional[Callable[[BaseException, str], Optional[str]]] = None
+    #: the host facts I know where to find, from the first error's frames and the user's namespace
+    found: Optional[Callable[[Stack, Reader], Optional[Found]]] = None
+    #: where this object (a model, a trainer) sets its class count: the parameters of my fix words
+    head: Optional[Callable[[Any, str, Reader], Optional[ClassHead]]] = None
+    #: which of my steps raised a later (follow-on) error, from that error's frames (outermost first)
+    step: Optional[Callable[[Sequence[types.FrameType]], Optional[Step]]] = None
+
+    def active(self, modules: Mapping[str, Any] = sys.modules) -> bool:
+        return any(p in modules for p in self.packages)
+
+    def owns_stack(self, stack: Stack) -> bool:
+        return self.owns(stack) if self.owns is not None else stack.in_packages(*self.packages)
+
+
+# -- small duck-typing helpers every adapter uses ----------------------------------------------------
+def frame_module(frame: types.FrameType) -> str:
+    """The module a frame runs code of (``lightning.pytorch.trainer.call``); "" when unknown."""
+    name = frame.f_globals.get("__name__")
+    return name if isinstance(name, str) else ""
+
+
+def frame_self(frame: types.FrameType) -> Any:
+    """The frame's ``self`` (the method's object), or None; reads one local, never all of them."""
+    code = frame.f_code
+    if not code.co_argcount or code.co_varnames[0] != "self":
+        return None
+    try:
+        return frame.f_locals.get("self")
+    except Exception:  # a frame whose locals cannot be read
+        return None
+
+
+def class_module(obj: Any) -> str:
+    """The module of ``type(obj)`` (never ``obj.__class__``, which wrappers such as accelerate's fake)."""
+    module = getattr(type(obj), "__module__", "")
+    return module if isinstance(module, str) else ""
+
+
+def made_by(obj: Any, packages: Sequence[str]) -> bool:
+    """Whether ``type(obj)`` or one of its bases comes from ``packages`` (a user's subclass of a framework class
+    counts: ``class MyTrainer(Trainer)`` defined in a notebook)."""
+    try:
+        return any(in_packages(getattr(t, "__module__", "") or "", packages) for t in type(obj).__mro__)
+    except Exception:
+        return False
+
+
+def in_packages(module: str, packages: Sequence[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def class_names(obj: Any) -> tuple[str, ...]:
+    """The names of ``type(obj)`` and its bases: duck-typing a framework class without importing it."""
+    try:
+        return tuple(t.__name__ for t in type(obj).__mro__)
+    except Exception:
+        return ()

@@ -1,0 +1,182 @@
+"""Every adapter, and running them each under its own guard: a crashing adapter costs one note, never the report.
+
+The functions here are what the rest of the package calls; each takes ``adapters`` (default: all of
+them) and runs only the active ones, framework adapters before the generic one.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, TypeVar
+
+from cudaassert_ipy.frameworks import accelerate, generic, lightning, transformers
+from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, Step, frame_self
+from cudaassert_ipy.wording import error_line
+
+__all__ = ["ADAPTERS", "ADAPTER_FAILED", "Gathered", "active", "class_head_near", "class_head_of", "cleanup_step",
+           "failure_notes", "gather", "own_text"]
+
+#: Every adapter, framework ones first; the generic (torch-level) one last.
+ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, generic.ADAPTER)
+
+#: An adapter hook that raised, as a note in the report (like a crashing rule).
+ADAPTER_FAILED = "[internal] the {adapter} adapter failed in {hook}: {error}; the rest of this report stands."
+
+#: How far up from a validator's check ``class_head_near`` looks for the model or trainer.
+NEAR_FRAMES = 64
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What every active adapter found for one failure, merged (first adapter wins a name)."""
+
+    objects: tuple[tuple[str, Any], ...] = ()
+    facts: tuple[tuple[str, str], ...] = ()
+    head: Optional[ClassHead] = None
+    declared: tuple[tuple[str, int], ...] = ()  # (where, how many classes the data declares)
+    missing: tuple[str, ...] = ()  # what could not be read, as "name.attr (why)"
+    failures: tuple[tuple[str, str, str], ...] = ()  # (adapter, hook, "Error: text") for each crash
+    owners: tuple[str, ...] = ()  # the adapters whose framework runs in the failing stack
+
+
+def failure_notes(failures: Sequence[tuple[str, str, str]]) -> tuple[str, ...]:
+    """One note per (adapter, hook, error) failure."""
+    return tuple(ADAPTER_FAILED.format(adapter=a, hook=h, error=e) for a, h, e in failures)
+
+
+def active(adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Adapter, ...]:
+    """The adapters whose framework is imported (in ``sys.modules``)."""
+    return tuple(a for a in adapters if a.active())
+
+
+class _Guard:
+    """Runs hooks; an exception becomes a (adapter, hook, error) failure instead of escaping."""
+
+    def __init__(self) -> None:
+        self.failures: list[tuple[str, str, str]] = []
+
+    def run(self, adapter: Adapter, hook: str, fn: Callable[..., _T], *args: Any) -> Optional[_T]:
+        try:
+            return fn(*args)
+        except Exception as error:  # one adapter's bug must not cost the report
+            self.failures.append((adapter.name, hook, error_line(error)))
+            return None
+
+
+def gather(stack: Stack, adapters: Sequence[Adapter] = ADAPTERS) -> Gathered:
+    """Run every active adapter's ``found`` and pick the class head, each under a guard."""
+    guard, reader = _Guard(), Reader()
+    running = active(adapters)
+    owners = tuple(a.name for a in running if guard.run(a, "owns", a.owns_stack, stack))
+    objects: dict[str, Any] = {}
+    facts: dict[str, str] = {}
+    declared: dict[str, int] = {}
+    heads: list[ClassHead] = []
+    for adapter in running:
+        hook = adapter.found
+        if hook is None:
+            continue
+        found: Optional[Found] = guard.run(adapter, "found", hook, stack, reader)
+        if found is None:
+            continue
+        for name, obj in found.objects:
+            objects.setdefault(name, obj)
+        for key, value in found.facts:
+            facts.setdefault(key, value)
+        for key, n in found.declared:
+            declared.setdefault(key, n)
+        if found.head is not None:
+            heads.append(found.head)
+    head = heads[0] if heads else _head(stack, list(objects.items()), running, guard, reader)
+    return Gathered(objects=tuple(objects.items()), facts=tuple(facts.items()), head=head,
+                    declared=tuple(declared.items()), missing=tuple(reader.missing),
+                    failures=tuple(guard.failures), owners=owners)
+
+
+def _head(stack: Stack, objects: list[tuple[str, Any]], running: Sequence[Adapter], guard: _Guard,
+          reader: Reader) -> Optional[ClassHead]:
+    """The class head of the model that failed: a model running on the stack (innermost first), then what the
+    adapters found, then the user's namespace."""
+    found = {id(obj): name for name, obj in reversed(objects)}
+    candidates: list[tuple[str, Any]] = []
+    for frame in reversed(stack.frames):
+        obj = frame_self(frame)
+        if obj is not None:
+            candidates.append((stack.name_of(obj, found.get(id(obj), type(obj).__name__)), obj))
+    candidates += objects
+    candidates += [(k, v) for k, v in list(stack.user_ns.items()) if not k.startswith("_")]
+    seen: set[int] = set()
+    for name, obj in candidates:
+        if id(obj) in seen or isinstance(obj, (types.ModuleType, type, types.FunctionType, int, str, float)):
+            continue
+        seen.add(id(obj))
+        head = _head_of(obj, name, running, guard, reader)
+        if head is not None:
+            return head
+    return None
+
+
+def _head_of(obj: Any, name: str, running: Sequence[Adapter], guard: _Guard, reader: Reader) -> Optional[ClassHead]:
+    for adapter in running:
+        hook = adapter.head
+        if hook is not None:
+            head = guard.run(adapter, "head", hook, obj, name, reader)
+            if head is not None:
+                return head
+    return None
+
+
+def class_head_of(obj: Any, name: str = "model", adapters: Sequence[Adapter] = ADAPTERS) -> Optional[ClassHead]:
+    """Where ``obj`` (a model, a LightningModule, a Trainer) sets its class count, or None. Never raises."""
+    return _head_of(obj, name, active(adapters), _Guard(), Reader())
+
+
+def class_head_near(frame: Optional[types.FrameType], adapters: Sequence[Adapter] = ADAPTERS,
+                    depth: int = NEAR_FRAMES) -> Optional[ClassHead]:
+    """The class head of the nearest model or trainer running around ``frame`` (walking outwards): what a
+    validator that stops a call inside a framework words its fix with. Never raises."""
+    running = active(adapters)
+    if not running:
+        return None
+    guard, reader = _Guard(), Reader()
+    seen: set[int] = set()
+    while frame is not None and depth > 0:
+        obj = frame_self(frame)
+        if obj is not None and id(obj) not in seen:
+            seen.add(id(obj))
+            head = _head_of(obj, "self", running, guard, reader)
+            if head is not None:
+                return head
+        frame, depth = frame.f_back, depth - 1
+    return None
+
+
+def cleanup_step(frames: Sequence[types.FrameType],
+                 adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Optional[Step], tuple[tuple[str, str, str], ...]]:
+    """Which framework step raised a later error (its frames, outermost first), and any adapter crash."""
+    guard = _Guard()
+    for adapter in active(adapters):
+        hook = adapter.step
+        if hook is None:
+            continue
+        step = guard.run(adapter, "step", hook, frames)
+        if step is not None:
+            return step, tuple(guard.failures)
+    return None, tuple(guard.failures)
+
+
+def own_text(exc: BaseException, text: str,
+             adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Optional[str], tuple[tuple[str, str, str], ...]]:
+    """The error's own text when a framework rewrote or wrapped it (an adapter's ``unwrap``), else None."""
+    guard = _Guard()
+    for adapter in active(adapters):
+        hook = adapter.unwrap
+        if hook is None:
+            continue
+        own = guard.run(adapter, "unwrap", hook, exc, text)
+        if own is not None:
+            return own, tuple(guard.failures)
+    return None, tuple(guard.failures)
