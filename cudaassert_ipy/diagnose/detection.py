@@ -23,6 +23,7 @@ from typing import ClassVar
 
 from cudaassert_ipy.diagnose.causes.cpu_twins import CpuTwin, match_cpu_twin
 from cudaassert_ipy.diagnose.validator_stop import ValidatorStop, stop_of
+from cudaassert_ipy.frameworks.base import Launch
 from cudaassert_ipy.frameworks.registry import failure_notes, own_text
 from cudaassert_ipy.wording import error_line
 
@@ -92,6 +93,8 @@ class Detection:
     top: BaseException | None = None  # the exception that reached the top, when it is a later one
     later: tuple[BaseException, ...] = ()  # CUDA errors raised after this one (cleanup), oldest first
     notes: tuple[str, ...] = ()  # "[internal]" notes of framework adapters that failed while classifying
+    #: the failure happened in another process; ``top`` is the launcher's (engine's) wrapper (diagnose/launched.py)
+    launch: Launch | None = None
 
     @property
     def note(self) -> str | None:
