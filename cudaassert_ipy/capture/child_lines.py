@@ -36,6 +36,10 @@ _PREFIX = re.compile(
 )
 #: a Python error line: ``torch.AcceleratorError: CUDA error: ...`` (the type need not start the line)
 _TYPED = re.compile(r"(?<![\w.:])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (.+)", re.ASCII)
+#: a C++ error that ended the process (its NCCL watchdog): "terminate called after throwing an instance of 'T'" and
+#: "  what():  [PG 1 Rank 1] Process group watchdog thread terminated with exception: CUDA error: ..."
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '([\w:]+)'")
+_WHAT = re.compile(r"what\(\):\s+(.+)")
 _CUDA = re.compile(r"device-side assert|CUDA error|cudaError|illegal memory access|misaligned address|"
                    r"unspecified launch failure|illegal instruction", re.IGNORECASE)
 #: The lines PyTorch adds to a CUDA error's message (c10/cuda/CUDAMiscFunctions.cpp), and nothing else: a
@@ -75,8 +79,12 @@ def child_error(text: str) -> tuple[str, str] | None:
     the next traceback line), or None."""
     lines = plain_lines(text)
     for i, line in enumerate(lines):
-        if "rror" not in line and "xception" not in line:
+        if "rror" not in line and "xception" not in line and "what()" not in line:
             continue
+        what = _WHAT.search(line)
+        if what is not None and _CUDA.search(what.group(1)):
+            thrown = next((t.group(1) for t in map(_TERMINATE.search, lines[max(0, i - 3):i]) if t), "c10::Error")
+            return thrown, what.group(1).strip()
         m = _TYPED.search(line)
         if m is None or not _CUDA.search(m.group(2)) or line.lstrip().startswith(("raise ", "File \"")):
             continue

@@ -86,7 +86,8 @@ def _command(exc: BaseException) -> Launch:
     if launcher:
         wrapper += f", run by {launcher}"
     captured = _text(getattr(exc, "stderr", None)) + "\n" + _text(getattr(exc, "output", None))
-    return Launch(wrapper, process=f"the process `{shown}` started", text=captured.strip())
+    # which of its processes failed first is read from what they wrote (a torchrun table, a DeepSpeed line)
+    return Launch(wrapper, text=captured.strip())
 
 
 def _launch(exc: BaseException) -> Optional[Launch]:
