@@ -163,7 +163,7 @@ def explain_text(text: str, source: str = "log") -> Explanation:
             sites[asserting[0]] = sites.pop(None)
             notes[asserting[0]].append(UNTAGGED_MOVED.format(label=asserting[0]))
             untagged = []
-    groups = []
+    groups: list[Group] = []
     explained: set[tuple[str, str]] = set()
     for label in labels:
         own = sites.get(label, [])
