@@ -22,7 +22,7 @@ from cudaassert_ipy.frameworks.registry import failure_notes, launch_of
 __all__ = ["CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "is_launched", "read_launched", "relabel"]
 
 #: The first note of a launched failure: what the cell got, and where the failure really was.
-LAUNCHED_NOTE = ("The cell got {wrapper}: it only says that {process} failed. This report "
+LAUNCHED_NOTE = ("What reached this process is {wrapper}: it only says that {process} failed. This report "
                  "is built from that process's own error and kernel assertion lines ({source}); the traceback above "
                  "is the launcher's, in this process.")
 SOURCE_CARRIED = "carried by the wrapper"
