@@ -16,7 +16,6 @@ from gpu_double import DEVICE_ASSERT_WORDINGS, assertion_lines
 from cudaassert_ipy.capture.child_lines import child_error, first_failure, plain_lines
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
-from cudaassert_ipy.frameworks.generic import true_shape
 from cudaassert_ipy.logs.explain import CLEAR_CACHE, explain_text
 from cudaassert_ipy.view.report import to_text
 
@@ -106,14 +105,12 @@ def test_logs_explain_vllm_tgi_and_deepspeed_through_their_prefixes() -> None:
             "a consequence.") in notes
 
 
-def test_zero3_freed_parameters_keep_their_true_shape_in_the_report() -> None:
+def test_zero3_freed_parameters_keep_their_true_shape_in_the_evidence() -> None:
     head = torch.nn.Linear(16, 3)
     for param in head.parameters():  # what deepspeed/runtime/zero/partition_parameters.py does to each parameter
         param.ds_shape = param.shape
         param.data = torch.empty(0)
     assert tuple(head.weight.shape) == (0,)
-    assert true_shape(head.weight) == (3, 16) and true_shape(head.bias) == (3,)
-    assert true_shape(torch.empty(2, 5)) == (2, 5)
     try:
         raise RuntimeError(ASSERT_MESSAGE)
     except RuntimeError as error:
