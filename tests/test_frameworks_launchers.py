@@ -57,6 +57,12 @@ import subprocess, sys
 subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
                 "-m", "helpers.launched", "rank_1_fails"], check=True)
 """
+# accelerate launch's multi_gpu_launcher, DeepSpeed through accelerate: torchrun's own entry point in this process,
+# a module entrypoint without @record (no error file): the failure table says only "To enable traceback see: ..."
+TORCHRUN_INPROCESS_CELL = """
+from torch.distributed.run import main as torchrun
+torchrun(["--nproc_per_node", "2", "--master_port", "29534", "-m", "helpers.launched", "rank_1_fails"])
+"""
 ENGINE_CELL = """
 import subprocess, sys
 from helpers.launched import EngineDeadError
@@ -127,6 +133,15 @@ def test_ultralytics_style_torchrun_command_names_the_rank_from_torchruns_own_ta
     assert "GPU context dead in rank 1 (first observed failure) · class label out of range in cross_entropy" in plain
     assert NLL_SITE in plain
     assert "(exit status 1), run by torchrun" in plain
+    _alive(kernel)
+
+
+def test_torchruns_entry_point_without_an_error_file_is_explained_from_what_the_rank_wrote(kernel: Any) -> None:
+    plain = _report(kernel, TORCHRUN_INPROCESS_CELL, "ChildFailedError")
+    assert ("GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in "
+            "cross_entropy") in plain
+    assert NLL_SITE in plain
+    assert "(captured from what it wrote in this cell)" in plain
     _alive(kernel)
 
 

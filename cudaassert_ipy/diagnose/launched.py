@@ -19,7 +19,7 @@ from cudaassert_ipy.diagnose.detection import Detection, Kind, classify, classif
 from cudaassert_ipy.diagnose.diagnosis import ASYNC_NOTE, Diagnosis
 from cudaassert_ipy.frameworks.registry import failure_notes, launch_of
 
-__all__ = ["CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "is_launched", "read_launched", "relabel"]
+__all__ = ["CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "read_launched", "relabel"]
 
 #: The first note of a launched failure: what the cell got, and where the failure really was.
 LAUNCHED_NOTE = ("What reached this process is {wrapper}: it only says that {process} failed. This report "
@@ -33,11 +33,6 @@ CHILD_STATUS = ("The GPU context that died was in {process}, which is gone; this
 #: A child killed before Python could print its error (its NCCL watchdog's SIGABRT): only the kernel lines.
 NO_CHILD_ERROR = "device-side assert triggered (the kernel's assertion lines; the process printed no Python error)"
 DEFAULT_PROCESS = "a child process"
-
-
-def is_launched(error: BaseException) -> bool:
-    """Whether ``error`` (or a link of its chain) is a launcher's or engine's wrapper around another process."""
-    return launch_of(error)[0] is not None
 
 
 def _other_cuda_error(error: BaseException, link: BaseException, context_dead: bool) -> bool:

@@ -96,8 +96,7 @@ class CellWatcher:
                 print(f"{PREFIX} a cell listener failed: {failure!r}", file=sys.stderr)
 
     def _report(self, error: BaseException, mark: Any, source: str, result: Any) -> Detection | None:
-        from cudaassert_ipy.diagnose.detection import classify
-        from cudaassert_ipy.diagnose.launched import is_launched
+        from cudaassert_ipy.diagnose.detection import classify, is_launched
 
         dead = self.state.dead
         tap = self.tap
