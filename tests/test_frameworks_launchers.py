@@ -104,8 +104,9 @@ def test_notebook_launcher_child_failed_error_names_the_childs_cause_and_its_ran
             "cross_entropy") in plain
     assert NLL_SITE in plain  # the kernel lines the child wrote to its inherited fd 2
     assert "Exception: AcceleratorError: CUDA error: device-side assert triggered" in plain
-    assert ("What reached this process is torch.distributed.elastic's `ChildFailedError` (torchrun, accelerate's `notebook_launcher` "
-            "or `launch`): it only says that rank 1 (first observed failure, local_rank 1) failed.") in plain
+    assert ("What reached this process is torch.distributed.elastic's `ChildFailedError` (torchrun, accelerate's "
+            "`notebook_launcher` or `launch`): it only says that rank 1 (first observed failure, local_rank 1) "
+            "failed.") in plain
     assert "(carried by the wrapper)" in plain
     _alive(kernel)
 
