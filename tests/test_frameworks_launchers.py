@@ -47,6 +47,11 @@ import torch.multiprocessing as mp
 from helpers.launched import spawned
 mp.spawn(spawned, nprocs=2)
 """
+ABORT_CELL = """
+import torch.multiprocessing as mp
+from helpers.launched import aborted
+mp.spawn(aborted, nprocs=2)
+"""
 COMMAND_CELL = """
 import subprocess, sys
 subprocess.run([sys.executable, "-m", "helpers.launched", "fail"], check=True)
@@ -116,6 +121,15 @@ def test_mp_spawn_process_raised_exception_is_read_from_the_childs_traceback_tex
     assert "GPU context dead in process 1 of mp.spawn · class label out of range in cross_entropy" in plain
     assert NLL_SITE in plain
     assert "Exception: AcceleratorError: CUDA error: device-side assert triggered" in plain
+    _alive(kernel)
+
+
+def test_a_worker_aborted_by_its_watchdog_is_explained_from_its_kernel_lines_and_what_line(kernel: Any) -> None:
+    plain = _report(kernel, ABORT_CELL, "ProcessExitedException")
+    assert "GPU context dead in process 1 of mp.spawn · class label out of range in cross_entropy" in plain
+    assert NLL_SITE in plain
+    assert "Exception: c10::DistBackendError: [PG 1 Rank 1] Process group watchdog thread terminated" in plain
+    assert "is a follow-on error: the kernel assertion above killed the GPU context first" in plain
     _alive(kernel)
 
 

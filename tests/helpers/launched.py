@@ -34,6 +34,24 @@ def spawned(index: int) -> None:
         fail_like_gpu(threads=2)
 
 
+#: a rank's NCCL watchdog hitting the sticky error and aborting the process before Python can raise
+#: (sgl-project/sglang#271, verbatim)
+WATCHDOG = ("terminate called after throwing an instance of 'c10::DistBackendError'\n"
+            "  what():  [PG 1 Rank 1] Process group watchdog thread terminated with exception: CUDA error: "
+            "device-side assert triggered\n")
+
+
+def aborted(index: int) -> None:
+    """``mp.spawn``'s target: process 1's watchdog aborts it (SIGABRT) after the kernel's lines."""
+    if index == 1:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file from the abort
+        os.write(2, assertion_lines("nll_loss_target_out_of_range", threads=2) + WATCHDOG.encode())
+        os.abort()
+    time.sleep(30)  # the other rank waits in its "collective" until the launcher stops it
+
+
 def engine_core() -> None:
     """vLLM's EngineCore dying of a device assert: the kernel lines (the CUDA runtime's, no prefix), then its
     logger's traceback, every line prefixed as vLLM prefixes them."""
