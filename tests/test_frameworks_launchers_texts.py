@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from gpu_double import DEVICE_ASSERT_WORDINGS, assertion_lines
 
-from cudaassert_ipy.capture.child_lines import child_error, first_failure, plain_lines
+from cudaassert_ipy.capture.child_lines import child_error, first_failure, plain_lines, readable
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
 from cudaassert_ipy.logs.explain import CLEAR_CACHE, explain_text
@@ -63,6 +63,11 @@ def test_prefixes_are_stripped_before_matching() -> None:
         "Method ClearCache"]
 
 
+def test_a_windows_path_is_not_a_json_escaped_newline() -> None:
+    line = r"C:\actions-runner\_work\pytorch\aten\src\ATen\native\cuda\Loss.cu:250: x"
+    assert plain_lines(line) == [line] and readable(line) == line
+
+
 def test_the_childs_error_and_the_first_failing_process_are_read_from_text() -> None:
     assert child_error(VLLM_LOG) == ("torch.AcceleratorError", ASSERT_MESSAGE.strip())
     assert child_error(WATCHDOG) == ("c10::DistBackendError", "[PG 1 Rank 1] Process group watchdog thread "
@@ -95,6 +100,16 @@ def test_logs_explain_vllm_tgi_and_deepspeed_through_their_prefixes() -> None:
     tgi = explain_text(TGI_LOG)
     assert tgi.errors == 1, "the router's relay is the shard's error, counted once"
     assert CLEAR_CACHE in tgi.groups[0].diagnoses[0].notes
+
+    # a JSON log line (the shape of TGI's --json-output, tracing's JSON) and a coloured rank tag
+    shipped = explain_text('{"timestamp":"2024-09-12T10:00:00Z","level":"ERROR","fields":{"message":"Method Decode '
+                           'encountered an error.\\n' + NLL.replace("\n", "\\n") + 'RuntimeError: CUDA error: '
+                           'device-side assert triggered\\n"},"target":"text_generation_launcher"}\n')
+    assert shipped.groups[0].diagnoses[0].cause_id == "nll_loss_target_out_of_range"
+    assert shipped.groups[0].diagnoses[0].exception_line == "RuntimeError: CUDA error: device-side assert triggered"
+    coloured = explain_text(NLL + "\x1b[31m[rank1]:\x1b[0m RuntimeError: CUDA error: device-side assert triggered\n")
+    assert [g.label for g in coloured.groups] == ["rank 1"]
+    assert coloured.groups[0].diagnoses[0].exception_line == "RuntimeError: CUDA error: device-side assert triggered"
 
     deepspeed = explain_text(DEEPSPEED_LOG)
     (rank1,) = deepspeed.groups

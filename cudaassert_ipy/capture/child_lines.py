@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["child_error", "first_failure", "plain_lines"]
+__all__ = ["child_error", "first_failure", "plain_lines", "readable"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: prefixes in front of a child's line, any number of them, in any order
@@ -63,13 +63,32 @@ _FIRST = (
 )
 
 
+def readable(text: str) -> str:
+    """``text`` without ANSI codes, JSON-escaped newlines made real; launcher tags kept (they name the rank)."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\\n" in text:
+        text = "\n".join(_unescaped(line) for line in text.split("\n"))
+    return text
+
+
+def _json(line: str) -> bool:
+    """A line a log shipper wrote as JSON (``{"message":"...\\n..."}``): only there is ``\\n`` a newline; a Windows
+    path has ``\\native`` too."""
+    return '":' in line and ("{" in line or '\\"' in line)
+
+
+def _unescaped(line: str) -> str:
+    return line.replace("\\n", "\n") if "\\n" in line and _json(line) else line
+
+
 def plain_lines(text: str) -> list[str]:
     """``text``'s lines without ANSI codes and launcher/engine prefixes, JSON-escaped newlines split."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     out = []
     for line in text.splitlines():
-        for part in line.split("\\n") if "\\n" in line else (line,):
+        for part in _unescaped(line).split("\n"):
             out.append(_PREFIX.sub("", part.rstrip("\r")) if part else part)
     return out
 

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from cudaassert_ipy.capture.assert_lines import AssertSite, Orphan, scan_all
-from cudaassert_ipy.capture.child_lines import first_failure
+from cudaassert_ipy.capture.child_lines import first_failure, readable
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, match_assert
 from cudaassert_ipy.diagnose.detection import Detection, Kind, classify_text, logged_exception
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
@@ -139,7 +139,7 @@ def _launcher_notes(text: str) -> list[str]:
 
 def explain_text(text: str, source: str = "log") -> Explanation:
     """Read a whole log (or pasted text) and explain what it holds."""
-    lines = interesting(text)
+    lines = readable(interesting(text))  # colour codes and JSON-escaped newlines of log shippers read through
     fixed = repair(lines) if len(lines) <= PASTE_LIMIT else Repaired(lines)
     scanned = scan_all(fixed.text, group=rank_label)
     errors = _dedupe(find_errors(fixed.text, rank_label, tag_end))
