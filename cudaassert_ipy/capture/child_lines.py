@@ -94,26 +94,36 @@ def plain_lines(text: str) -> list[str]:
 
 
 def child_error(text: str) -> tuple[str, str] | None:
-    """The first CUDA error a child printed in ``text``: (type name as printed, message with its lines up to
-    the next traceback line), or None."""
-    lines = plain_lines(text)
-    for i, line in enumerate(lines):
-        if "rror" not in line and "xception" not in line and "what()" not in line:
+    """The first CUDA error a child printed in ``text``: (type name as printed, message with the lines PyTorch
+    adds to it), or None. Only lines holding an error word are read through their prefixes: a cell's output
+    may be a long training log."""
+    raw = text.splitlines()
+    for i, physical in enumerate(raw):
+        if "rror" not in physical and "xception" not in physical and "what()" not in physical:
             continue
-        what = _WHAT.search(line)
-        if what is not None and _CUDA.search(what.group(1)):
-            thrown = next((t.group(1) for t in map(_TERMINATE.search, lines[max(0, i - 3):i]) if t), "c10::Error")
-            return thrown, what.group(1).strip()
-        m = _TYPED.search(line)
-        if m is None or not _CUDA.search(m.group(2)) or line.lstrip().startswith(("raise ", "File \"")):
-            continue
-        message = [m.group(2).strip().strip("\"'")]
-        for more in lines[i + 1:i + 8]:
-            if not _MESSAGE_MORE.match(more.strip()):
-                break
-            message.append(more.strip())
-        return m.group(1), "\n".join(message)
+        lines = plain_lines("\n".join(raw[i:i + 8]))  # the line (JSON may hold several) and what follows it
+        earlier = plain_lines("\n".join(raw[max(0, i - 3):i]))
+        for j, line in enumerate(lines):
+            found = _error_in(line, lines[j + 1:], earlier + lines[:j])
+            if found is not None:
+                return found
     return None
+
+
+def _error_in(line: str, after: list[str], before: list[str]) -> tuple[str, str] | None:
+    what = _WHAT.search(line)
+    if what is not None and _CUDA.search(what.group(1)):
+        thrown = next((t.group(1) for t in map(_TERMINATE.search, reversed(before)) if t), "c10::Error")
+        return thrown, what.group(1).strip()
+    m = _TYPED.search(line)
+    if m is None or not _CUDA.search(m.group(2)) or line.lstrip().startswith(("raise ", "File \"")):
+        return None
+    message = [m.group(2).strip().strip("\"'")]
+    for more in after:
+        if not _MESSAGE_MORE.match(more.strip()):
+            break
+        message.append(more.strip())
+    return m.group(1), "\n".join(message)
 
 
 def first_failure(text: str) -> str | None:
