@@ -35,12 +35,13 @@ LAUNCHER_CELL = """
 import os
 from accelerate import notebook_launcher
 from gpu_double import fail_like_gpu
+from helpers.launched import free_port
 
 def train():
     if os.environ["RANK"] == "1":
         fail_like_gpu(threads=2)
 
-notebook_launcher(train, num_processes=2)
+notebook_launcher(train, num_processes=2, use_port=str(free_port()))
 """
 SPAWN_CELL = """
 import torch.multiprocessing as mp
@@ -59,14 +60,14 @@ subprocess.run([sys.executable, "-m", "helpers.launched", "fail"], check=True)
 # Ultralytics' multi-GPU DDP from a notebook: `python -m torch.distributed.run ...` run with check=True
 TORCHRUN_CELL = """
 import subprocess, sys
-subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                 "-m", "helpers.launched", "rank_1_fails"], check=True)
 """
 # accelerate launch's multi_gpu_launcher, DeepSpeed through accelerate: torchrun's own entry point in this process,
 # a module entrypoint without @record (no error file): the failure table says only "To enable traceback see: ..."
 TORCHRUN_INPROCESS_CELL = """
 from torch.distributed.run import main as torchrun
-torchrun(["--nproc_per_node", "2", "--master_port", "29534", "-m", "helpers.launched", "rank_1_fails"])
+torchrun(["--standalone", "--nproc_per_node", "2", "-m", "helpers.launched", "rank_1_fails"])
 """
 ENGINE_CELL = """
 import subprocess, sys

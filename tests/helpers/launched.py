@@ -28,6 +28,16 @@ class EngineDeadError(Exception):
         self.__suppress_context__ = suppress_context
 
 
+def free_port() -> int:
+    """A TCP port nobody listens on now, for a launcher's rendezvous (tests may run side by side)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 def spawned(index: int) -> None:
     """``torch.multiprocessing.spawn``'s target: process 1 hits the assert."""
     if index == 1:
