@@ -10,7 +10,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from cudaassert_ipy.frameworks import accelerate, engines, generic, launchers, lightning, transformers
+from cudaassert_ipy.frameworks import accelerate, deepspeed, engines, generic, launchers, lightning, transformers
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Launch, Reader, Stack, Step, frame_self
 from cudaassert_ipy.wording import error_line
 
@@ -18,8 +18,8 @@ __all__ = ["ADAPTERS", "ADAPTER_FAILED", "Gathered", "active", "class_head_near"
            "failure_notes", "gather", "launch_of", "own_text"]
 
 #: Every adapter, framework ones first; the generic (torch-level) one last.
-ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, launchers.ADAPTER,
-                                  engines.ADAPTER, generic.ADAPTER)
+ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, deepspeed.ADAPTER,
+                                  launchers.ADAPTER, engines.ADAPTER, generic.ADAPTER)
 
 #: An adapter hook that raised, as a note in the report (like a crashing rule).
 ADAPTER_FAILED = "[internal] the {adapter} adapter failed in {hook}: {error}; the rest of this report stands."
