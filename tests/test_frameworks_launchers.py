@@ -140,7 +140,7 @@ def test_a_command_run_with_check_is_explained_from_what_its_process_wrote(kerne
     assert NLL_SITE in plain
     assert "GPU context dead in a child process · class label out of range in cross_entropy" in plain
     assert "-m helpers.launched fail` (exit status 1)" in plain
-    assert "(captured from what it wrote in this cell)" in plain
+    assert "(read from its output, which the fd tap captured)" in plain
     _alive(kernel)
 
 
@@ -157,7 +157,7 @@ def test_torchruns_entry_point_without_an_error_file_is_explained_from_what_the_
     assert ("GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in "
             "cross_entropy") in plain
     assert NLL_SITE in plain
-    assert "(captured from what it wrote in this cell)" in plain
+    assert "(read from its output, which the fd tap captured)" in plain
     _alive(kernel)
 
 

@@ -26,7 +26,7 @@ LAUNCHED_NOTE = ("What reached this process is {wrapper}: it only says that {pro
                  "is built from that process's own error and kernel assertion lines ({source}); the traceback above "
                  "is the launcher's, in this process.")
 SOURCE_CARRIED = "carried by the wrapper"
-SOURCE_CAPTURED = "captured from what it wrote in this cell"
+SOURCE_CAPTURED = "read from its output, which the fd tap captured"
 #: The status line: the child's context died, this one did not.
 CHILD_STATUS = ("The GPU context that died was in {process}, which is gone; this process's own GPU context was not "
                 "touched by it, so no restart is needed here: fix the cause, then {again}.")
