@@ -164,7 +164,7 @@ def test_torchruns_entry_point_without_an_error_file_is_explained_from_what_the_
 def test_vllm_engine_dead_error_is_explained_from_the_engine_cores_log_lines(kernel: Any) -> None:
     plain = _report(kernel, ENGINE_CELL, "EngineDeadError")
     assert plain.startswith("[cudaassert] The GPU context that died was in vLLM's EngineCore process, " + ALIVE +
-                            "create the engine (`LLM(...)`) again.")
+                            "create the engine (vLLM's `LLM(...)`) again.")
     assert "GPU context dead in vLLM's EngineCore process · index out of range in an embedding or index_select" in plain
     assert "Indexing.cu:1292 indexSelectLargeIndex: `srcIndex < srcSelectDimSize` failed in 2 threads" in plain
     assert "Exception: AcceleratorError: CUDA error: device-side assert triggered" in plain

@@ -19,7 +19,7 @@ from cudaassert_ipy.diagnose.detection import Detection, Kind, classify, classif
 from cudaassert_ipy.diagnose.diagnosis import ASYNC_NOTE, Diagnosis
 from cudaassert_ipy.frameworks.registry import failure_notes, launch_of
 
-__all__ = ["CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "read_launched", "relabel"]
+__all__ = ["AGAIN", "CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "read_launched", "relabel"]
 
 #: The first note of a launched failure: what the cell got, and where the failure really was.
 LAUNCHED_NOTE = ("What reached this process is {wrapper}: it only says that {process} failed. This report "
@@ -30,6 +30,9 @@ SOURCE_CAPTURED = "read from its output, which the fd tap captured"
 #: The status line: the child's context died, this one did not.
 CHILD_STATUS = ("The GPU context that died was in {process}, which is gone; this process's own GPU context was not "
                 "touched by it, so no restart is needed here: fix the cause, then {again}.")
+#: What to do after the fix, by what runs the child (``Launch.relaunch``).
+AGAIN = {"launcher": "launch it again", "engine": "create the engine (vLLM's `LLM(...)`) again",
+         "server": "restart the server"}
 #: A child killed before Python could print its error (its NCCL watchdog's SIGABRT): only the kernel lines.
 NO_CHILD_ERROR = "device-side assert triggered (the kernel's assertion lines; the process printed no Python error)"
 DEFAULT_PROCESS = "a child process"
@@ -83,4 +86,5 @@ def relabel(diagnosis: Diagnosis, detection: Detection) -> Diagnosis:
     _, sep, rest = diagnosis.headline.partition(" · ")
     headline = f"GPU context dead in {launch.process} · {rest}" if sep else diagnosis.headline
     return dataclasses.replace(diagnosis, context_dead=False, headline=headline, notes=notes,
-                               status=CHILD_STATUS.format(process=launch.process, again=launch.again))
+                               status=CHILD_STATUS.format(process=launch.process,
+                                                         again=AGAIN.get(launch.relaunch, AGAIN["launcher"])))

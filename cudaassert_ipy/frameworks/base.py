@@ -63,7 +63,9 @@ class Launch:
     #: the child's error as the wrapper carries it: (type name as printed, message); None when it carries none
     error: Optional[tuple[str, str]] = None
     text: str = ""  # the child's output the wrapper carries (a traceback, its captured stderr)
-    again: str = "launch it again"  # what to do after the fix: the child is gone, this process is not
+    #: what runs the child, for the words of what to do after the fix (diagnose/launched.py ``AGAIN``):
+    #: "launcher" (launch it again), "engine" (an inference engine object to create again), "server"
+    relaunch: str = "launcher"
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,12 @@ def _unwrap(exc: BaseException, text: str) -> Optional[str]:
 
 def _launch(exc: BaseException) -> Optional[Launch]:
     if "EngineDeadError" in class_names(exc):
-        return Launch(VLLM, process=VLLM_PROCESS, again="create the engine (`LLM(...)`) again")
+        return Launch(VLLM, process=VLLM_PROCESS, relaunch="engine")
     text = str(exc)
     m = _TGI.search(text)
     if m is not None:
         return Launch(TGI, process=TGI_PROCESS, error=(m.group(1), text[m.end():]),
-                      again="restart the server")
+                      relaunch="server")
     return None
 
 
