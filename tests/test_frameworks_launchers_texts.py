@@ -50,6 +50,26 @@ WATCHDOG = ("[rank1]:terminate called after throwing an instance of 'c10::DistBa
             "device-side assert triggered\n")
 
 
+# lzhxmu/CPPO#6, verbatim (host elided there too)
+ELASTIC_TABLE = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n\
+============================================================
+src/open_r1/grpo_gsm.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-05-21_15:43:03
+  host      : …
+  rank      : 0 (local_rank: 0)
+  exitcode  : -9 (pid: 14750)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 14750
+============================================================
+"""
+
+
 class GenerationError(Exception):
     """What a text-generation client raises with the server's error text (huggingface_hub's class of that name)."""
 
@@ -74,6 +94,8 @@ def test_the_childs_error_and_the_first_failing_process_are_read_from_text() -> 
                                      "terminated with exception: CUDA error: device-side assert triggered")
     assert child_error("RuntimeError: Expected all tensors to be on the same device") is None
     assert first_failure(DEEPSPEED_LOG) == "local_rank 1"
+    assert first_failure(ELASTIC_TABLE) == "rank 0 (first observed failure)"
+    assert child_error(ELASTIC_TABLE) is None, "a SIGKILL carries no error: the rank's own output must say it"
     assert first_failure("-- Process 3 terminated with the following error:\nTraceback") == "process 3"
     assert first_failure("no launcher here") is None
 
