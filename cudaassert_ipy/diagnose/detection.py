@@ -23,10 +23,11 @@ from typing import ClassVar
 
 from cudaassert_ipy.diagnose.causes.cpu_twins import CpuTwin, match_cpu_twin
 from cudaassert_ipy.diagnose.validator_stop import ValidatorStop, stop_of
-from cudaassert_ipy.frameworks.registry import failure_notes, own_text
+from cudaassert_ipy.frameworks.base import Launch
+from cudaassert_ipy.frameworks.registry import failure_notes, launch_of, own_text
 from cudaassert_ipy.wording import error_line
 
-__all__ = ["FOLLOW_ON_NOTE", "Detection", "Kind", "classify", "classify_text", "logged_exception"]
+__all__ = ["FOLLOW_ON_NOTE", "Detection", "Kind", "classify", "classify_text", "is_launched", "logged_exception"]
 
 FOLLOW_ON_NOTE = (
     "`{error}` is a follow-on error: the kernel assertion above killed the GPU context first, and this "
@@ -92,6 +93,8 @@ class Detection:
     top: BaseException | None = None  # the exception that reached the top, when it is a later one
     later: tuple[BaseException, ...] = ()  # CUDA errors raised after this one (cleanup), oldest first
     notes: tuple[str, ...] = ()  # "[internal]" notes of framework adapters that failed while classifying
+    #: the failure happened in another process; ``top`` is the launcher's (engine's) wrapper (diagnose/launched.py)
+    launch: Launch | None = None
 
     @property
     def note(self) -> str | None:
@@ -134,6 +137,13 @@ def classify(exc: BaseException | None, context_dead: bool = False, assert_seen:
     later = tuple(link for link in reversed(links[:index]) if _classify_one(link, True, assert_seen))
     notes = tuple(n for _, d in found for n in d.notes)
     return dataclasses.replace(first, top=exc if exc is not first.exception else None, later=later, notes=notes)
+
+
+def is_launched(exc: BaseException) -> bool:
+    """Whether ``exc`` (or a link of its chain) only wraps a failure in another process: a launcher's or an
+    engine's wrapper (``ChildFailedError``, ``CalledProcessError``, ...), which the child's text may make ours
+    (diagnose/launched.py)."""
+    return launch_of(exc)[0] is not None
 
 
 class _LoggedTypes:

@@ -14,6 +14,7 @@ from cudaassert_ipy.capture.assert_lines import AssertSite, scan_all
 from cudaassert_ipy.diagnose.detection import Detection, classify
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
 from cudaassert_ipy.diagnose.evidence import Evidence, collect
+from cudaassert_ipy.diagnose.launched import read_launched, relabel
 from cudaassert_ipy.diagnose.recovered import recover
 from cudaassert_ipy.frameworks import ADAPTERS, Adapter
 
@@ -30,7 +31,16 @@ def sites_in(text: str) -> list[AssertSite]:
 
 def read_failure(error: BaseException, text: str,
                  context_dead: bool = False) -> tuple[Detection | None, list[AssertSite]]:
-    """The detection (None: not a failure of ours) and the assertion sites that came with ``error``."""
+    """The detection (None: not a failure of ours) and the assertion sites that came with ``error``. When
+    ``error`` only wraps a child process's failure (a launcher, an engine), the child's error and lines."""
+    launched = read_launched(error, text, context_dead)
+    if launched is not None:
+        _, child_text = launched
+        sites = sites_in(child_text)
+        if sites:
+            launched = read_launched(error, text, context_dead, sites_seen=True)
+        detection = launched[0] if launched is not None else None
+        return detection, sites if detection is not None else []
     detection = classify(error, context_dead=context_dead)
     sites = sites_in(text)
     if sites:  # an assertion line came with this error: a library error only surfaced it (issue #10)
@@ -47,4 +57,6 @@ def diagnose_failure(detection: Detection, sites: list[AssertSite], text: str = 
     diagnosis = diagnose(evidence)
     if detection.note:
         diagnosis = dataclasses.replace(diagnosis, notes=(detection.note, *diagnosis.notes))
+    if detection.launch is not None:
+        diagnosis = relabel(diagnosis, detection)
     return evidence, diagnosis

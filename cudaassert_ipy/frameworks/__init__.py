@@ -28,6 +28,13 @@ name>.py``, defining ``ADAPTER = Adapter(name=..., packages=(...), ...)`` with a
 ``step(frames) -> Step | None``
     Which of my steps raised a LATER CUDA error (teardown, checkpoint on exception, a cache clear), from
     that error's frames: the report names it in one follow-on line, and ``Step.lost`` says what is missing.
+``launch(exc) -> Launch | None``
+    This exception is only my launcher's or engine's wrapper around a failure in another process
+    (``ChildFailedError``, ``ProcessRaisedException``, ``CalledProcessError``, vLLM's ``EngineDeadError``):
+    which process failed first and what of its output the wrapper carries. The diagnosis is then built
+    from the child's error and the kernel lines it wrote (the fd tap sees children: they inherit fd 1/2),
+    read through launcher prefixes (capture/child_lines.py), and says the child's context died, not this
+    kernel's (diagnose/launched.py). Launchers and engines: ``launchers.py``, ``engines.py``.
 
 Rules every hook follows: read attributes through the :class:`Reader` (``read.get(obj, "config.num_labels",
 "model", needed=True)``): a property that raises, or a needed value that is absent, becomes part of ONE
@@ -46,7 +53,7 @@ data/ can all use it.
 
 from __future__ import annotations
 
-from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, Step
+from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Launch, Reader, Stack, Step
 from cudaassert_ipy.frameworks.registry import (
     ADAPTERS,
     Gathered,
@@ -55,6 +62,7 @@ from cudaassert_ipy.frameworks.registry import (
     class_head_of,
     cleanup_step,
     gather,
+    launch_of,
     own_text,
 )
 
@@ -64,6 +72,7 @@ __all__ = [
     "ClassHead",
     "Found",
     "Gathered",
+    "Launch",
     "Reader",
     "Stack",
     "Step",
@@ -72,5 +81,6 @@ __all__ = [
     "class_head_of",
     "cleanup_step",
     "gather",
+    "launch_of",
     "own_text",
 ]

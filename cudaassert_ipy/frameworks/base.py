@@ -17,6 +17,7 @@ __all__ = [
     "Adapter",
     "ClassHead",
     "Found",
+    "Launch",
     "Reader",
     "Stack",
     "Step",
@@ -47,6 +48,24 @@ class Step:
 
     label: str  # "Lightning's teardown (moving the model to the CPU)"
     lost: str = ""  # what it failed to write, now missing: "the checkpoint"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A failure in another process that the notebook sees only as a launcher's or an engine's wrapper.
+
+    The diagnosis is built from what that process wrote: the child's error the wrapper carries (``error``,
+    ``text``), else the captured output (diagnose/launched.py).
+    """
+
+    wrapper: str  # what the cell got, in words: "torch.distributed.elastic's ChildFailedError (notebook_launcher, ...)"
+    process: str = ""  # the first process that failed: "rank 1 (first observed failure)", "vLLM's EngineCore"
+    #: the child's error as the wrapper carries it: (type name as printed, message); None when it carries none
+    error: Optional[tuple[str, str]] = None
+    text: str = ""  # the child's output the wrapper carries (a traceback, its captured stderr)
+    #: what runs the child, for the words of what to do after the fix (diagnose/launched.py ``AGAIN``):
+    #: "launcher" (launch it again), "engine" (an inference engine object to create again), "server"
+    relaunch: str = "launcher"
 
 
 @dataclass(frozen=True)
@@ -150,6 +169,8 @@ class Adapter:
     head: Optional[Callable[[Any, str, Reader], Optional[ClassHead]]] = None
     #: which of my steps raised a later (follow-on) error, from that error's frames (outermost first)
     step: Optional[Callable[[Sequence[types.FrameType]], Optional[Step]]] = None
+    #: this exception is only my launcher's (engine's) wrapper around another process's failure: what it says
+    launch: Optional[Callable[[BaseException], Optional[Launch]]] = None
 
     def active(self, modules: Mapping[str, Any] = sys.modules) -> bool:
         return any(p in modules for p in self.packages)

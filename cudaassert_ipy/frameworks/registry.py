@@ -10,15 +10,16 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from cudaassert_ipy.frameworks import accelerate, generic, lightning, transformers
-from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, Step, frame_self
+from cudaassert_ipy.frameworks import accelerate, deepspeed, engines, generic, launchers, lightning, transformers
+from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Launch, Reader, Stack, Step, frame_self
 from cudaassert_ipy.wording import error_line
 
 __all__ = ["ADAPTERS", "ADAPTER_FAILED", "Gathered", "active", "class_head_near", "class_head_of", "cleanup_step",
-           "failure_notes", "gather", "own_text"]
+           "failure_notes", "gather", "launch_of", "own_text"]
 
 #: Every adapter, framework ones first; the generic (torch-level) one last.
-ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, generic.ADAPTER)
+ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, deepspeed.ADAPTER,
+                                  launchers.ADAPTER, engines.ADAPTER, generic.ADAPTER)
 
 #: An adapter hook that raised, as a note in the report (like a crashing rule).
 ADAPTER_FAILED = "[internal] the {adapter} adapter failed in {hook}: {error}; the rest of this report stands."
@@ -179,4 +180,24 @@ def own_text(exc: BaseException, text: str,
         own = guard.run(adapter, "unwrap", hook, exc, text)
         if own is not None:
             return own, tuple(guard.failures)
+    return None, tuple(guard.failures)
+
+
+def launch_of(exc: BaseException, adapters: Sequence[Adapter] = ADAPTERS,
+              limit: int = 8) -> tuple[Optional[tuple[BaseException, Launch]], tuple[tuple[str, str, str], ...]]:
+    """The link of ``exc``'s chain (newest first) that is only a launcher's or engine's wrapper around a failure
+    in another process, with what an adapter's ``launch`` says of it; and any adapter crash."""
+    guard = _Guard()
+    running = [a for a in active(adapters) if a.launch is not None]
+    link: Optional[BaseException] = exc
+    seen: list[BaseException] = []
+    while link is not None and len(seen) < limit and not any(link is s for s in seen):
+        seen.append(link)
+        for adapter in running:
+            hook = adapter.launch
+            if hook is not None:
+                found = guard.run(adapter, "launch", hook, link)
+                if found is not None:
+                    return (link, found), tuple(guard.failures)
+        link = link.__cause__ or link.__context__
     return None, tuple(guard.failures)

@@ -21,6 +21,8 @@ _MAX_LINE = 4000
 # "RuntimeError: msg", "torch.AcceleratorError: msg", "c10::Error" after what(); "Triton Error [CUDA]: msg" is a message
 _TYPED = re.compile(r"(?<![\w.:])((?:[A-Za-z_]\w*(?:\.|::))*[A-Za-z_]\w*(?:Error|Exception)): (.+)", re.ASCII)
 _WHAT = re.compile(r"what\(\):\s+(.+)")
+# TGI's router relaying a shard's Python error: "Server error: Unexpected <class 'RuntimeError'>: CUDA error: ..."
+_RELAYED = re.compile(r"Server error: Unexpected <class '(?:[\w.]+\.)?(\w+)'>: (.+)")
 _LIBRARY_REPORT = re.compile(
     r"(THCudaCheck FAIL .+|CUDA error after .+|(?:CUDA|cuDNN|HIP|CUDA driver) error: .+|Triton Error \[\w+\]: .+|"
     r"cuda runtime error \(\d+\) : .+)",
@@ -77,6 +79,9 @@ def parse_error_line(body: str) -> tuple[str, str] | None:
     m = _WHAT.search(body)
     if m is not None:
         return "c10::Error", m.group(1).strip()
+    m = _RELAYED.search(body)
+    if m is not None:  # the same error as the shard's own line: the same key, so it is counted once
+        return m.group(1), m.group(2).strip()
     m = _TYPED.search(body)
     if m is not None and not body[:m.start()].rstrip().endswith(("raise", "(")):
         return m.group(1), m.group(2).strip()

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from cudaassert_ipy.capture.assert_lines import AssertSite, Orphan, scan_all
+from cudaassert_ipy.capture.child_lines import first_failure, readable
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, match_assert
 from cudaassert_ipy.diagnose.detection import Detection, Kind, classify_text, logged_exception
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
@@ -38,6 +39,14 @@ LOG_STATUS = (
     "process, so it had to be restarted."
 )
 SHARED_SITES = "The assertion lines carry no rank tag: they may come from any rank."
+#: A launcher's own lines (torchrun's agent, its ChildFailedError table, mp.spawn, DeepSpeed's launcher) name the
+#: process that failed first; the launcher then stopped the others.
+LAUNCHER_FIRST = ("The launcher's own lines name {process} as the first process that failed; it stopped the other "
+                  "processes after that{killed}, so what they printed later is a consequence.")
+KILLED = " (DeepSpeed's launcher: \"Killing subprocess\" {n}x)"
+#: TGI: the router's cache clear after a failure touches the dead shard again.
+CLEAR_CACHE = ("TGI's `Method ClearCache encountered an error.` is a follow-on: after the failure the router cleared "
+               "the shard's cache, which touched the dead GPU again. Fix the first error; this one goes away with it.")
 
 
 @dataclass(frozen=True)
@@ -116,9 +125,21 @@ def _in_log_words(d: Diagnosis) -> Diagnosis:
     return dataclasses.replace(d, status=LOG_STATUS) if d.context_dead else d
 
 
+def _launcher_notes(text: str) -> list[str]:
+    """What launchers and servers say around the failure: the first failing process, TGI's cache clear."""
+    notes = []
+    process = first_failure(text)
+    if process is not None:
+        killed = text.count("] Killing subprocess ")
+        notes.append(LAUNCHER_FIRST.format(process=process, killed=KILLED.format(n=killed) if killed else ""))
+    if "Method ClearCache encountered an error" in text:
+        notes.append(CLEAR_CACHE)
+    return notes
+
+
 def explain_text(text: str, source: str = "log") -> Explanation:
     """Read a whole log (or pasted text) and explain what it holds."""
-    lines = interesting(text)
+    lines = readable(interesting(text))  # colour codes and JSON-escaped newlines of log shippers read through
     fixed = repair(lines) if len(lines) <= PASTE_LIMIT else Repaired(lines)
     scanned = scan_all(fixed.text, group=rank_label)
     errors = _dedupe(find_errors(fixed.text, rank_label, tag_end))
@@ -142,7 +163,7 @@ def explain_text(text: str, source: str = "log") -> Explanation:
             sites[asserting[0]] = sites.pop(None)
             notes[asserting[0]].append(UNTAGGED_MOVED.format(label=asserting[0]))
             untagged = []
-    groups = []
+    groups: list[Group] = []
     explained: set[tuple[str, str]] = set()
     for label in labels:
         own = sites.get(label, [])
@@ -159,6 +180,9 @@ def explain_text(text: str, source: str = "log") -> Explanation:
         else:
             diagnoses = _error_diagnoses(dets)
         if diagnoses:
+            if not groups:  # said once, under the first diagnosis
+                extra = tuple(_launcher_notes(text))
+                diagnoses[0] = dataclasses.replace(diagnoses[0], notes=(*diagnoses[0].notes, *extra))
             groups.append(Group(label, tuple(_in_log_words(d) for d in diagnoses)))
     return Explanation(
         source=source,

@@ -96,12 +96,13 @@ class CellWatcher:
                 print(f"{PREFIX} a cell listener failed: {failure!r}", file=sys.stderr)
 
     def _report(self, error: BaseException, mark: Any, source: str, result: Any) -> Detection | None:
-        from cudaassert_ipy.diagnose.detection import classify
+        from cudaassert_ipy.diagnose.detection import classify, is_launched
 
         dead = self.state.dead
         tap = self.tap
         detection = classify(error, context_dead=dead)
-        if detection is None and (tap is None or classify(error, context_dead=dead, assert_seen=True) is None):
+        if detection is None and (tap is None or classify(error, context_dead=dead, assert_seen=True) is None) \
+                and not is_launched(error):  # a launcher's wrapper: the child's text may make it ours
             return None  # not ours, and not an error that an assertion line in this cell would make ours
         if detection is not None and dead and detection.kills_context:
             self.banner()

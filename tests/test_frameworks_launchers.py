@@ -1,0 +1,202 @@
+"""Launchers and engines for real, on the CPU: the cell gets only a wrapper, the failure is in a child process.
+
+Real launchers start real children in a real kernel with the extension loaded: accelerate's
+``notebook_launcher(fn, num_processes=2)`` (torch.distributed.elastic, fork) → ``ChildFailedError``;
+``torch.multiprocessing.spawn`` → ``ProcessRaisedException``; ``subprocess.run([...], check=True)`` →
+``CalledProcessError``. Each failing child does what a device assert does to a process (``gpu_double``: the
+kernel's assertion lines on its fd 2, inherited from the kernel, so the fd tap sees them; then the exact
+exception text). vLLM is not installable here: a real child process writes what vLLM's EngineCore logs, in
+vLLM's exact format, and the cell raises a local ``EngineDeadError`` with vLLM's exact message ``from None``
+(tests/helpers/launched.py). The report must name the cause from the child's lines, the first failing
+process, and say that this kernel's GPU context is alive.
+Runs in the frameworks environment:
+``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pytest -m frameworks tests/test_frameworks_launchers.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any, Iterator
+
+import pytest
+from helpers.kernels import execute, running_kernel, text_of
+
+from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
+from cudaassert_ipy.view.report import to_text
+
+pytestmark = pytest.mark.frameworks
+
+ALIVE = ("which is gone; this process's own GPU context was not touched by it, so no restart is needed here: fix "
+         "the cause, then ")
+NLL_SITE = "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 2 threads"
+
+LAUNCHER_CELL = """
+import os
+from accelerate import notebook_launcher
+from gpu_double import fail_like_gpu
+from helpers.launched import free_port
+
+def train():
+    if os.environ["RANK"] == "1":
+        fail_like_gpu(threads=2)
+
+notebook_launcher(train, num_processes=2, use_port=str(free_port()))
+"""
+SPAWN_CELL = """
+import torch.multiprocessing as mp
+from helpers.launched import spawned
+mp.spawn(spawned, nprocs=2)
+"""
+ABORT_CELL = """
+import torch.multiprocessing as mp
+from helpers.launched import aborted
+mp.spawn(aborted, nprocs=2)
+"""
+COMMAND_CELL = """
+import subprocess, sys
+subprocess.run([sys.executable, "-m", "helpers.launched", "fail"], check=True)
+"""
+# Ultralytics' multi-GPU DDP from a notebook: `python -m torch.distributed.run ...` run with check=True
+TORCHRUN_CELL = """
+import subprocess, sys
+subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "helpers.launched", "rank_1_fails"], check=True)
+"""
+# accelerate launch's multi_gpu_launcher, DeepSpeed through accelerate: torchrun's own entry point in this process,
+# a module entrypoint without @record (no error file): the failure table says only "To enable traceback see: ..."
+TORCHRUN_INPROCESS_CELL = """
+from torch.distributed.run import main as torchrun
+torchrun(["--standalone", "--nproc_per_node", "2", "-m", "helpers.launched", "rank_1_fails"])
+"""
+ENGINE_CELL = """
+import subprocess, sys
+from helpers.launched import EngineDeadError
+engine = subprocess.run([sys.executable, "-m", "helpers.launched", "engine_core"])
+try:
+    engine.check_returncode()
+except subprocess.CalledProcessError:
+    raise EngineDeadError() from None
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[Any]:
+    with running_kernel() as kc:
+        reply, _ = execute(kc, "%load_ext cudaassert")
+        assert reply["status"] == "ok"
+        yield kc
+
+
+def _report(kc: Any, cell: str, ename: str) -> str:
+    reply, msgs = execute(kc, cell, timeout=120)
+    assert reply["status"] == "error" and reply["ename"] == ename, (reply.get("ename"), text_of(msgs)[-2000:])
+    reports = [m for m in msgs if m["type"] == "display_data"]
+    assert reports, text_of(msgs)[-3000:]
+    plain: str = reports[-1]["content"]["data"]["text/plain"]
+    return plain
+
+
+def _alive(kc: Any) -> None:
+    _, msgs = execute(kc, "%cudaassert status")
+    assert "GPU context: DEAD" not in text_of(msgs), "a child's failure must not mark this kernel dead"
+
+
+def test_notebook_launcher_child_failed_error_names_the_childs_cause_and_its_rank(kernel: Any) -> None:
+    plain = _report(kernel, LAUNCHER_CELL, "ChildFailedError")
+    assert plain.startswith("[cudaassert] The GPU context that died was in rank 1 (first observed failure, "
+                            "local_rank 1), " + ALIVE + "launch it again.")
+    assert ("GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in "
+            "cross_entropy") in plain
+    assert NLL_SITE in plain  # the kernel lines the child wrote to its inherited fd 2
+    assert "Exception: AcceleratorError: CUDA error: device-side assert triggered" in plain
+    assert ("What reached this process is torch.distributed.elastic's `ChildFailedError` (torchrun, accelerate's "
+            "`notebook_launcher` or `launch`): it only says that rank 1 (first observed failure, local_rank 1) "
+            "failed.") in plain
+    assert "(carried by the wrapper)" in plain
+    _alive(kernel)
+
+
+def test_mp_spawn_process_raised_exception_is_read_from_the_childs_traceback_text(kernel: Any) -> None:
+    plain = _report(kernel, SPAWN_CELL, "ProcessRaisedException")
+    assert "GPU context dead in process 1 of mp.spawn · class label out of range in cross_entropy" in plain
+    assert NLL_SITE in plain
+    assert "Exception: AcceleratorError: CUDA error: device-side assert triggered" in plain
+    _alive(kernel)
+
+
+def test_a_worker_aborted_by_its_watchdog_is_explained_from_its_kernel_lines_and_what_line(kernel: Any) -> None:
+    plain = _report(kernel, ABORT_CELL, "ProcessExitedException")
+    assert "GPU context dead in process 1 of mp.spawn · class label out of range in cross_entropy" in plain
+    assert NLL_SITE in plain
+    assert "Exception: c10::DistBackendError: [PG 1 Rank 1] Process group watchdog thread terminated" in plain
+    assert "is a follow-on error: the kernel assertion above killed the GPU context first" in plain
+    _alive(kernel)
+
+
+def test_a_command_run_with_check_is_explained_from_what_its_process_wrote(kernel: Any) -> None:
+    plain = _report(kernel, COMMAND_CELL, "CalledProcessError")
+    assert "· class label out of range in cross_entropy" in plain
+    assert NLL_SITE in plain
+    assert "GPU context dead in a child process · class label out of range in cross_entropy" in plain
+    assert "-m helpers.launched fail` (exit status 1)" in plain
+    assert "(read from its output, which the fd tap captured)" in plain
+    _alive(kernel)
+
+
+def test_ultralytics_style_torchrun_command_names_the_rank_from_torchruns_own_table(kernel: Any) -> None:
+    plain = _report(kernel, TORCHRUN_CELL, "CalledProcessError")
+    assert "GPU context dead in rank 1 (first observed failure) · class label out of range in cross_entropy" in plain
+    assert NLL_SITE in plain
+    assert "(exit status 1), run by torchrun" in plain
+    _alive(kernel)
+
+
+def test_torchruns_entry_point_without_an_error_file_is_explained_from_what_the_rank_wrote(kernel: Any) -> None:
+    plain = _report(kernel, TORCHRUN_INPROCESS_CELL, "ChildFailedError")
+    assert ("GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in "
+            "cross_entropy") in plain
+    assert NLL_SITE in plain
+    assert "(read from its output, which the fd tap captured)" in plain
+    _alive(kernel)
+
+
+def test_vllm_engine_dead_error_is_explained_from_the_engine_cores_log_lines(kernel: Any) -> None:
+    plain = _report(kernel, ENGINE_CELL, "EngineDeadError")
+    assert plain.startswith("[cudaassert] The GPU context that died was in vLLM's EngineCore process, " + ALIVE +
+                            "create the engine (vLLM's `LLM(...)`) again.")
+    assert "GPU context dead in vLLM's EngineCore process · index out of range in an embedding or index_select" in plain
+    assert "Indexing.cu:1292 indexSelectLargeIndex: `srcIndex < srcSelectDimSize` failed in 2 threads" in plain
+    assert "Exception: AcceleratorError: CUDA error: device-side assert triggered" in plain
+    assert "vLLM's `EngineDeadError` (the engine process died)" in plain
+    _alive(kernel)
+
+
+def test_captured_stderr_of_a_real_command_is_carried_by_the_called_process_error() -> None:
+    try:
+        subprocess.run([sys.executable, "-m", "helpers.launched", "fail"], check=True, capture_output=True,
+                       env=_env())
+    except subprocess.CalledProcessError as error:
+        detection, sites = read_failure(error, "")
+        assert detection is not None and detection.launch is not None and len(sites) == 1
+        _, diagnosis = diagnose_failure(detection, sites)
+        assert not diagnosis.context_dead and diagnosis.cause_id == "nll_loss_target_out_of_range"
+        assert "(carried by the wrapper)" in to_text(diagnosis)
+    else:
+        raise AssertionError("the child must fail")
+
+
+def test_a_command_that_failed_for_another_reason_is_not_ours() -> None:
+    try:
+        subprocess.run([sys.executable, "-c", "import sys; sys.exit('no such dataset')"], check=True,
+                       capture_output=True)
+    except subprocess.CalledProcessError as error:
+        assert read_failure(error, error.stderr.decode()) == (None, [])
+    else:
+        raise AssertionError("the child must fail")
+
+
+def _env() -> dict[str, str]:
+    from helpers import kernel_env
+
+    return kernel_env()
