@@ -137,7 +137,7 @@ class Replayer:
                                    "original_seconds": 0.0}
         elif cells:
             self.resumed.report = self._replay(cells)
-        from IPython.display import display
+        from cudaassert_ipy.view.display import display
 
         display(OnBanner(self.plan.mode.value, self.plan.failing_batch))
         self.resumed.report["hook_seconds"] = time.perf_counter() - started  # validators' torch import included

@@ -182,7 +182,7 @@ class Extension:
 
     def show(self, diagnosis: Diagnosis) -> None:
         """The panel where the frontend can render widgets; the full text/HTML report always comes along."""
-        from IPython.display import display
+        from cudaassert_ipy.view.display import display
 
         gpu = self.gpu_summary(diagnosis)
         if self.config.panel and not self.headless():
@@ -231,8 +231,7 @@ class Extension:
     def show_banner(self) -> None:
         if not self.config.enabled or self.state.dead_since is None:
             return
-        from IPython.display import display
-
+        from cudaassert_ipy.view.display import display
         from cudaassert_ipy.view.report import Banner
 
         display(Banner(self.state.dead_since))

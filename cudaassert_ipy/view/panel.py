@@ -205,7 +205,7 @@ def display_panel(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: Gp
     (Lab then shows only "Error displaying widget: model not found" for the widget) still says
     what happened and why.
     """
-    from IPython.display import display
+    from cudaassert_ipy.view.display import display
 
     display(headline_bundle(diagnosis), raw=True)
     widget = build(diagnosis, actions, gpu_state, replay_choices, header=False)

@@ -119,7 +119,7 @@ class WidgetProgress:
         self.box = w.VBox([w.HBox([self.bar, self.label]), self.accordion])
 
     def start(self) -> None:
-        from IPython.display import display
+        from cudaassert_ipy.view.display import display
 
         display(self.box)
 
