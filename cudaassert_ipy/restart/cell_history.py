@@ -16,7 +16,7 @@ import re
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from cudaassert_ipy.wording import error_line
 
@@ -112,7 +112,8 @@ def is_display_only(source: str) -> bool:
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
-        tree = ast.parse(TransformerManager().transform_cell(source))
+        new_manager: Callable[[], TransformerManager] = TransformerManager  # __init__ unannotated in IPython
+        tree = ast.parse(new_manager().transform_cell(source))
     except (SyntaxError, ValueError, ImportError):
         return False
     return all(isinstance(stmt, ast.Expr) and _is_pure(stmt.value) for stmt in tree.body)

@@ -214,7 +214,7 @@ def _on_click(ext: Host, fe: Frontend, mode: Mode, picks: list[tuple[ReplayChoic
     return callback
 
 
-class ActionList(list):
+class ActionList(list[Action]):
     """The panel's buttons; ``replay_choices`` are its checkboxes, the very objects the buttons read at click."""
 
     def __init__(self, actions: Sequence[Action] = (), replay_choices: Sequence[ReplayChoice] = ()) -> None:
