@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Container
 
 from cudaassert_ipy.run.options import RunOptions
 from cudaassert_ipy.run.rank import RankInfo
@@ -60,7 +60,7 @@ class UserFiles:
 class Guard:
     """Start the tap, and turn a failing exception into the report (stderr, JSON, torchelastic's file)."""
 
-    def __init__(self, options: RunOptions, target_label: str = "", user_files: object = (),
+    def __init__(self, options: RunOptions, target_label: str = "", user_files: Container[str] = (),
                  notes: tuple[str, ...] = ()) -> None:
         self.options = options
         self.notes = notes  # lines the report ends with (a rerun's first diagnosis)
@@ -209,12 +209,12 @@ class Guard:
         os._exit(code)
 
 
-def _script_globals(tb: types.TracebackType | None, user_files: object) -> dict[str, Any] | None:
+def _script_globals(tb: types.TracebackType | None, user_files: Container[str]) -> dict[str, Any] | None:
     """The script's module globals (its ``<module>`` frame), where the model and data usually live."""
     found = None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name == "<module>" and code.co_filename in user_files:  # type: ignore[operator]
+        if code.co_name == "<module>" and code.co_filename in user_files:
             found = tb.tb_frame.f_globals
         tb = tb.tb_next
     return found
