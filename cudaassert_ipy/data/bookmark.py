@@ -250,7 +250,7 @@ class Bookmark:
                 bookmark._failed(e)
             return data
 
-        __next__.__cudaassert_bookmark__ = self  # type: ignore[attr-defined]
+        __next__.__cudaassert_bookmark__ = self  # type: ignore[attr-defined]  # a marker on the function object
         return __next__, _next_index
 
     def _keep(self, st: _IterState, data: Any, tensor_type: type) -> Any:
