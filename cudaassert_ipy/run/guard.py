@@ -18,6 +18,10 @@ from cudaassert_ipy.run.rank import RankInfo
 from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start-up stays light
+    from cudaassert_ipy.capture.assert_lines import AssertSite
+    from cudaassert_ipy.capture.fd_tap import TapSet
+    from cudaassert_ipy.data.bookmark import Bookmark
+    from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 
 __all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "UserFiles"]
@@ -67,8 +71,8 @@ class Guard:
         self.rank = RankInfo.from_env()
         self.target_label = target_label
         self.user_files = user_files
-        self.tap: Any = None
-        self.bookmark: Any = None  # data.bookmark.Bookmark once started
+        self.tap: TapSet | None = None
+        self.bookmark: Bookmark | None = None  # once started
         self._stop_bookmark: Callable[[], None] | None = None
         self.diagnosis: Diagnosis | None = None
         self.exception: BaseException | None = None
@@ -154,7 +158,7 @@ class Guard:
                 print(failed, file=sys.stderr, flush=True)
         return diagnosis
 
-    def _diagnose(self, detection: Any, sites: list[Any], text: str) -> Diagnosis:
+    def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str) -> Diagnosis:
         from cudaassert_ipy.diagnose.pipeline import diagnose_failure
 
         # the script's frame is in the traceback of the error that reached the top (a framework's cleanup may
