@@ -16,7 +16,7 @@ import re
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Protocol
 
 from cudaassert_ipy.wording import error_line
 
@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # loaded on a restart only: %load_ext stays light
     from cudaassert_ipy.restart.plan import PlanCell
     from cudaassert_ipy.view.actions import ReplayChoice
 
-__all__ = ["CellHistory", "CellRecord", "is_display_only", "parse_cell_numbers", "replayable_source"]
+__all__ = ["CellHistory", "CellRecord", "KeptOutcome", "Outcome", "is_display_only", "parse_cell_numbers",
+           "replayable_source"]
 
 MAX_RECORDS = 2000
 _MARK = re.compile(r"^\s*#\s*cudaassert\s*:\s*(setup|skip|keep)\b", re.IGNORECASE)
@@ -134,6 +135,31 @@ def parse_cell_numbers(text: str) -> list[int]:
     return numbers
 
 
+class Outcome(Protocol):
+    """What ``CellHistory.record`` reads of one cell's outcome (the shell's ``CellOutcome``, a ``KeptOutcome``)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def execution_count(self) -> int | None: ...
+    @property
+    def cell_id(self) -> str | None: ...
+    @property
+    def error(self) -> BaseException | None: ...
+    @property
+    def duration(self) -> float: ...
+
+
+class KeptOutcome(NamedTuple):
+    """A replayed cell whose values were restored instead: recorded as run, so a later restart keeps it again."""
+
+    source: str
+    execution_count: int | None
+    cell_id: str | None
+    error: BaseException | None
+    duration: float
+
+
 @dataclass
 class CellRecord:
     index: int  # position in this kernel's history (unique, increasing)
@@ -181,7 +207,7 @@ class CellHistory:
     _origin: PlanCell | None = None  # the plan cell being replayed right now
     _next: int = 0
 
-    def record(self, outcome: Any) -> None:
+    def record(self, outcome: Outcome) -> None:
         """Runs after every cell: plain attribute work only."""
         error = outcome.error
         origin = self._origin

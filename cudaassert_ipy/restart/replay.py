@@ -15,14 +15,13 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any, Protocol
 
 from cudaassert_ipy.restart import keep
 from cudaassert_ipy.restart import plan_files as resume_plan
-from cudaassert_ipy.restart.cell_history import CellHistory, replayable_source
+from cudaassert_ipy.restart.cell_history import CellHistory, KeptOutcome, replayable_source
 from cudaassert_ipy.restart.plan import Mode, PlanCell, ResumePlan
-from cudaassert_ipy.view.replay_view import OnBanner, progress_for
+from cudaassert_ipy.view.replay_view import CellView, OnBanner, PanelSetting, progress_for
 from cudaassert_ipy.wording import PREFIX, error_line
 
 __all__ = ["INTERNAL", "ReplayHost", "Replayer", "Resumed", "is_own_magic_cell"]
@@ -59,7 +58,8 @@ class ReplayHost(Protocol):
     """What the replay needs from the loaded extension."""
 
     history: CellHistory
-    config: Any  # .panel: widgets where they render
+    @property
+    def config(self) -> PanelSetting: ...
 
     def set_validators(self, on: bool) -> None: ...
 
@@ -68,7 +68,7 @@ def is_own_magic_cell(source: str) -> bool:
     return bool(source.strip()) and not replayable_source(source).strip()
 
 
-def _view(cell: PlanCell) -> dict[str, Any]:
+def _view(cell: PlanCell) -> CellView:
     """What the progress view shows of a cell."""
     return {"number": cell.number, "first_line": cell.first_line}
 
@@ -157,9 +157,8 @@ class Replayer:
                 restored = restorer.restore(cell.number, cell.cell_id, cell.source)
                 if restored is not None and restored.kept:  # recorded as run: a later restart keeps it again
                     with self.host.history.replaying(cell):
-                        self.host.history.record(SimpleNamespace(source=cell.source, execution_count=cell.number,
-                                                                 cell_id=cell.cell_id, error=None,
-                                                                 duration=cell.duration))
+                        self.host.history.record(KeptOutcome(source=cell.source, execution_count=cell.number,
+                                                             cell_id=cell.cell_id, error=None, duration=cell.duration))
                     progress.kept(i, time.perf_counter() - t0)
                     done += 1
                     continue
