@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from cudaassert_ipy.restart import keep
 from cudaassert_ipy.restart import plan_files as resume_plan
@@ -42,12 +42,24 @@ VALIDATORS_FAILED = "{prefix} The validators could not be turned on ({error}); t
 INTERNAL = "{prefix} The replay itself failed ({error}); your cell runs as usual. Details: {log}"
 
 
+class ReplayReport(TypedDict, total=False):
+    """What the replay did (``cudaassert_ipy.shell.resume.last_report``): for the benchmark and tests."""
+
+    cells: int
+    replayed: int
+    ok: bool
+    skipped: bool
+    seconds: float  # the cells
+    original_seconds: float  # the same cells before the restart
+    hook_seconds: float  # all of it
+
+
 @dataclass
 class Resumed:
     """This kernel was started by a cudaassert restart: with which plan, and what its replay did."""
 
     plan: ResumePlan
-    report: dict[str, Any] = field(default_factory=dict)
+    report: ReplayReport = field(default_factory=ReplayReport)
 
     @property
     def mode(self) -> Mode:
@@ -142,7 +154,7 @@ class Replayer:
         display(OnBanner(self.plan.mode.value, self.plan.failing_batch))
         self.resumed.report["hook_seconds"] = time.perf_counter() - started  # validators' torch import included
 
-    def _replay(self, cells: tuple[PlanCell, ...]) -> dict[str, Any]:
+    def _replay(self, cells: tuple[PlanCell, ...]) -> ReplayReport:
         original = sum(c.duration for c in cells)
         progress = progress_for(self.host, [_view(c) for c in cells])
         print(REPLAYING.format(prefix=PREFIX, count=len(cells), seconds=original, how=progress.how))

@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
 
 from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.restart import plan_files
@@ -33,9 +33,12 @@ from cudaassert_ipy.restart.keep.result import (
     human_size,
     keep_dir,
 )
-from cudaassert_ipy.restart.keep.selection import cells_for_plan, decide, drop_overwritten
+from cudaassert_ipy.restart.keep.selection import HistoryCell, cells_for_plan, decide, drop_overwritten
 from cudaassert_ipy.restart.keep.store import Refused, StreamWriter
 from cudaassert_ipy.wording import PREFIX, error_line
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.restart.plan import ResumePlan
 
 __all__ = ["save", "save_for_plan"]
 
@@ -135,7 +138,7 @@ def _save_cell(writer: StreamWriter, index: int, names: frozenset[str], namespac
     return outcomes
 
 
-def save_for_plan(plan: Any, records: Iterable[Any], picked: Collection[int], namespace: dict[str, Any],
+def save_for_plan(plan: ResumePlan, records: Iterable[HistoryCell], picked: Collection[int], namespace: dict[str, Any],
                   budget: KeepBudget | None = None, directory: Path | None = None) -> KeepResult:
     """The old kernel's step before it restarts: save the kept cells of ``plan`` (a ResumePlan: ``key``,
     ``created`` as the stamp, ``expires``, ``cells``), reading the whole history ``records``."""
