@@ -127,9 +127,9 @@ class LineFilter:
         if len(line) > _LINE_LIMIT:
             return False
         key = _PER_THREAD.sub(b"", line)
-        if key in self._cache:
+        try:  # one lookup, as dict.get was
             found = self._cache[key]
-        else:
+        except KeyError:
             found = self._classify(line.decode("utf-8", "replace"))
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
