@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence, TypedDict
 
 from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["CellOutcome", "KeepBudget", "KeepCell", "KeepResult", "NameOutcome", "human_size", "keep_dir", "report"]
+__all__ = ["CellOutcome", "KeepBudget", "KeepCell", "KeepResult", "ManifestCell", "ManifestEntry", "NameOutcome",
+           "human_size", "keep_dir", "report"]
 
 KEEP_VERSION = 1
 MANIFEST, VALUES = "manifest.json", "values.pickle"
@@ -64,6 +65,29 @@ class NameOutcome:
     size: int = 0
     seconds: float = 0.0
     absent: bool = False  # the cell deleted it (``del``): restoring removes it
+
+
+class ManifestCell(TypedDict):
+    """One asked-for cell in the manifest: kept with its names, or not, with the reason."""
+
+    index: int
+    number: int | None
+    cell_id: str | None
+    source: str
+    kept: bool
+    reason: str | None
+    names: list[dict[str, Any]]  # each a NameOutcome's vars()
+
+
+class ManifestEntry(TypedDict):
+    """One pickled name in the values file."""
+
+    cell: int
+    name: str
+    offset: int
+    size: int
+    seconds: float
+    fresh: bool
 
 
 @dataclass(frozen=True)

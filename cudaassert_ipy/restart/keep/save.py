@@ -29,6 +29,7 @@ from cudaassert_ipy.restart.keep.result import (
     KeepBudget,
     KeepCell,
     KeepResult,
+    ManifestEntry,
     NameOutcome,
     human_size,
     keep_dir,
@@ -88,7 +89,7 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
     limit = max(0, min(budget.max_bytes, free))
     limit_text = human_size(limit) + (" (disk space)" if free < budget.max_bytes else "")
     stored: dict[int, list[NameOutcome]] = {}
-    entries: list[dict[str, Any]] = []
+    entries: list[ManifestEntry] = []
     deadline = time.monotonic() + budget.seconds
     try:
         fd = os.open(path / VALUES, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
@@ -121,7 +122,7 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
 
 
 def _save_cell(writer: StreamWriter, index: int, names: frozenset[str], namespace: dict[str, Any],
-               entries: list[dict[str, Any]], reasons: dict[int, str]) -> list[NameOutcome] | None:
+               entries: list[ManifestEntry], reasons: dict[int, str]) -> list[NameOutcome] | None:
     outcomes = []
     for name in sorted(names):
         if name not in namespace:
