@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import torch
 from torch import overrides as _overrides
@@ -284,7 +284,7 @@ class OptimizerBypass:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: weakref.WeakSet[ValidatorMode] = weakref.WeakSet()
-        self._handles: List[Any] = []
+        self._handles: List[_Removable] = []  # the step hooks' handles and the zero_grad patch
         self._threads = threading.local()
 
     @property
@@ -359,6 +359,10 @@ def _unchecked_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
             raise
 
     return zero_grad
+
+
+class _Removable(Protocol):
+    def remove(self) -> None: ...
 
 
 class _ZeroGradPatch:
