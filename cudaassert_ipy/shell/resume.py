@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.restart import startup_stub
@@ -19,6 +19,9 @@ from cudaassert_ipy.restart.plan import Mode, ResumePlan
 from cudaassert_ipy.restart.replay import INTERNAL, Replayer, ReplayReport, Resumed
 from cudaassert_ipy.shell import registry
 from cudaassert_ipy.wording import PREFIX, error_line
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.shell.extension import Extension
 
 __all__ = ["activate", "last_report", "resume_at_startup", "resumed_mode"]
 
@@ -42,7 +45,7 @@ def last_report(shell: Any = None) -> ReplayReport:
     return ext.resumed.report.copy() if ext is not None and ext.resumed is not None else {}
 
 
-def _load(shell: Any) -> Any:
+def _load(shell: Any) -> Extension:
     """Load as `%load_ext cudaassert` does (so IPython's own bookkeeping lets `%unload_ext` undo it)."""
     from cudaassert_ipy.shell import extension
 
