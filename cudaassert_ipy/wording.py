@@ -5,6 +5,8 @@ Standard library only: the startup path, the script runner and the log explainer
 
 from __future__ import annotations
 
+from typing import Container
+
 __all__ = ["PREFIX", "error_line", "is_cell_filename", "plural"]
 
 PREFIX = "[cudaassert]"
@@ -22,11 +24,11 @@ def error_line(error: BaseException, message: str | None = None) -> str:
     return f"{type(error).__name__}: {head}".rstrip(": ")
 
 
-def is_cell_filename(filename: str, cell_files: object = ()) -> bool:
+def is_cell_filename(filename: str, cell_files: Container[str] = ()) -> bool:
     """Whether ``filename`` names a notebook cell: IPython 7 ``<ipython-input-..>``, IPython 8+ ``<cell ..>``,
     ipykernel's ``/tmp/ipykernel_<pid>/<hash>.py``, or a name IPython's compiler registered (``cell_files``)."""
     if filename.startswith(("<ipython-input-", "<cell")):
         return True
-    if cell_files and filename in cell_files:  # type: ignore[operator]
+    if cell_files and filename in cell_files:
         return True
     return "/ipykernel_" in filename.replace("\\", "/")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import string
 from functools import lru_cache
-from typing import ClassVar, Dict, List, Optional, Tuple, Union, cast
+from typing import ClassVar, Dict, List, Optional, Tuple
 
 __all__ = ["NO_DIM", "TRAP_FILE", "TRAP_MARK", "Record", "normalise_file", "orphan_fragments", "records"]
 
@@ -64,7 +64,6 @@ _SPLICED = re.compile(
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _CACHE_LIMIT = 4096
 _HEAD_LIMIT = 2048  # path + THC signature fit; bounds the work on a long glued line
-_MISSING = object()
 
 
 @lru_cache(maxsize=256)
@@ -129,9 +128,10 @@ def _parse_head(head: str) -> Optional[_Head]:
 
     The last location wins: text glued in front (a prefix, another writer's cut path) is left out.
     """
-    cached = _Caches.heads.get(head, _MISSING)
-    if cached is not _MISSING:
-        return cast(Optional[_Head], cached)
+    try:  # one lookup: another thread may clear the cache between two
+        return _Caches.heads[head]
+    except KeyError:
+        pass
     last = None
     for found in _LOC.finditer(head):
         last = found
@@ -160,9 +160,10 @@ def _parse_head(head: str) -> Optional[_Head]:
 def _parse_tail(region: str, printf: bool, closer: str) -> Optional[_Tail]:
     """``(condition, message, raw_length, spliced)`` for the text after the opening backtick, or None."""
     key = (region, printf, closer)
-    cached = _Caches.tails.get(key, _MISSING)
-    if cached is not _MISSING:
-        return cast(Optional[_Tail], cached)
+    try:
+        return _Caches.tails[key]
+    except KeyError:
+        pass
     message: Optional[str] = None
     closed = False
     if printf:  # "`cond`: message" up to the end of the line; the message may hold backticks too
@@ -231,19 +232,20 @@ def _fast(line: str, i: int) -> Optional[Tuple[List[Record], int]]:
     if j < 0 or line.find(_MARK, j) >= 0 or "\x1b" in line:
         return None
     key = (line[:i], line[j:])
-    cached: Union[Optional[_Template], object] = _Caches.lines.get(key, _MISSING)
-    if cached is _MISSING:
+    template: Optional[_Template]
+    try:
+        template = _Caches.lines[key]
+    except KeyError:
         found = _one_record(line, i, len(line))
         if found is None:
-            cached = None
+            template = None
         else:
             raw = found[9]
             start = i - raw.find(_MARK)  # where the record starts in the line
-            cached = (*found[:4], *found[6:9], raw[:i - start], raw[j - start:])
+            template = (*found[:4], *found[6:9], raw[:i - start], raw[j - start:])
         if len(_Caches.lines) > _CACHE_LIMIT:
             _Caches.lines.clear()
-        _Caches.lines[key] = cached
-    template = cast(Optional[_Template], cached)
+        _Caches.lines[key] = template
     if template is None:
         return [], 1
     try:

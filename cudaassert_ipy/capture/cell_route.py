@@ -17,7 +17,7 @@ import io
 import os
 import stat
 import sys
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from cudaassert_ipy.capture.line_filter import LineFilter
 
@@ -27,7 +27,7 @@ __all__ = ["CellRoute", "find_route"]
 class CellRoute:
     """The log fd (ours, a duplicate) and the cell's ``write(str)``, with the filter between them."""
 
-    def __init__(self, log: int, cell: Callable[[str], Any], shown: int) -> None:
+    def __init__(self, log: int, cell: Callable[[str], object], shown: int) -> None:
         self.log = log
         self.log_broken = False  # the log refuses bytes; the cell still gets its share
         self._cell = cell

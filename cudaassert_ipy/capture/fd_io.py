@@ -21,7 +21,7 @@ __all__ = ["HAS_FIONREAD", "PIPE_SIZE", "bytes_waiting", "close", "dup2", "enlar
 _F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032  # Linux fcntl.h; absent from the fcntl module before 3.10
 PIPE_SIZE = 1 << 20  # stock 64 KiB pipes hang a kernel when C code writes more with the GIL held
 
-_ioctl: Optional[Callable[..., Any]] = None
+_ioctl: Optional[Callable[[int, int, bytes], bytes]] = None
 _FIONREAD = 0
 try:  # Linux and macOS: how many bytes a pipe holds, asked through either end
     import fcntl as _fcntl
@@ -50,8 +50,10 @@ def write_all(fd: int, data: bytes) -> bool:
 
 def bytes_waiting(fd: int) -> int:
     """Bytes waiting in the pipe ``fd`` belongs to (either end); 0 when that cannot be asked."""
+    if _ioctl is None:
+        return 0
     try:
-        return int.from_bytes(_ioctl(fd, _FIONREAD, b"\0\0\0\0"), sys.byteorder)  # type: ignore[misc]
+        return int.from_bytes(_ioctl(fd, _FIONREAD, b"\0\0\0\0"), sys.byteorder)
     except (OSError, TypeError):
         return 0
 

@@ -22,7 +22,7 @@ import stat
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Tuple
 
 from cudaassert_ipy.capture.cell_route import CellRoute, find_route
 from cudaassert_ipy.capture.fd_io import (
@@ -216,7 +216,7 @@ class FdTap:
         self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def drain(self) -> None:
@@ -416,7 +416,7 @@ class TapSet:
         self, fds: Iterable[int] = (2, 1), tail_bytes: int = 4 * 1024 * 1024, shown_lines: Optional[int] = None
     ) -> None:
         self.taps = [FdTap(fds=(fd,), tail_bytes=tail_bytes, shown_lines=shown_lines) for fd in dict.fromkeys(fds)]
-        self._unread: Any = None  # a select.poll over our pipes' read ends while started: one call asks them all
+        self._unread: Optional[select.poll] = None  # a poll over our pipes' read ends while started: one call asks all
 
     @property
     def fds(self) -> Tuple[int, ...]:

@@ -39,6 +39,17 @@ def site_of(line: str) -> Optional[Tuple[Site, str]]:
     return (parsed.file, parsed.line, parsed.condition), f"{parsed.file.rsplit('/', 1)[-1]}:{parsed.line}"
 
 
+class _Tally:
+    """One site's lines shown and hidden since the last summary, and its label ("Loss.cu:250")."""
+
+    __slots__ = ("hidden", "label", "shown")
+
+    def __init__(self, label: str) -> None:
+        self.shown = 0
+        self.hidden = 0
+        self.label = label
+
+
 class LineFilter:
     """Bytes in, bytes for the cell out: at most ``shown`` raw lines per assert site (negative: all).
 
@@ -52,7 +63,7 @@ class LineFilter:
         self._held = b""  # the start of a line whose newline has not arrived
         self._committed = False  # the current line was already released unfiltered: its rest passes too
         self._cache: Dict[bytes, Optional[Tuple[Site, str]]] = {}
-        self._counts: Dict[Site, List] = {}  # site -> [lines shown, lines hidden, "Loss.cu:250"] since summary()
+        self._counts: Dict[Site, _Tally] = {}  # site -> lines shown, lines hidden, "Loss.cu:250" since summary()
 
     @property
     def holding(self) -> bool:
@@ -87,8 +98,8 @@ class LineFilter:
     def summary(self) -> str:
         """One line per site whose lines were hidden since the last summary; counting starts again."""
         lines = []
-        for shown_hidden_site in self._counts.values():
-            hidden, site = shown_hidden_site[1], shown_hidden_site[2]
+        for tally in self._counts.values():
+            hidden, site = tally.hidden, tally.label
             if hidden:
                 lines.append(MORE_LINES.format(prefix=PREFIX, count=f"{hidden:,}", lines="line" if hidden == 1 else
                                                "lines", site=site, were="was" if hidden == 1 else "were"))
@@ -116,20 +127,21 @@ class LineFilter:
         if len(line) > _LINE_LIMIT:
             return False
         key = _PER_THREAD.sub(b"", line)
-        found = self._cache.get(key, False)
-        if found is False:
+        try:  # one lookup, as dict.get was
+            found = self._cache[key]
+        except KeyError:
             found = self._classify(line.decode("utf-8", "replace"))
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[key] = found
         if found is None:
             return False
-        site, label = found  # type: ignore[misc]
+        site, label = found
         entry = self._counts.get(site)
         if entry is None:
-            entry = self._counts[site] = [0, 0, label]
-        if entry[0] < self.shown:
-            entry[0] += 1
+            entry = self._counts[site] = _Tally(label)
+        if entry.shown < self.shown:
+            entry.shown += 1
             return False
-        entry[1] += 1
+        entry.hidden += 1
         return True

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from types import FrameType
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, TypeGuard, cast
 
 import torch
 from torch import Tensor
@@ -38,11 +38,11 @@ def arg(args: Sequence[Any], kwargs: Mapping[str, Any], index: int, name: str, d
     return kwargs.get(name, default)
 
 
-def plain(t: object) -> bool:
+def plain(t: object) -> TypeGuard[Tensor]:
     """A plain dense tensor whose shape we can trust (not fake, meta, sparse, vmap-wrapped...)."""
     if type(t) not in _PLAIN_TYPES:
         return False
-    tensor = cast(Tensor, t)
+    tensor = cast(Tensor, t)  # the exact-type test above is one mypy cannot read
     return (
         tensor.layout is torch.strided
         and not tensor.is_meta
@@ -51,11 +51,11 @@ def plain(t: object) -> bool:
     )
 
 
-def readable(t: object) -> bool:
+def readable(t: object) -> TypeGuard[Tensor]:
     """:func:`plain`, non-empty, and its values can be read now (not during CUDA graph capture)."""
-    if not plain(t) or cast(Tensor, t).numel() == 0:
+    if not plain(t) or t.numel() == 0:
         return False
-    return not (cast(Tensor, t).is_cuda and torch.cuda.is_current_stream_capturing())
+    return not (t.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
 def read(packed: Tensor) -> List[Any]:

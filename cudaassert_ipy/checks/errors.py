@@ -14,7 +14,7 @@ post-mortem rules and preflight; ``facts`` are the plain values it was worded fr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import Facts, TokenFacts
@@ -47,7 +47,8 @@ __all__ = [
 ]
 
 Position = Tuple[int, ...]
-Example = Tuple[Position, Any]
+Scalar = Union[bool, int, float]  # one value of a tensor, as tolist() gives it
+Example = Tuple[Position, Scalar]
 #: (the dataset sample of each example, or None; where they sat: "batch 8 of epoch 0 from `train_loader`")
 SampleNames = Tuple[Tuple[Optional[str], ...], str]
 

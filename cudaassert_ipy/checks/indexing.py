@@ -178,7 +178,8 @@ def _index_hint(where: str, size: int, lo_ok: int, distinct: Sequence[int]) -> s
 
 def _host_bad(entry: _HostIndex, lo: int, hi: int) -> Tuple[int, List[Example], List[int]]:
     bad = [(pos, v) for pos, v in entry.values if not lo <= v < hi]
-    return len(bad), bad[:MAX_EXAMPLES], sorted({v for _, v in bad})
+    examples: List[Example] = [*bad[:MAX_EXAMPLES]]  # failure path: the copy costs nothing
+    return len(bad), examples, sorted({v for _, v in bad})
 
 
 def check_indices(

@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import torch
 from torch import overrides as _overrides
@@ -284,7 +284,7 @@ class OptimizerBypass:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: weakref.WeakSet[ValidatorMode] = weakref.WeakSet()
-        self._handles: List[Any] = []
+        self._handles: List[_Removable] = []  # the step hooks' handles and the zero_grad patch
         self._threads = threading.local()
 
     @property
@@ -306,9 +306,10 @@ class OptimizerBypass:
                 self._handles.append(register_optimizer_step_post_hook(self._after_step))
                 self._handles.append(_ZeroGradPatch())
 
-    def untrack(self, mode: object) -> None:
+    def untrack(self, mode: TorchFunctionMode) -> None:
         with self._lock:
-            self._live.discard(mode)  # type: ignore[arg-type]
+            if isinstance(mode, ValidatorMode):  # only those are tracked
+                self._live.discard(mode)
             if not self._live:
                 while self._handles:
                     self._handles.pop().remove()
@@ -360,17 +361,21 @@ def _unchecked_zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
     return zero_grad
 
 
+class _Removable(Protocol):
+    def remove(self) -> None: ...
+
+
 class _ZeroGradPatch:
     """Undo for the wrapped ``Optimizer.zero_grad``."""
 
     def __init__(self) -> None:
         self.original = torch.optim.Optimizer.zero_grad
         self.wrapper = _unchecked_zero_grad(self.original)
-        torch.optim.Optimizer.zero_grad = self.wrapper  # type: ignore[method-assign]
+        torch.optim.Optimizer.zero_grad = self.wrapper  # type: ignore[method-assign]  # the patch itself; remove() undoes
 
     def remove(self) -> None:
         if torch.optim.Optimizer.zero_grad is self.wrapper:  # someone re-wrapped it: keep theirs (and ours)
-            torch.optim.Optimizer.zero_grad = self.original  # type: ignore[method-assign]
+            torch.optim.Optimizer.zero_grad = self.original  # type: ignore[method-assign]  # undoing the patch
 
 
 #: The process's one owner of the optimizer bypass (see :class:`OptimizerBypass` for why it is process-wide).

@@ -33,7 +33,7 @@ class Progress:
         self._bar: Any = None
         if enabled:
             try:
-                from tqdm.auto import tqdm  # type: ignore[import-untyped, unused-ignore]
+                from tqdm.auto import tqdm
             except ImportError:
                 pass
             else:

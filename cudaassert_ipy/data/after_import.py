@@ -14,9 +14,12 @@ from __future__ import annotations
 import importlib.machinery
 import sys
 from types import ModuleType
-from typing import Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from cudaassert_ipy.passthrough import drop_own_frame
+
+if TYPE_CHECKING:
+    import importlib.abc
 
 __all__ = ["AfterImport"]
 
@@ -24,7 +27,7 @@ __all__ = ["AfterImport"]
 class _Loader:
     """The module's own loader, plus the callback once the module has executed."""
 
-    def __init__(self, inner: Any, callback: Callable[[ModuleType], None]) -> None:
+    def __init__(self, inner: importlib.abc.Loader, callback: Callable[[ModuleType], None]) -> None:
         self._inner = inner
         self._callback = callback
 
@@ -58,7 +61,7 @@ class AfterImport:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = cast(Any, _Loader(spec.loader, self.callback))
+        spec.loader = cast("importlib.abc.Loader", _Loader(spec.loader, self.callback))  # duck-typed: see above
         return spec
 
     def install(self) -> None:
@@ -66,7 +69,7 @@ class AfterImport:
         if module is not None:
             self.callback(module)
         elif self not in sys.meta_path:
-            sys.meta_path.insert(0, cast(Any, self))
+            sys.meta_path.insert(0, self)
 
     def uninstall(self) -> None:
         while self in sys.meta_path:

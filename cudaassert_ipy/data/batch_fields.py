@@ -10,24 +10,36 @@ of the same flat shape (a tuple, list or dict of tensors) only pick the same fie
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = ["Plan", "keepable", "plan_for", "rebuild"]
 
 _BIG_FLOAT = 64 * 1024  # float tensors above this (images, audio) are not kept
 
 
-def keepable(obj: Any, tensor_type: type, depth: int = 0) -> tuple[int, Any]:
+class _Tensor(Protocol):
+    """What this module reads of a ``torch.Tensor`` (torch is never imported here)."""
+
+    @property
+    def is_cpu(self) -> bool: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def is_floating_point(self) -> bool: ...
+
+
+def keepable(obj: Any, tensor_type: type[_Tensor], depth: int = 0) -> tuple[int, Any]:
     """(bytes of the CPU tensors kept, what to keep of the batch); (-1, None) when a tensor is off the CPU.
 
     What is kept is the batch itself, or the same structure with its large floating-point tensors
     replaced by None. The slow path: one walk of the whole batch.
     """
     if isinstance(obj, tensor_type):
-        if not obj.is_cpu:  # type: ignore[attr-defined]
+        if not obj.is_cpu:
             return -1, None
-        n: int = obj.nbytes  # type: ignore[attr-defined]
-        return (0, None) if n > _BIG_FLOAT and obj.is_floating_point() else (n, obj)  # type: ignore[attr-defined]
+        n = obj.nbytes
+        return (0, None) if n > _BIG_FLOAT and obj.is_floating_point() else (n, obj)
     if depth > 4:
         return 0, obj
     keys: list[Any] | None = None
@@ -43,10 +55,10 @@ def keepable(obj: Any, tensor_type: type, depth: int = 0) -> tuple[int, Any]:
     changed = False
     for v in items:
         if isinstance(v, tensor_type):
-            if not v.is_cpu:  # type: ignore[attr-defined]
+            if not v.is_cpu:
                 return -1, None
-            n = v.nbytes  # type: ignore[attr-defined]
-            if n > _BIG_FLOAT and v.is_floating_point():  # type: ignore[attr-defined]
+            n = v.nbytes
+            if n > _BIG_FLOAT and v.is_floating_point():
                 n, k, changed = 0, None, True
             else:
                 k = v
@@ -64,7 +76,7 @@ def keepable(obj: Any, tensor_type: type, depth: int = 0) -> tuple[int, Any]:
     return total, (tuple(kept) if type(obj) is tuple else kept)
 
 
-class Plan(tuple):
+class Plan(tuple[Any, ...]):
     """(type, length, keys or None, kept positions or keys, picker, bytes kept) of a flat batch."""
 
 

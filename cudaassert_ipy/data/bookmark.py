@@ -130,7 +130,7 @@ class Bookmark:
         self._module: Any = None
         self._originals: dict[str, Any] = {}
         self._states: dict[int, _IterState] = {}  # id(iterator) -> its state, while the iterator lives
-        self._finalizers: dict[int, weakref.finalize] = {}
+        self._finalizers: dict[int, weakref.finalize[[int], Any]] = {}
         self._recent: deque[_IterState] = deque(maxlen=_RECENT)
         self._epochs: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._order = itertools.count(1)
@@ -250,7 +250,7 @@ class Bookmark:
                 bookmark._failed(e)
             return data
 
-        __next__.__cudaassert_bookmark__ = self  # type: ignore[attr-defined]
+        __next__.__cudaassert_bookmark__ = self  # type: ignore[attr-defined]  # a marker on the function object
         return __next__, _next_index
 
     def _keep(self, st: _IterState, data: Any, tensor_type: type) -> Any:

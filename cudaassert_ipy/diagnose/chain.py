@@ -10,7 +10,7 @@ frames (with the frames around the handler that caught it, so the user's cell is
 from __future__ import annotations
 
 import types
-from typing import Sequence
+from typing import Container, Sequence
 
 from cudaassert_ipy.diagnose.detection import Detection
 from cudaassert_ipy.frameworks import Adapter, cleanup_step
@@ -53,7 +53,7 @@ def first_error_frames(det: Detection) -> tuple[types.FrameType, ...]:
     return tuple(inner)
 
 
-def failure_place(frames: Sequence[types.FrameType], user_files: object = ()) -> str:
+def failure_place(frames: Sequence[types.FrameType], user_files: Container[str] = ()) -> str:
     """The function the first error happened in, as the user knows it: their own function (``training_step``),
     else the innermost framework function (``_inner_training_loop``)."""
     for frame in reversed(frames):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Container, Iterable, Mapping, Sequence
 
 from cudaassert_ipy.capture.assert_lines import AssertSite
 from cudaassert_ipy.diagnose.chain import failure_place, first_error_frames, follow_on_lines
@@ -61,7 +61,7 @@ def collect(
     execution_count: int | None = None,
     user_ns: Mapping[str, Any] | None = None,
     stderr_text: str = "",
-    user_files: object = (),
+    user_files: Container[str] = (),
     adapters: Sequence[Adapter] = ADAPTERS,
 ) -> Evidence:
     """Gather evidence from the exception's traceback, the user's namespace and the cell.
@@ -114,7 +114,7 @@ def collect(
     )
 
 
-def _user_frame(frames: list[types.FrameType], user_files: object = ()) -> tuple[str, int, str] | None:
+def _user_frame(frames: list[types.FrameType], user_files: Container[str] = ()) -> tuple[str, int, str] | None:
     """The innermost frame in the user's cells (or files): the line they wrote, not PyTorch's internals."""
     import linecache
 

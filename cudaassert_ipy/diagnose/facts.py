@@ -11,6 +11,8 @@ from typing import Any
 
 __all__ = ["CallFacts", "FloatValues", "LabelValues", "ModuleFact", "TensorFact"]
 
+Example = tuple[tuple[int, ...], int]  # (position, value) of one offending value
+
 
 @dataclass(frozen=True)
 class TensorFact:
@@ -42,7 +44,7 @@ class LabelValues:
     maximum: int
     tensor: Any = field(repr=False, compare=False)  # the CPU tensor itself; never a CUDA one
 
-    def outside(self, low: int, high: int, ignore: int | None = None, limit: int = 5) -> tuple[int, list]:
+    def outside(self, low: int, high: int, ignore: int | None = None, limit: int = 5) -> tuple[int, list[Example]]:
         """How many values are outside [low, high) (and not ``ignore``), and the first few."""
         t = self.tensor
         bad = (t < low) | (t >= high)

@@ -8,7 +8,7 @@ surfaced the assert (cuBLAS, cuDNN, Triton, ...) counts as its follow-on; then e
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Any, Container, Mapping, Sequence
 
 from cudaassert_ipy.capture.assert_lines import AssertSite, scan_all
 from cudaassert_ipy.diagnose.detection import Detection, classify
@@ -50,7 +50,8 @@ def read_failure(error: BaseException, text: str,
 
 def diagnose_failure(detection: Detection, sites: list[AssertSite], text: str = "", source: str = "",
                      execution_count: int | None = None, user_ns: Mapping[str, Any] | None = None,
-                     user_files: object = (), adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Evidence, Diagnosis]:
+                     user_files: Container[str] = (),
+                     adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Evidence, Diagnosis]:
     """Evidence and Diagnosis for a failure ``read_failure`` found; the detection's note (follow-on) goes first.
     ``adapters``: the framework adapters asked (all of them; only those whose framework is imported run)."""
     evidence = collect(detection, sites, source, execution_count, user_ns, text, user_files, adapters)

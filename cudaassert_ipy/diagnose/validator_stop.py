@@ -8,7 +8,7 @@ the exception's attributes one ``getattr`` at a time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Optional, Protocol, runtime_checkable
 
 from cudaassert_ipy.diagnose.hints import Facts
 
@@ -23,7 +23,7 @@ class ValidatorStop:
     argument: str  # "target"
     valid: str  # "0..2 (or ignore_index=-100)"
     n_bad: int
-    examples: tuple[tuple[tuple[int, ...], Any], ...]  # (position, value), the first few
+    examples: tuple[tuple[tuple[int, ...], bool | int | float], ...]  # (position, value), the first few
     cause_id: str
     hint: str  # the fix, worded by diagnose/hints.py
     facts: Optional[Facts] = None  # the plain values the hint was worded from

@@ -108,11 +108,11 @@ def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_
     for cluster in clusters.values():
         det = main or Detection(Kind.DEVICE_ASSERT, logged_exception("", cluster[0].first.raw), cluster[0].first.raw)
         d = diagnose(Evidence(detection=det, sites=tuple(cluster)))
-        changes: dict[str, object] = {"notes": (*extra_notes, *((main.note,) if main and main.note else ()),
-                                                *notes, *d.notes)}
+        all_notes = (*extra_notes, *((main.note,) if main and main.note else ()), *notes, *d.notes)
         if main is None:
-            changes.update(exception_line=NO_EXCEPTION, exception_text="")
-        out.append(dataclasses.replace(d, **changes))  # type: ignore[arg-type]
+            out.append(dataclasses.replace(d, notes=all_notes, exception_line=NO_EXCEPTION, exception_text=""))
+        else:
+            out.append(dataclasses.replace(d, notes=all_notes))
     return out
 
 

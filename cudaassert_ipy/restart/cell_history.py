@@ -16,7 +16,7 @@ import re
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Protocol
 
 from cudaassert_ipy.wording import error_line
 
@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # loaded on a restart only: %load_ext stays light
     from cudaassert_ipy.restart.plan import PlanCell
     from cudaassert_ipy.view.actions import ReplayChoice
 
-__all__ = ["CellHistory", "CellRecord", "is_display_only", "parse_cell_numbers", "replayable_source"]
+__all__ = ["CellHistory", "CellRecord", "KeptOutcome", "Outcome", "is_display_only", "parse_cell_numbers",
+           "replayable_source"]
 
 MAX_RECORDS = 2000
 _MARK = re.compile(r"^\s*#\s*cudaassert\s*:\s*(setup|skip|keep)\b", re.IGNORECASE)
@@ -112,7 +113,8 @@ def is_display_only(source: str) -> bool:
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
-        tree = ast.parse(TransformerManager().transform_cell(source))
+        new_manager: Callable[[], TransformerManager] = TransformerManager  # __init__ unannotated in IPython
+        tree = ast.parse(new_manager().transform_cell(source))
     except (SyntaxError, ValueError, ImportError):
         return False
     return all(isinstance(stmt, ast.Expr) and _is_pure(stmt.value) for stmt in tree.body)
@@ -131,6 +133,31 @@ def parse_cell_numbers(text: str) -> list[int]:
     if not numbers:
         raise ValueError(text)
     return numbers
+
+
+class Outcome(Protocol):
+    """What ``CellHistory.record`` reads of one cell's outcome (the shell's ``CellOutcome``, a ``KeptOutcome``)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def execution_count(self) -> int | None: ...
+    @property
+    def cell_id(self) -> str | None: ...
+    @property
+    def error(self) -> BaseException | None: ...
+    @property
+    def duration(self) -> float: ...
+
+
+class KeptOutcome(NamedTuple):
+    """A replayed cell whose values were restored instead: recorded as run, so a later restart keeps it again."""
+
+    source: str
+    execution_count: int | None
+    cell_id: str | None
+    error: BaseException | None
+    duration: float
 
 
 @dataclass
@@ -180,7 +207,7 @@ class CellHistory:
     _origin: PlanCell | None = None  # the plan cell being replayed right now
     _next: int = 0
 
-    def record(self, outcome: Any) -> None:
+    def record(self, outcome: Outcome) -> None:
         """Runs after every cell: plain attribute work only."""
         error = outcome.error
         origin = self._origin

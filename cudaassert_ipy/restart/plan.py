@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard
 
 __all__ = ["PLAN_VERSION", "DiagnosisSummary", "FailingCell", "FrontendKind", "Mode", "Outcome", "PlanCell",
            "PlanInvalid", "ResumePlan"]
@@ -140,7 +140,7 @@ class ResumePlan:
         }
 
     @classmethod
-    def from_json(cls, data: Any, key: str | None = None) -> ResumePlan:
+    def from_json(cls, data: object, key: str | None = None) -> ResumePlan:
         """Check every field; PlanInvalid names the first one that is wrong."""
         if not isinstance(data, dict):
             raise PlanInvalid("the top level is not an object")
@@ -182,15 +182,15 @@ class ResumePlan:
         )
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _float(v: Any) -> float:
+def _float(v: float) -> float:
     return float(v)
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -220,7 +220,7 @@ def _cell(c: Mapping[str, Any]) -> PlanCell:
                     _float(duration) if _is_number(duration) else 0.0, first if isinstance(first, str) else "")
 
 
-def _failing(v: Any) -> FailingCell | None:
+def _failing(v: object) -> FailingCell | None:
     if v is None:
         return None
     if not isinstance(v, dict) or not isinstance(v.get("source", ""), str):
@@ -228,7 +228,7 @@ def _failing(v: Any) -> FailingCell | None:
     return FailingCell(_opt_int(v, "number"), _opt_str(v, "cell_id"), v.get("source", ""), _opt_str(v, "error"))
 
 
-def _diagnosis(v: Any) -> DiagnosisSummary | None:
+def _diagnosis(v: object) -> DiagnosisSummary | None:
     if v is None:
         return None
     if not isinstance(v, dict):
@@ -237,7 +237,7 @@ def _diagnosis(v: Any) -> DiagnosisSummary | None:
                             _opt_str(v, "specific"), _opt_int(v, "cell"), _opt_str(v, "exception_line"))
 
 
-def _batch(v: Any) -> tuple[str, tuple[int, ...]] | None:
+def _batch(v: object) -> tuple[str, tuple[int, ...]] | None:
     if v is None:
         return None
     if (not isinstance(v, list) or len(v) != 2 or not isinstance(v[0], str) or not isinstance(v[1], list)

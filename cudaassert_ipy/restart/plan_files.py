@@ -22,7 +22,7 @@ import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.restart.plan import PLAN_VERSION, PlanInvalid, ResumePlan
@@ -125,7 +125,7 @@ def process_start(pid: int) -> str | None:
         return None
 
 
-def writer_alive(pid: Any, start: Any) -> bool:
+def writer_alive(pid: int | None, start: str | None) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:
@@ -162,14 +162,14 @@ class Claim:
     notes: list[str] = field(default_factory=list)  # one-line messages for the next cell
 
 
-def _when(t: Any) -> str:
+def _when(t: float) -> str:
     try:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(t)))
     except (TypeError, ValueError, OverflowError):
         return "an unknown time"
 
 
-def _parse(content: Any, key: str) -> tuple[ResumePlan | None, str | None]:
+def _parse(content: object, key: str) -> tuple[ResumePlan | None, str | None]:
     """(plan, None) or (None, why it is not a valid plan)."""
     try:
         return ResumePlan.from_json(content, key), None
@@ -177,7 +177,7 @@ def _parse(content: Any, key: str) -> tuple[ResumePlan | None, str | None]:
         return None, str(e)
 
 
-def _read(path: Path) -> tuple[Any, str | None, str | None]:
+def _read(path: Path) -> tuple[object, str | None, str | None]:
     """(content, unsafe-why, parse-error), opening without following links and checking the open file."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:

@@ -15,14 +15,13 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from cudaassert_ipy.restart import keep
 from cudaassert_ipy.restart import plan_files as resume_plan
-from cudaassert_ipy.restart.cell_history import CellHistory, replayable_source
+from cudaassert_ipy.restart.cell_history import CellHistory, KeptOutcome, replayable_source
 from cudaassert_ipy.restart.plan import Mode, PlanCell, ResumePlan
-from cudaassert_ipy.view.replay_view import OnBanner, progress_for
+from cudaassert_ipy.view.replay_view import CellView, OnBanner, PanelSetting, progress_for
 from cudaassert_ipy.wording import PREFIX, error_line
 
 __all__ = ["INTERNAL", "ReplayHost", "Replayer", "Resumed", "is_own_magic_cell"]
@@ -43,12 +42,24 @@ VALIDATORS_FAILED = "{prefix} The validators could not be turned on ({error}); t
 INTERNAL = "{prefix} The replay itself failed ({error}); your cell runs as usual. Details: {log}"
 
 
+class ReplayReport(TypedDict, total=False):
+    """What the replay did (``cudaassert_ipy.shell.resume.last_report``): for the benchmark and tests."""
+
+    cells: int
+    replayed: int
+    ok: bool
+    skipped: bool
+    seconds: float  # the cells
+    original_seconds: float  # the same cells before the restart
+    hook_seconds: float  # all of it
+
+
 @dataclass
 class Resumed:
     """This kernel was started by a cudaassert restart: with which plan, and what its replay did."""
 
     plan: ResumePlan
-    report: dict[str, Any] = field(default_factory=dict)
+    report: ReplayReport = field(default_factory=ReplayReport)
 
     @property
     def mode(self) -> Mode:
@@ -59,7 +70,8 @@ class ReplayHost(Protocol):
     """What the replay needs from the loaded extension."""
 
     history: CellHistory
-    config: Any  # .panel: widgets where they render
+    @property
+    def config(self) -> PanelSetting: ...
 
     def set_validators(self, on: bool) -> None: ...
 
@@ -68,7 +80,7 @@ def is_own_magic_cell(source: str) -> bool:
     return bool(source.strip()) and not replayable_source(source).strip()
 
 
-def _view(cell: PlanCell) -> dict[str, Any]:
+def _view(cell: PlanCell) -> CellView:
     """What the progress view shows of a cell."""
     return {"number": cell.number, "first_line": cell.first_line}
 
@@ -137,12 +149,12 @@ class Replayer:
                                    "original_seconds": 0.0}
         elif cells:
             self.resumed.report = self._replay(cells)
-        from IPython.display import display
+        from cudaassert_ipy.view.display import display
 
         display(OnBanner(self.plan.mode.value, self.plan.failing_batch))
         self.resumed.report["hook_seconds"] = time.perf_counter() - started  # validators' torch import included
 
-    def _replay(self, cells: tuple[PlanCell, ...]) -> dict[str, Any]:
+    def _replay(self, cells: tuple[PlanCell, ...]) -> ReplayReport:
         original = sum(c.duration for c in cells)
         progress = progress_for(self.host, [_view(c) for c in cells])
         print(REPLAYING.format(prefix=PREFIX, count=len(cells), seconds=original, how=progress.how))
@@ -157,9 +169,8 @@ class Replayer:
                 restored = restorer.restore(cell.number, cell.cell_id, cell.source)
                 if restored is not None and restored.kept:  # recorded as run: a later restart keeps it again
                     with self.host.history.replaying(cell):
-                        self.host.history.record(SimpleNamespace(source=cell.source, execution_count=cell.number,
-                                                                 cell_id=cell.cell_id, error=None,
-                                                                 duration=cell.duration))
+                        self.host.history.record(KeptOutcome(source=cell.source, execution_count=cell.number,
+                                                             cell_id=cell.cell_id, error=None, duration=cell.duration))
                     progress.kept(i, time.perf_counter() - t0)
                     done += 1
                     continue

@@ -34,12 +34,21 @@ __all__ = ["ActionList", "Host", "RequestError", "actions_for", "build_plan", "p
 Checker = Callable[..., "tuple[Verdict, str]"]
 
 
+class DeadSince(Protocol):
+    """The context state as a restart reads it (the shell's ``ContextState``)."""
+
+    @property
+    def dead_since(self) -> Diagnosis | None:  # the Diagnosis that killed the context
+        ...
+
+
 class Host(Protocol):
     """What a restart needs from the loaded extension (the shell layer passes itself)."""
 
     shell: Any
     history: CellHistory
-    state: Any  # .dead_since: the Diagnosis that killed the context, or None
+    @property
+    def state(self) -> DeadSince: ...
     last: Diagnosis | None
     resumed: Resumed | None
 
@@ -214,7 +223,7 @@ def _on_click(ext: Host, fe: Frontend, mode: Mode, picks: list[tuple[ReplayChoic
     return callback
 
 
-class ActionList(list):
+class ActionList(list[Action]):
     """The panel's buttons; ``replay_choices`` are its checkboxes, the very objects the buttons read at click."""
 
     def __init__(self, actions: Sequence[Action] = (), replay_choices: Sequence[ReplayChoice] = ()) -> None:

@@ -11,13 +11,17 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Container
 
 from cudaassert_ipy.run.options import RunOptions
 from cudaassert_ipy.run.rank import RankInfo
 from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start-up stays light
+    from cudaassert_ipy.capture.assert_lines import AssertSite
+    from cudaassert_ipy.capture.fd_tap import TapSet
+    from cudaassert_ipy.data.bookmark import Bookmark
+    from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 
 __all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "UserFiles"]
@@ -60,15 +64,15 @@ class UserFiles:
 class Guard:
     """Start the tap, and turn a failing exception into the report (stderr, JSON, torchelastic's file)."""
 
-    def __init__(self, options: RunOptions, target_label: str = "", user_files: object = (),
+    def __init__(self, options: RunOptions, target_label: str = "", user_files: Container[str] = (),
                  notes: tuple[str, ...] = ()) -> None:
         self.options = options
         self.notes = notes  # lines the report ends with (a rerun's first diagnosis)
         self.rank = RankInfo.from_env()
         self.target_label = target_label
         self.user_files = user_files
-        self.tap: Any = None
-        self.bookmark: Any = None  # data.bookmark.Bookmark once started
+        self.tap: TapSet | None = None
+        self.bookmark: Bookmark | None = None  # once started
         self._stop_bookmark: Callable[[], None] | None = None
         self.diagnosis: Diagnosis | None = None
         self.exception: BaseException | None = None
@@ -154,7 +158,7 @@ class Guard:
                 print(failed, file=sys.stderr, flush=True)
         return diagnosis
 
-    def _diagnose(self, detection: Any, sites: list[Any], text: str) -> Diagnosis:
+    def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str) -> Diagnosis:
         from cudaassert_ipy.diagnose.pipeline import diagnose_failure
 
         # the script's frame is in the traceback of the error that reached the top (a framework's cleanup may
@@ -209,12 +213,12 @@ class Guard:
         os._exit(code)
 
 
-def _script_globals(tb: types.TracebackType | None, user_files: object) -> dict[str, Any] | None:
+def _script_globals(tb: types.TracebackType | None, user_files: Container[str]) -> dict[str, Any] | None:
     """The script's module globals (its ``<module>`` frame), where the model and data usually live."""
     found = None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name == "<module>" and code.co_filename in user_files:  # type: ignore[operator]
+        if code.co_name == "<module>" and code.co_filename in user_files:
             found = tb.tb_frame.f_globals
         tb = tb.tb_next
     return found

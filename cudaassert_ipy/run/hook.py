@@ -44,7 +44,7 @@ def install(options: RunOptions | None = None) -> Guard:
             guard.exit_now(1)
 
     setattr(excepthook, _ATTR, guard)
-    excepthook.__cudaassert_previous__ = previous  # type: ignore[attr-defined]
+    excepthook.__cudaassert_previous__ = previous  # type: ignore[attr-defined]  # kept on the function object
     sys.excepthook = excepthook
     return guard
 

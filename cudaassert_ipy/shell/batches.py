@@ -49,8 +49,10 @@ def failing_batch(loader: Any) -> Any:
     ext = current()
     if ext is None or ext.bookmark is None:
         raise RuntimeError(NOT_LOADED)
-    if reproduce.matches(ext.samples, loader):
-        return reproduce.failing_loader(loader, ext.samples.failing.indices)
+    failing = ext.samples.failing if ext.samples is not None else None
+    # matches() implies a failing record with indices; the two checks after it say so to the type checker
+    if reproduce.matches(ext.samples, loader) and failing is not None and failing.indices is not None:
+        return reproduce.failing_loader(loader, failing.indices)
     plan = ext.resumed.plan if ext.resumed is not None else None
     entry = getattr(plan, "failing_batch", None)
     if entry is not None:

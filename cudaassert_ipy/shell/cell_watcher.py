@@ -16,6 +16,7 @@ from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:  # the diagnosis modules load at the first failure, not with %load_ext
     from cudaassert_ipy.capture.assert_lines import AssertSite
+    from cudaassert_ipy.capture.fd_tap import TapSet
     from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.shell.context_state import ContextState
 
@@ -49,8 +50,8 @@ class CellWatcher:
 
     def __init__(self, state: ContextState, report: Reporter, banner: Callable[[], None]) -> None:
         self.state, self.report, self.banner = state, report, banner
-        self.tap: Any = None
-        self._stack: list[tuple[Any, Any, float, Any]] = []
+        self.tap: TapSet | None = None
+        self._stack: list[tuple[object, tuple[int, ...], float, Any]] = []  # last_value, tap mark, start, info
         self._handled: BaseException | None = None
         self.listeners: list[Callable[[CellOutcome], None]] = []
 
@@ -95,7 +96,7 @@ class CellWatcher:
             except Exception as failure:
                 print(f"{PREFIX} a cell listener failed: {failure!r}", file=sys.stderr)
 
-    def _report(self, error: BaseException, mark: Any, source: str, result: Any) -> Detection | None:
+    def _report(self, error: BaseException, mark: tuple[int, ...], source: str, result: Any) -> Detection | None:
         from cudaassert_ipy.diagnose.detection import classify, is_launched
 
         dead = self.state.dead

@@ -18,12 +18,12 @@ from __future__ import annotations
 import ast
 import linecache
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, TypeVar, cast
 
-from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 
 from cudaassert_ipy.passthrough import drop_own_frame
+from cudaassert_ipy.shell import magic_args
 from cudaassert_ipy.wording import is_cell_filename
 
 __all__ = ["DEBUG_MAGIC_DOC", "debug_magic_arguments", "parse_debug_args", "run_debug_cell"]
@@ -43,13 +43,21 @@ NEEDS_TORCH = "%%cuda_debug needs PyTorch: pip install torch"
 TOP_LEVEL_AWAIT = "%%cuda_debug cannot run a cell with top-level await; move the awaits into a function."
 
 
-def debug_magic_arguments(func: Callable[..., Any]) -> Callable[..., Any]:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class DebugOptions(Protocol):
+    """The parsed ``%%cuda_debug`` line."""
+
+    sync: bool
+    nan: bool
+
+
+def debug_magic_arguments(func: _F) -> _F:
     """Decorate the ``cuda_debug`` magic with its options (so ``%%cuda_debug?`` documents them)."""
-    margs: Any = magic_arguments  # IPython is untyped: the boundary
-    func = margs.argument("--nan", action="store_true", help=NAN_HELP)(func)
-    func = margs.argument("--sync", action="store_true", help=SYNC_HELP)(func)
-    decorated: Callable[..., Any] = margs.magic_arguments()(func)
-    return decorated
+    func = magic_args.argument("--nan", action="store_true", help=NAN_HELP)(func)
+    func = magic_args.argument("--sync", action="store_true", help=SYNC_HELP)(func)
+    return magic_args.magic_arguments()(func)
 
 
 @debug_magic_arguments
@@ -63,14 +71,13 @@ def cuda_debug(line: str, cell: str = "") -> None:
 DEBUG_MAGIC_DOC: str = cuda_debug.__doc__ or ""
 
 
-def parse_debug_args(line: str) -> Any:
+def parse_debug_args(line: str) -> DebugOptions:
     """Parse the ``%%cuda_debug`` line: an object with ``.sync`` and ``.nan`` (bools).
 
     Bad input raises ``UsageError`` with the usage line.
     """
     try:
-        margs: Any = magic_arguments
-        return margs.parse_argstring(cuda_debug, line)
+        return cast(DebugOptions, magic_args.parse_argstring(cuda_debug, line))  # store_true options: bools
     except UsageError as e:
         raise UsageError(USAGE_ERROR.format(problem=str(e).rstrip("."))) from None
 

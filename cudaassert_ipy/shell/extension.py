@@ -7,7 +7,7 @@ Loading imports neither torch nor ipywidgets and never touches CUDA. Loading twi
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from traitlets import Bool, Int, List
 from traitlets.config import Configurable
@@ -19,8 +19,15 @@ from cudaassert_ipy.shell.context_state import ContextState
 from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
+    from cudaassert_ipy.capture.assert_lines import AssertSite
+    from cudaassert_ipy.capture.fd_tap import TapSet
+    from cudaassert_ipy.data.bookmark import Bookmark
+    from cudaassert_ipy.data.samples import SampleCheck
+    from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.diagnose.gpu_state import GpuState
     from cudaassert_ipy.restart.replay import Resumed
+    from cudaassert_ipy.view.actions import Action
 
 __all__ = ["CudaAssert", "Extension", "current", "last_diagnosis", "load", "unload"]
 
@@ -56,18 +63,18 @@ class Extension:
         self.tap_note: str | None = None
         self.last: Diagnosis | None = None
         self.history = CellHistory()
-        self.bookmark: Any = None  # data.bookmark.Bookmark while loaded
-        self.samples: Any = None  # data.samples.SampleCheck of the last failure
+        self.bookmark: Bookmark | None = None  # while loaded
+        self.samples: SampleCheck | None = None  # of the last failure
         self.resumed: Resumed | None = None  # set when a cudaassert restart started this kernel
         self._undo: list[Callable[[], None]] = []
 
     @property
-    def tap(self) -> Any:
+    def tap(self) -> TapSet | None:
         """The running fd tap (the watcher reads it on every cell), or None."""
         return self.watcher.tap
 
     @tap.setter
-    def tap(self, value: Any) -> None:
+    def tap(self, value: TapSet | None) -> None:
         self.watcher.tap = value
 
     def add_hook(self, event: str, callback: Callable[..., None]) -> None:
@@ -130,7 +137,7 @@ class Extension:
             return
         self.tap = tap
 
-        def shown(change: Any) -> None:
+        def shown(change: Mapping[str, Any]) -> None:  # traitlets' change: "new" is the int
             tap.set_shown_lines(change["new"])
 
         self.config.observe(shown, "raw_lines_per_site")
@@ -163,7 +170,7 @@ class Extension:
         (enable_validators if on else disable_validators)()
 
     # -- reporting ---------------------------------------------------------------------------
-    def diagnose_and_show(self, detection: Any, sites: list[Any], source: str, execution_count: int | None,
+    def diagnose_and_show(self, detection: Detection, sites: list[AssertSite], source: str, execution_count: int | None,
                           stderr_text: str) -> None:
         if not self.config.enabled:
             return
@@ -182,7 +189,7 @@ class Extension:
 
     def show(self, diagnosis: Diagnosis) -> None:
         """The panel where the frontend can render widgets; the full text/HTML report always comes along."""
-        from IPython.display import display
+        from cudaassert_ipy.view.display import display
 
         gpu = self.gpu_summary(diagnosis)
         if self.config.panel and not self.headless():
@@ -213,14 +220,14 @@ class Extension:
         except Exception:  # detection must not cost the report: the panel path has its own fallback
             return False
 
-    def actions(self, diagnosis: Diagnosis) -> list[Any]:
+    def actions(self, diagnosis: Diagnosis) -> list[Action]:
         """The panel's buttons: restart actions from the restart module, plus copying the report."""
         from cudaassert_ipy.restart import request as restart
         from cudaassert_ipy.restart.frontend import detect
 
         return restart.actions_for(self, diagnosis, detect(self.shell))
 
-    def gpu_summary(self, diagnosis: Diagnosis) -> Any:
+    def gpu_summary(self, diagnosis: Diagnosis) -> GpuState | None:
         """NVML's view of the device (a GpuState; never raises), only when the context died."""
         if not self.config.gpu_state or not diagnosis.context_dead:
             return None
@@ -231,8 +238,7 @@ class Extension:
     def show_banner(self) -> None:
         if not self.config.enabled or self.state.dead_since is None:
             return
-        from IPython.display import display
-
+        from cudaassert_ipy.view.display import display
         from cudaassert_ipy.view.report import Banner
 
         display(Banner(self.state.dead_since))

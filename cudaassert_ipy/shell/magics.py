@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
 
 from cudaassert_ipy.passthrough import drop_own_frame
 from cudaassert_ipy.shell.debug_cell import debug_magic_arguments, parse_debug_args, run_debug_cell
+from cudaassert_ipy.shell.magic_args import argument, cell_magic, line_magic, magic_arguments, parse_argstring
 
 if TYPE_CHECKING:
     from cudaassert_ipy.shell.extension import Extension

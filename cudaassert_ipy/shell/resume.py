@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.restart import startup_stub
 from cudaassert_ipy.restart.frontend import kernel_key, terminal_key, vscode_key
 from cudaassert_ipy.restart.plan import Mode, ResumePlan
-from cudaassert_ipy.restart.replay import INTERNAL, Replayer, Resumed
+from cudaassert_ipy.restart.replay import INTERNAL, Replayer, ReplayReport, Resumed
 from cudaassert_ipy.shell import registry
 from cudaassert_ipy.wording import PREFIX, error_line
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.shell.extension import Extension
 
 __all__ = ["activate", "last_report", "resume_at_startup", "resumed_mode"]
 
@@ -31,7 +34,7 @@ def resumed_mode(shell: Any) -> Mode | None:
     return ext.resumed.mode if ext is not None and ext.resumed is not None else None
 
 
-def last_report(shell: Any = None) -> dict[str, Any]:
+def last_report(shell: Any = None) -> ReplayReport:
     """What the replay did: cells, replayed, ok, skipped, seconds (the cells), hook_seconds (all of it), and
     original_seconds (the same cells before the restart). For the benchmark and tests."""
     if shell is None:
@@ -39,10 +42,10 @@ def last_report(shell: Any = None) -> dict[str, Any]:
 
         shell = get_ipython()
     ext = registry.active(shell)
-    return dict(ext.resumed.report) if ext is not None and ext.resumed is not None else {}
+    return ext.resumed.report.copy() if ext is not None and ext.resumed is not None else {}
 
 
-def _load(shell: Any) -> Any:
+def _load(shell: Any) -> Extension:
     """Load as `%load_ext cudaassert` does (so IPython's own bookkeeping lets `%unload_ext` undo it)."""
     from cudaassert_ipy.shell import extension
 

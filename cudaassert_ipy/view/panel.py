@@ -9,7 +9,7 @@ Click handlers give feedback through widget state: their prints would go to the 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.view.actions import Action, ReplayChoice
@@ -97,7 +97,7 @@ def _details(widgets: Any, d: Diagnosis) -> tuple[Any, Any]:
     raw = widgets.HTML(details_html(d), layout=widgets.Layout(display="none"))
     raw.add_class("cudaassert-details")
 
-    def flip(change: dict) -> None:
+    def flip(change: Mapping[str, object]) -> None:
         raw.layout.display = None if change["new"] else "none"
 
     toggle.observe(flip, names="value")
@@ -110,14 +110,14 @@ def _checklist(widgets: Any, choices: Sequence[ReplayChoice]) -> Any:
         box = widgets.Checkbox(value=choice.selected, description=choice_label(choice), indent=False,
                                layout=widgets.Layout(width="auto"))
 
-        def bind(change: dict, c: ReplayChoice = choice) -> None:
+        def bind(change: Mapping[str, object], c: ReplayChoice = choice) -> None:
             c.selected = bool(change["new"])
 
         box.observe(bind, names="value")
         keep = widgets.ToggleButton(value=choice.keep, description=KEEP_LABEL, tooltip=KEEP_TIP,
                                     layout=widgets.Layout(width="auto"))
 
-        def bind_keep(change: dict, c: ReplayChoice = choice) -> None:
+        def bind_keep(change: Mapping[str, object], c: ReplayChoice = choice) -> None:
             c.keep = bool(change["new"])
 
         keep.observe(bind_keep, names="value")
@@ -205,7 +205,7 @@ def display_panel(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: Gp
     (Lab then shows only "Error displaying widget: model not found" for the widget) still says
     what happened and why.
     """
-    from IPython.display import display
+    from cudaassert_ipy.view.display import display
 
     display(headline_bundle(diagnosis), raw=True)
     widget = build(diagnosis, actions, gpu_state, replay_choices, header=False)

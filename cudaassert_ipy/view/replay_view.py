@@ -9,12 +9,32 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Any, Iterator
+from typing import Iterator, Protocol, TypedDict
 
 from cudaassert_ipy.view.style import ACCENTS, box, escape
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["OnBanner", "on_text", "progress_for"]
+__all__ = ["CellView", "OnBanner", "PanelSetting", "on_text", "progress_for"]
+
+
+class CellView(TypedDict):
+    """What the progress view shows of one replayed cell."""
+
+    number: int | None  # In [n] before the restart
+    first_line: str
+
+
+class PanelSetting(Protocol):
+    """The setting the view reads (``CudaAssert.panel``)."""
+
+    @property
+    def panel(self) -> bool:  # widgets where they render
+        ...
+
+
+class _Host(Protocol):
+    @property
+    def config(self) -> PanelSetting: ...
 
 ON_HEADER = "{prefix} On in this kernel:"
 ON_BLOCKING = ("CUDA_LAUNCH_BLOCKING=1: each CUDA call waits for the GPU, so an error is raised at the line that "
@@ -59,7 +79,7 @@ class OnBanner:
         self.mode = mode
         self.text = on_text(mode, failing_batch)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         lines = self.text.splitlines()
         body = "".join(f"<div>{_code(escape(line.strip()))}</div>" for line in lines[1:])
         return {"text/plain": self.text,
@@ -72,7 +92,7 @@ class OnBanner:
 class TextProgress:
     how = ""
 
-    def __init__(self, cells: list[dict[str, Any]]) -> None:
+    def __init__(self, cells: list[CellView]) -> None:
         self.cells = cells
 
     def start(self) -> None:
@@ -104,7 +124,7 @@ class TextProgress:
 class WidgetProgress:
     how = " below, collapsed (click a cell to open it)"
 
-    def __init__(self, cells: list[dict[str, Any]]) -> None:
+    def __init__(self, cells: list[CellView]) -> None:
         import ipywidgets as w
 
         self.cells = cells
@@ -119,7 +139,7 @@ class WidgetProgress:
         self.box = w.VBox([w.HBox([self.bar, self.label]), self.accordion])
 
     def start(self) -> None:
-        from IPython.display import display
+        from cudaassert_ipy.view.display import display
 
         display(self.box)
 
@@ -149,7 +169,7 @@ class WidgetProgress:
             self.label.value = WIDGET_DONE.format(count=len(self.cells))
 
 
-def progress_for(ext: Any, cells: list[dict[str, Any]]) -> TextProgress | WidgetProgress:
+def progress_for(ext: _Host, cells: list[CellView]) -> TextProgress | WidgetProgress:
     """Widgets only where the panel would render (same test), else plain text."""
     try:
         from cudaassert_ipy.view import panel

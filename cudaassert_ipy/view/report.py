@@ -8,7 +8,7 @@ Imports neither IPython nor ipywidgets: the script runner and the log explainer 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Union
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.view.style import ACCENTS, block, box, escape
@@ -204,7 +204,7 @@ class Report:
         self.diagnosis = diagnosis
         self.gpu_state = gpu_state
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         return {
             "text/plain": to_text(self.diagnosis, self.gpu_state),
             "text/html": to_html(self.diagnosis, self.gpu_state),
@@ -221,7 +221,7 @@ class Banner:
     def __init__(self, original: Diagnosis) -> None:
         self.text = banner_text(original)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         return {"text/plain": self.text,
                 "text/html": box("cudaassert-banner", escape(self.text), ACCENTS["dead"])}
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
 __all__ = ["ACCENTS", "ALIVE", "ROOT", "block", "box", "escape", "inline", "stylesheet"]
 
@@ -47,7 +46,7 @@ _START_TAG = re.compile(r"<([a-z]+)([^<>]*)>")
 _CLASSES = re.compile(r'class="([^"]*)"')
 
 
-def escape(value: Any) -> str:
+def escape(value: object) -> str:
     """HTML-escaped text (quotes too, so escaped text can never look like a tag or an attribute)."""
     return html.escape(str(value))
 

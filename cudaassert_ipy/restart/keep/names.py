@@ -18,7 +18,7 @@ import ast
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Callable
 
 from cudaassert_ipy.wording import error_line
 
@@ -69,8 +69,8 @@ def _transform(source: str) -> str:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:  # plain Python source
         return source
-    manager: Any = TransformerManager  # IPython is untyped: the boundary
-    return str(manager().transform_cell(source))
+    new_manager: Callable[[], TransformerManager] = TransformerManager  # __init__ unannotated in IPython
+    return str(new_manager().transform_cell(source))
 
 
 def _root(node: ast.AST) -> str | None:

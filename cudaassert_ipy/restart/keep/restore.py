@@ -9,6 +9,7 @@ one owned by someone else is left as it is.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from cudaassert_ipy.restart.keep.result import (
     RESTORE_REFUSED,
     VALUES,
     CellOutcome,
+    ManifestCell,
     NameOutcome,
     keep_dir,
     report,
@@ -40,7 +42,7 @@ class Restorer:
     """In the new kernel: restores kept cells one by one, in the plan's order, then the directory goes."""
 
     namespace: dict[str, Any]
-    cells: list[dict[str, Any]] = field(default_factory=list)
+    cells: list[ManifestCell] = field(default_factory=list)
     entries: list[Stored] = field(default_factory=list)
     entry_cells: list[int] = field(default_factory=list)
     reader: StreamReader | None = None
@@ -54,7 +56,7 @@ class Restorer:
         """What the restore did, for the replay's output ("" when no cell was kept)."""
         return report(self.outcomes, self.note)
 
-    def _find(self, number: int | None, cell_id: str | None, source: str) -> dict[str, Any] | None:
+    def _find(self, number: int | None, cell_id: str | None, source: str) -> ManifestCell | None:
         for cell in self.cells:
             if cell["number"] == number and cell["cell_id"] == cell_id and cell["source"] == source:
                 return cell
@@ -100,7 +102,7 @@ class Restorer:
         return outcome
 
 
-def _check_manifest(data: Any, key: str, stamp: float, now: float) -> str | None:
+def _check_manifest(data: object, key: str, stamp: float, now: float) -> str | None:
     if not isinstance(data, dict) or data.get("version") != KEEP_VERSION:
         return "its manifest is not one this version wrote"
     if data.get("key") != key or data.get("stamp") != stamp:
@@ -112,7 +114,7 @@ def _check_manifest(data: Any, key: str, stamp: float, now: float) -> str | None
     return None
 
 
-def open_checked(path: Path, name: str) -> Any:
+def open_checked(path: Path, name: str) -> io.BufferedReader:
     """A file of the keep directory, opened without following links; OSError when it is not safely ours."""
     fd = os.open(path / name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     f = os.fdopen(fd, "rb")

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence, TypedDict
 
 from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["CellOutcome", "KeepBudget", "KeepCell", "KeepResult", "NameOutcome", "human_size", "keep_dir", "report"]
+__all__ = ["CellOutcome", "KeepBudget", "KeepCell", "KeepResult", "ManifestCell", "ManifestEntry", "NameOutcome",
+           "human_size", "keep_dir", "report"]
 
 KEEP_VERSION = 1
 MANIFEST, VALUES = "manifest.json", "values.pickle"
@@ -66,6 +67,29 @@ class NameOutcome:
     absent: bool = False  # the cell deleted it (``del``): restoring removes it
 
 
+class ManifestCell(TypedDict):
+    """One asked-for cell in the manifest: kept with its names, or not, with the reason."""
+
+    index: int
+    number: int | None
+    cell_id: str | None
+    source: str
+    kept: bool
+    reason: str | None
+    names: list[dict[str, Any]]  # each a NameOutcome's vars()
+
+
+class ManifestEntry(TypedDict):
+    """One pickled name in the values file."""
+
+    cell: int
+    name: str
+    offset: int
+    size: int
+    seconds: float
+    fresh: bool
+
+
 @dataclass(frozen=True)
 class CellOutcome:
     """One kept-or-not cell: ``kept`` with its names, or replayed with the reason."""
@@ -116,11 +140,12 @@ def report(cells: Sequence[CellOutcome], note: str | None = None) -> str:
 
 
 def human_size(n: int) -> str:
+    size: float = n
     for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return f"{n} B"
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size} B"
 
 
 def keep_dir(key: str, directory: Path | None = None) -> Path:

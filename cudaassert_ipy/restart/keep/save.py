@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
 
 from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.restart import plan_files
@@ -29,13 +29,17 @@ from cudaassert_ipy.restart.keep.result import (
     KeepBudget,
     KeepCell,
     KeepResult,
+    ManifestEntry,
     NameOutcome,
     human_size,
     keep_dir,
 )
-from cudaassert_ipy.restart.keep.selection import cells_for_plan, decide, drop_overwritten
+from cudaassert_ipy.restart.keep.selection import HistoryCell, cells_for_plan, decide, drop_overwritten
 from cudaassert_ipy.restart.keep.store import Refused, StreamWriter
 from cudaassert_ipy.wording import PREFIX, error_line
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.restart.plan import ResumePlan
 
 __all__ = ["save", "save_for_plan"]
 
@@ -85,7 +89,7 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
     limit = max(0, min(budget.max_bytes, free))
     limit_text = human_size(limit) + (" (disk space)" if free < budget.max_bytes else "")
     stored: dict[int, list[NameOutcome]] = {}
-    entries: list[dict[str, Any]] = []
+    entries: list[ManifestEntry] = []
     deadline = time.monotonic() + budget.seconds
     try:
         fd = os.open(path / VALUES, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
@@ -118,7 +122,7 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
 
 
 def _save_cell(writer: StreamWriter, index: int, names: frozenset[str], namespace: dict[str, Any],
-               entries: list[dict[str, Any]], reasons: dict[int, str]) -> list[NameOutcome] | None:
+               entries: list[ManifestEntry], reasons: dict[int, str]) -> list[NameOutcome] | None:
     outcomes = []
     for name in sorted(names):
         if name not in namespace:
@@ -135,7 +139,7 @@ def _save_cell(writer: StreamWriter, index: int, names: frozenset[str], namespac
     return outcomes
 
 
-def save_for_plan(plan: Any, records: Iterable[Any], picked: Collection[int], namespace: dict[str, Any],
+def save_for_plan(plan: ResumePlan, records: Iterable[HistoryCell], picked: Collection[int], namespace: dict[str, Any],
                   budget: KeepBudget | None = None, directory: Path | None = None) -> KeepResult:
     """The old kernel's step before it restarts: save the kept cells of ``plan`` (a ResumePlan: ``key``,
     ``created`` as the stamp, ``expires``, ``cells``), reading the whole history ``records``."""

@@ -10,7 +10,7 @@ reason the replay shows.
 from __future__ import annotations
 
 import types
-from typing import Any, Collection, Sequence
+from typing import Any, Collection, Protocol, Sequence
 
 from cudaassert_ipy.restart.cell_history import replayable_source
 from cudaassert_ipy.restart.keep.names import is_keep_marked, read_cell
@@ -27,7 +27,18 @@ from cudaassert_ipy.restart.keep.result import (
 from cudaassert_ipy.restart.keep.store import refusal
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["cells_for_plan", "decide", "drop_overwritten", "suggest"]
+__all__ = ["HistoryCell", "cells_for_plan", "decide", "drop_overwritten", "suggest"]
+
+
+class HistoryCell(Protocol):
+    """A cell as the history (``CellRecord``) and the plan (``PlanCell``) both describe it."""
+
+    @property
+    def number(self) -> int | None: ...
+    @property
+    def cell_id(self) -> str | None: ...
+    @property
+    def source(self) -> str: ...
 
 
 # -- deciding --------------------------------------------------------------------------------------
@@ -75,7 +86,8 @@ def drop_overwritten(cells: Sequence[KeepCell], names: dict[int, frozenset[str]]
 
 
 # -- joining the restart, and offering cells for next time -----------------------------------------
-def cells_for_plan(records: Sequence[Any], plan_cells: Sequence[Any], picked: Collection[int] = ()) -> list[KeepCell]:
+def cells_for_plan(records: Sequence[HistoryCell], plan_cells: Sequence[HistoryCell],
+                   picked: Collection[int] = ()) -> list[KeepCell]:
     """The old kernel's history in execution order (for the later-change rule), ``keep`` on the plan's cells
     that have a first line ``# cudaassert: keep`` or were picked (``%cudaassert setup keep 3,4``, the panel).
 
