@@ -10,7 +10,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from cudaassert_ipy.frameworks import accelerate, generic, lightning, transformers
+from cudaassert_ipy.frameworks import accelerate, fastai, generic, keras, lightning, timm, transformers, ultralytics
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, Step, frame_self
 from cudaassert_ipy.wording import error_line
 
@@ -18,7 +18,8 @@ __all__ = ["ADAPTERS", "ADAPTER_FAILED", "Gathered", "active", "class_head_near"
            "failure_notes", "gather", "own_text"]
 
 #: Every adapter, framework ones first; the generic (torch-level) one last.
-ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, generic.ADAPTER)
+ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, fastai.ADAPTER,
+                                  keras.ADAPTER, timm.ADAPTER, ultralytics.ADAPTER, generic.ADAPTER)
 
 #: An adapter hook that raised, as a note in the report (like a crashing rule).
 ADAPTER_FAILED = "[internal] the {adapter} adapter failed in {hook}: {error}; the rest of this report stands."
@@ -40,6 +41,7 @@ class Gathered:
     missing: tuple[str, ...] = ()  # what could not be read, as "name.attr (why)"
     failures: tuple[tuple[str, str, str], ...] = ()  # (adapter, hook, "Error: text") for each crash
     owners: tuple[str, ...] = ()  # the adapters whose framework runs in the failing stack
+    advice: tuple[str, ...] = ()  # keys of hints.FRAMEWORK_ADVICE the adapters asked for
 
 
 def failure_notes(failures: Sequence[tuple[str, str, str]]) -> tuple[str, ...]:
@@ -75,6 +77,7 @@ def gather(stack: Stack, adapters: Sequence[Adapter] = ADAPTERS) -> Gathered:
     facts: dict[str, str] = {}
     declared: dict[str, int] = {}
     heads: list[ClassHead] = []
+    advice: list[str] = []
     for adapter in running:
         hook = adapter.found
         if hook is None:
@@ -90,10 +93,11 @@ def gather(stack: Stack, adapters: Sequence[Adapter] = ADAPTERS) -> Gathered:
             declared.setdefault(key, n)
         if found.head is not None:
             heads.append(found.head)
+        advice += [key for key in found.advice if key not in advice]
     head = heads[0] if heads else _head(stack, list(objects.items()), running, guard, reader)
     return Gathered(objects=tuple(objects.items()), facts=tuple(facts.items()), head=head,
                     declared=tuple(declared.items()), missing=tuple(reader.missing),
-                    failures=tuple(guard.failures), owners=owners)
+                    failures=tuple(guard.failures), owners=owners, advice=tuple(advice))
 
 
 def _head(stack: Stack, objects: list[tuple[str, Any]], running: Sequence[Adapter], guard: _Guard,
