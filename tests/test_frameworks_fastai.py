@@ -117,8 +117,8 @@ class WeightNorm(Callback):
     assert str(error).startswith("Exception occured in `WeightNorm` when calling event `after_epoch`:\n\tCUDA error")
     assert str(error.__context__).startswith("CUDA error")  # the first error (in ``_do_one_batch``), under the second
     assert len(d.follow_ons) == 1 and d.follow_ons[0].startswith(
-        "fastai's `WeightNorm.after_epoch` callback (run by `Learner.__exit__` as the failure unwound) touched the dead "
-        "GPU; the failure was in `")
+        "fastai's `WeightNorm.after_epoch` callback (run by `Learner.__exit__` as the failure unwound) touched the "
+        "dead GPU; the failure was in `")
     assert d.cause_id == "nll_loss_target_out_of_range" and d.likely_fix == FASTAI_FIX
     assert dict(d.facts)["learn"] == "epoch 0, batch 0 of 1 (validation)"
 

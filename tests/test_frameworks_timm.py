@@ -1,4 +1,4 @@
-"""timm for real, on the CPU: ``timm.create_model(..., num_classes=3)`` trained with timm's label smoothing and a 4th class.
+"""timm for real, on the CPU: ``create_model(..., num_classes=3)`` trained with timm's label smoothing and a 4th class.
 
 Under ``LabelSmoothingCrossEntropy`` a label >= num_classes is an index of ``gather``: on the CPU that is
 "index 3 is out of bounds for dimension 1 with size 3", on a GPU the ScatterGatherKernel.cu assert, which

@@ -113,15 +113,14 @@ def _loss_line(model: Any, read: Reader, name: str) -> Optional[tuple[str, str]]
 
 
 def _filtered(stack: Stack) -> bool:
-    """Whether Keras filtered the frames: only its traceback filter's ``error_handler`` frames are left."""
-    keras_frames = [f for f in stack.frames if in_packages(frame_module(f), PACKAGES)]
-    if not keras_frames or any(frame_module(f) != _FILTER for f in keras_frames):
+    """Whether Keras filtered the frames the user sees: its traceback filter ran (an ``error_handler`` frame) and
+    filtering is on (``keras.config.is_traceback_filtering_enabled()``, read where Keras keeps it)."""
+    if not any(frame_module(f) == _FILTER for f in stack.frames):
         return False
-    utils = sys.modules.get(_FILTER)
-    enabled = getattr(utils, "is_traceback_filtering_enabled", None)
+    enabled = getattr(sys.modules.get(_FILTER), "is_traceback_filtering_enabled", None)
     try:
         return bool(enabled()) if callable(enabled) else True
-    except Exception:
+    except Exception:  # cannot tell: the frames are there, so say how to see them all
         return True
 
 
