@@ -1,12 +1,13 @@
-"""Ultralytics YOLO: the class count ``nc`` and its ``names``, the batch's image files, the out-of-memory retry.
+"""Ultralytics YOLO: the class count ``nc`` and its ``names``, the batch's image files.
 
 On one GPU the error reaches the cell unchanged, from ``self.model(batch)`` in ``BaseTrainer._do_train``
 (``ultralytics/engine/trainer.py``) or from the loss inside it (``tal.py``, ``v8ClassificationLoss``). The
 class count is ``nc``: the data YAML's (``trainer.data["nc"]``, ``trainer.data["names"]``), given to the model
 (``model.nc``, ``model.yaml["nc"]``, ``model.names``). The batch is a dict whose ``im_file`` names the images.
 In the first epoch ``_do_train`` retries a ``RuntimeError`` whose text says "out of memory" (or a cuBLAS/cuDNN
-allocation failure) with half the batch, emptying the cache first (``_clear_memory``): after an assert that
-touches the dead GPU again.
+allocation failure) with half the batch, emptying the cache first (``_clear_memory``); a device-side assert's
+text never says so, so no step is named here (a later error there is named by the generic adapter's
+``empty_cache``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from cudaassert_ipy.frameworks.base import (
     Found,
     Reader,
     Stack,
-    Step,
     frame_module,
     in_packages,
 )
@@ -31,8 +31,6 @@ __all__ = ["ADAPTER", "is_trainer", "yolo_model"]
 PACKAGES = ("ultralytics",)
 #: Image files shown from a batch's ``im_file``.
 _FILES_SHOWN = 4
-#: The retry's steps (``BaseTrainer._do_train``'s except clause) -> how the follow-on line says them.
-_RETRY = {"_clear_memory": "emptying the cache", "_build_train_pipeline": "rebuilding the data loader"}
 
 
 def _is(obj: Any, name: str) -> bool:
@@ -160,16 +158,4 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     return Found(objects=tuple(objects), facts=tuple(facts), declared=tuple(declared))
 
 
-def _step(frames: Sequence[types.FrameType]) -> Optional[Step]:
-    """The first epoch's out-of-memory retry (``_do_train``'s except clause) ran after the failure."""
-    ours = [(f.f_code.co_name, f) for f in frames if in_packages(frame_module(f), PACKAGES)]
-    names = {n for n, _ in ours}
-    if "_do_train" not in names:
-        return None
-    part = next((_RETRY[n] for n, _ in reversed(ours) if n in _RETRY), None)
-    if part is None:
-        return None
-    return Step(f"Ultralytics' out-of-memory retry ({part} to retry with half the batch)")
-
-
-ADAPTER = Adapter(name="ultralytics", packages=PACKAGES, found=_found, head=_head, step=_step)
+ADAPTER = Adapter(name="ultralytics", packages=PACKAGES, found=_found, head=_head)
