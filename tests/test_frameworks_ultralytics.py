@@ -93,7 +93,7 @@ def test_a_gpu_failure_inside_the_models_forward_names_nc_and_the_batchs_images(
     assert facts["batch['cls']"] == "1 bad value(s); first: 3 at [3]"  # the batch dict of Ultralytics' loss frame
     text = to_text(d)
     assert "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 4 threads" in text
-    assert "Your code: line 11: loss, loss_items = model(batch)  # as BaseTrainer._do_train does" in text
+    assert "Your code: line 12: loss, loss_items = model(batch)  # as BaseTrainer._do_train does" in text
 
 
 def _tbs(tb: Any) -> list[Any]:
