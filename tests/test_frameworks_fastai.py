@@ -165,3 +165,17 @@ learn = ServiceLearner(dls, model, loss_func=CrossEntropyLossFlat())
 def test_unwrap_strips_each_of_fastais_prefixes_and_leaves_other_texts_alone(text, own):
     assert fastai_adapter.ADAPTER.unwrap is not None
     assert fastai_adapter.ADAPTER.unwrap(RuntimeError(text), text) == own
+
+
+def test_a_learner_whose_model_matches_dls_c_gets_the_datablocks_words(fa):
+    from cudaassert_ipy.diagnose import hints
+    from cudaassert_ipy.frameworks import ClassHead, class_head_of
+
+    fa.run_cell("learn4 = Learner(dls, nn.Sequential(nn.Linear(8, 4)), loss_func=CrossEntropyLossFlat())",
+                store_history=True)
+    head = class_head_of(fa.user_ns["learn4"], "learn4")
+    assert head == ClassHead("fastai", now=4, setting="c", owner="learn4.dls")
+    words = hints.set_classes(head, 4)
+    assert words is not None and words(5) == (
+        "give the DataBlock all 5 classes (the CategoryBlock's vocab, or the MaskBlock's codes for masks; dls.c is 4 "
+        "and the Learner's head is built from it)")
