@@ -132,3 +132,30 @@ model.get_classifier = pruned
     assert ("Note: Could not read model.get_classifier() (RuntimeError: classifier was pruned); the rest of this "
             "report stands.") in out
     assert f"Likely fix: {TIMM_FIX}." in out and "  model: num_classes=3" in out
+
+
+def test_the_hf_trainers_label_smoother_gather_is_the_label_range_too(shell, loaded, capsys, tmp_path):
+    """The same rule for the HF Trainer's ``LabelSmoother`` (``label_smoothing_factor``): its gather fails on 3."""
+    result = shell.run_cell(f"""
+import torch
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+
+torch.manual_seed(0)
+config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                    max_position_embeddings=32, num_labels=3)
+data = [{{"input_ids": torch.randint(5, 64, (8,)), "labels": torch.tensor(i % 4)}} for i in range(8)]
+args = TrainingArguments(output_dir={str(tmp_path)!r}, per_device_train_batch_size=4, num_train_epochs=1, report_to=[],
+                         use_cpu=True, save_strategy="no", logging_strategy="no", disable_tqdm=True,
+                         label_smoothing_factor=0.1)
+trainer = Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=data)
+""", store_history=True)
+    assert result.error_in_exec is None, result.error_in_exec
+    capsys.readouterr()
+    result = shell.run_cell("trainer.train()", store_history=True)
+    assert str(result.error_in_exec) == "index 3 is out of bounds for dimension 1 with size 3"
+    out = capsys.readouterr().out
+    assert ("Cause: The Trainer's LabelSmoother gathers each label's log-probability, so the labels are the gather's "
+            "index: class label 3 is outside 0..2 (the model has 3 classes).") in out
+    assert ("Likely fix: the labels reach 3 with 3 classes: if you have 4 classes, load the model with "
+            "from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 "
+            "entries; if labels start at 1, subtract 1.") in out
