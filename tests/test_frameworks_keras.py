@@ -148,3 +148,29 @@ model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(f
 def test_unwrap_reads_the_original_message_out_of_keras_wrapper(text, own):
     assert keras_adapter.ADAPTER.unwrap is not None
     assert keras_adapter.ADAPTER.unwrap(RuntimeError(text), text) == own
+
+
+def test_one_fix_on_every_path_the_twin_the_gpu_the_validator_and_preflight(kr, capfd):
+    import torch
+
+    from cudaassert_ipy.checks import ValidationError, validators
+    from cudaassert_ipy.checks.preflight import preflight
+
+    def post_mortem(error: BaseException, stderr: str = "") -> str | None:
+        detection, sites = read_failure(error, stderr)
+        assert detection is not None
+        return diagnose_failure(detection, sites, stderr, "", None, kr.user_ns)[1].likely_fix
+
+    def fit_error() -> BaseException:
+        result = kr.run_cell(FIT, store_history=True)
+        assert result.error_in_exec is not None
+        return result.error_in_exec
+
+    twin = post_mortem(fit_error())
+    _, d = diagnose_cell(kr, f"with DeadGpu(surfaces={{torch.matmul}}):\n    {FIT}", capfd)
+    with validators():
+        stop = fit_error()
+    assert isinstance(stop, ValidationError), stop
+    dataset = torch.utils.data.TensorDataset(kr.user_ns["x"], kr.user_ns["y"])
+    report = preflight(dataset, model=kr.user_ns["model"], progress=False)
+    assert twin == d.likely_fix == stop.hint == post_mortem(stop) == report.labels_fix == KERAS_FIX

@@ -159,3 +159,31 @@ trainer = Trainer(model=BertForSequenceClassification(config), args=args, train_
     assert ("Likely fix: the labels reach 3 with 3 classes: if you have 4 classes, load the model with "
             "from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 "
             "entries; if labels start at 1, subtract 1.") in out
+
+
+def test_with_plain_cross_entropy_one_fix_on_every_path(tm, capfd):
+    """Twin, GPU, validator and preflight word the timm fix alike: the validator finds the model in the notebook's
+    namespace (it is not on the stack when the loss is checked). (Under label smoothing the validator stops
+    ``gather`` and words an index fix: the post-mortem's label words are the rule's, not yet the validator's.)"""
+    from cudaassert_ipy.checks import ValidationError, validators
+    from cudaassert_ipy.checks.preflight import preflight
+
+    tm.run_cell("loss_fn = torch.nn.CrossEntropyLoss()", store_history=True)
+
+    def post_mortem(error: BaseException, stderr: str = "") -> str | None:
+        detection, sites = read_failure(error, stderr)
+        assert detection is not None
+        return diagnose_failure(detection, sites, stderr, "", None, tm.user_ns)[1].likely_fix
+
+    def run_error(code: str) -> BaseException:
+        result = tm.run_cell(code, store_history=True)
+        assert result.error_in_exec is not None
+        return result.error_in_exec
+
+    twin = post_mortem(run_error("train_one_epoch()"))
+    _, d = diagnose_cell(tm, "with DeadGpu(surfaces={torch.Tensor.item}):\n    train_one_epoch()", capfd)
+    with validators():
+        stop = run_error("train_one_epoch()")
+    assert isinstance(stop, ValidationError), stop
+    report = preflight(tm.user_ns["loader"].dataset, model=tm.user_ns["model"], progress=False)
+    assert twin == d.likely_fix == stop.hint == post_mortem(stop) == report.labels_fix == TIMM_FIX

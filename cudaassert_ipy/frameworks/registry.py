@@ -28,6 +28,8 @@ ADAPTER_FAILED = "[internal] the {adapter} adapter failed in {hook}: {error}; th
 NEAR_FRAMES = 64
 
 _T = TypeVar("_T")
+#: Namespace values that are never a model or a trainer (skipped when looking for a class head).
+_NOT_MODELS = (types.ModuleType, type, types.FunctionType, int, str, float)
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ def _head(stack: Stack, objects: list[tuple[str, Any]], running: Sequence[Adapte
     candidates += [(k, v) for k, v in list(stack.user_ns.items()) if not k.startswith("_")]
     seen: set[int] = set()
     for name, obj in candidates:
-        if id(obj) in seen or isinstance(obj, (types.ModuleType, type, types.FunctionType, int, str, float)):
+        if id(obj) in seen or isinstance(obj, _NOT_MODELS):
             continue
         seen.add(id(obj))
         head = _head_of(obj, name, running, guard, reader)
@@ -140,13 +142,16 @@ def class_head_of(obj: Any, name: str = "model", adapters: Sequence[Adapter] = A
 
 def class_head_near(frame: Optional[types.FrameType], adapters: Sequence[Adapter] = ADAPTERS,
                     depth: int = NEAR_FRAMES) -> Optional[ClassHead]:
-    """The class head of the nearest model or trainer running around ``frame`` (walking outwards): what a
-    validator that stops a call inside a framework words its fix with. Never raises."""
+    """The class head of the nearest model or trainer running around ``frame`` (walking outwards), else of one in
+    the notebook's namespace (``__main__``'s globals, as the post-mortem looks there too: a timm model called in
+    the user's own loop is not on the stack when the loss is checked): what a validator that stops a call words
+    its fix with. Never raises."""
     running = active(adapters)
     if not running:
         return None
     guard, reader = _Guard(), Reader()
     seen: set[int] = set()
+    main: Any = None
     while frame is not None and depth > 0:
         obj = frame_self(frame)
         if obj is not None and id(obj) not in seen:
@@ -154,7 +159,15 @@ def class_head_near(frame: Optional[types.FrameType], adapters: Sequence[Adapter
             head = _head_of(obj, "self", running, guard, reader)
             if head is not None:
                 return head
+        if main is None and frame.f_globals.get("__name__") == "__main__":
+            main = frame.f_globals
         frame, depth = frame.f_back, depth - 1
+    for name, obj in list(main.items()) if main is not None else ():
+        if name.startswith("_") or id(obj) in seen or isinstance(obj, _NOT_MODELS):
+            continue
+        head = _head_of(obj, name, running, guard, reader)
+        if head is not None:
+            return head
     return None
 
 
