@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.kernels import execute, running_kernel
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
@@ -179,3 +180,19 @@ def test_a_learner_whose_model_matches_dls_c_gets_the_datablocks_words(fa):
     assert words is not None and words(5) == (
         "give the DataBlock all 5 classes (the CategoryBlock's vocab, or the MaskBlock's codes for masks; dls.c is 4 "
         "and the Learner's head is built from it)")
+
+
+@pytest.mark.kernel
+def test_in_a_real_kernel_the_gpu_failure_under_fastais_prefix_is_explained():
+    with running_kernel() as kc:
+        reply, _ = execute(kc, "%load_ext cudaassert")
+        assert reply["status"] == "ok"
+        reply, _ = execute(kc, SETUP, timeout=300)
+        assert reply["status"] == "ok", reply
+        reply, msgs = execute(kc, "with DeadGpu(surfaces={torch.Tensor.item}):\n    learn.fit(1)", timeout=120)
+        assert reply["status"] == "error" and reply["ename"] == "AcceleratorError"
+        assert reply["evalue"].startswith("Exception occured in `ProgressCallback` when calling event `after_batch`")
+        plain = [m for m in msgs if m["type"] == "display_data"][-1]["content"]["data"]["text/plain"]
+        assert "[cudaassert] GPU context dead · class label out of range in cross_entropy" in plain
+        assert f"Likely fix: {FASTAI_FIX}." in plain
+        assert "learn.dls: c=4" in plain and "learn.yb[0]: 1 bad value(s); first: 3 at [2]" in plain
