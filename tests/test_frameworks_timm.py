@@ -187,3 +187,27 @@ def test_with_plain_cross_entropy_one_fix_on_every_path(tm, capfd):
     assert isinstance(stop, ValidationError), stop
     report = preflight(tm.user_ns["loader"].dataset, model=tm.user_ns["model"], progress=False)
     assert twin == d.likely_fix == stop.hint == post_mortem(stop) == report.labels_fix == TIMM_FIX
+
+
+def test_mixups_one_hot_scatter_under_soft_target_loss_is_the_label_range_too(tm, loaded, capsys):
+    tm.run_cell("""
+from timm.data import Mixup
+from timm.loss import SoftTargetCrossEntropy
+
+mixup_fn = Mixup(mixup_alpha=0.8, num_classes=3)
+loss_fn = SoftTargetCrossEntropy()
+
+def train_mixup():
+    for input, target in loader:
+        input, target = mixup_fn(input, target)
+        loss = loss_fn(model(input), target)
+        losses.append(loss.item())
+""", store_history=True)
+    capsys.readouterr()
+    result = tm.run_cell("train_mixup()", store_history=True)
+    assert str(result.error_in_exec) == "index 3 is out of bounds for dimension 1 with size 3"  # one_hot's scatter_
+    out = capsys.readouterr().out
+    assert ("Cause: `loss_fn` (SoftTargetCrossEntropy) takes one-hot (Mixup) targets, so the labels are one_hot's "
+            "scatter index: class label 3 is outside 0..2 (the model has 3 classes).") in out
+    assert f"Likely fix: {TIMM_FIX}." in out
+    assert "  mixup_fn: Mixup(num_classes=3): labels >= num_classes fail in one_hot's scatter" in out
