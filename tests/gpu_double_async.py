@@ -28,6 +28,12 @@ KERNELS: dict[Callable[..., Any], str] = {
     F.cross_entropy: "nll_loss_target_out_of_range",
     F.nll_loss: "nll_loss_target_out_of_range",
 }
+#: Index kernels replayed: their CPU twin raises "index N is out of bounds for dimension D with size S"
+#: (RuntimeError) where ScatterGatherKernel.cu asserts; ``(input, dim, index)`` as gather takes them.
+INDEX_KERNELS: dict[Callable[..., Any], str] = {
+    torch.gather: "scatter_gather_index_out_of_range_v2",
+    torch.Tensor.gather: "scatter_gather_index_out_of_range_v2",
+}
 
 
 class DeadGpu(TorchFunctionMode):
@@ -47,9 +53,12 @@ class DeadGpu(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if (self.dead and _touches_tensors(args, kwargs)) or (self.asserted and func in self.surfaces):
+        if (self.dead and _touches_tensors(args, kwargs) and not _host_metadata(func)) or (
+                self.asserted and func in self.surfaces):
             self.dead = True  # every later call on the (simulated) GPU's tensors fails too
             raise self.error()
+        if func in INDEX_KERNELS:
+            return self._index_kernel(func, args, kwargs)
         cause = KERNELS.get(func)
         if cause is None:
             return func(*args, **kwargs)
@@ -61,6 +70,33 @@ class DeadGpu(TorchFunctionMode):
             logits, target = args[0], args[1]
             garbage = torch.where((target >= logits.shape[1]) | (target < 0), 0, target)
             return func(logits, garbage, *args[2:], **kwargs)
+
+    def _index_kernel(self, func: Any, args: Any, kwargs: Any) -> Any:
+        """gather with an index out of range: the assertion lines, then the result of a clamped index."""
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError as error:
+            if "out of bounds" not in str(error):
+                raise
+        os.write(2, assertion_lines(INDEX_KERNELS[func], threads=self.threads))
+        self.asserted = True
+        values = {**dict(zip(("input", "dim", "index"), args)), **kwargs}
+        size = values["input"].shape[values["dim"]]
+        values["index"] = values["index"].clamp(0, size - 1)
+        return func(values["input"], values["dim"], values["index"])
+
+
+#: Tensor methods that read host-side metadata only: they work on a dead GPU (shape, dtype, device, ...).
+_METADATA_METHODS = frozenset({"size", "dim", "numel", "stride", "element_size", "is_floating_point", "is_complex",
+                               "is_contiguous", "get_device", "data_ptr", "__len__"})
+
+
+def _host_metadata(func: Any) -> bool:
+    """Whether ``func`` only reads a tensor's host-side metadata: a property (``Tensor.shape.__get__``, ``dtype``,
+    ``device``, ``requires_grad``) or a metadata method. A dead GPU answers these; Keras reads them to word its
+    re-created message, Lightning to log."""
+    name = getattr(func, "__name__", "")
+    return name == "__get__" or name in _METADATA_METHODS
 
 
 def _touches_tensors(args: Any, kwargs: Any) -> bool:

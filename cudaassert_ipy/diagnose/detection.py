@@ -134,7 +134,9 @@ def classify(exc: BaseException | None, context_dead: bool = False, assert_seen:
     else:
         strongest = max(_RANK[d.kind] for _, d in found)
         index, first = max(((i, d) for i, d in found if _RANK[d.kind] == strongest), key=lambda x: x[0])
-    later = tuple(link for link in reversed(links[:index]) if _classify_one(link, True, assert_seen))
+    origin = _raised_in(first.exception)
+    later = tuple(link for link in reversed(links[:index])
+                  if _classify_one(link, True, assert_seen) and not _same_place(_raised_in(link), origin))
     notes = tuple(n for _, d in found for n in d.notes)
     return dataclasses.replace(first, top=exc if exc is not first.exception else None, later=later, notes=notes)
 
@@ -179,6 +181,20 @@ def _chain(exc: BaseException | None, limit: int = 32) -> list[BaseException]:
         seen.append(link)
         todo.extend(x for x in (link.__cause__, link.__context__) if x is not None)
     return seen
+
+
+def _raised_in(exc: BaseException) -> tuple[object, int] | None:
+    """Where an exception was raised: its traceback's innermost frame and line, or None. A framework that
+    re-creates an error (Keras: ``e.__class__(message)`` re-raised with ``e``'s traceback) raises the copy from
+    the same frame and line: the copy is that error again, not a later one."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return (tb.tb_frame, tb.tb_lineno) if tb is not None else None
+
+
+def _same_place(a: tuple[object, int] | None, b: tuple[object, int] | None) -> bool:
+    return a is not None and b is not None and a[0] is b[0] and a[1] == b[1]
 
 
 def _message(exc: BaseException) -> str:

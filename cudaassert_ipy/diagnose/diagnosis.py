@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, Cause, get_cause, match_assert, unknown_site_sentence
 from cudaassert_ipy.diagnose.causes.rules import RULES, Case, Finding, RuleEntry, find
 from cudaassert_ipy.diagnose.causes.texts import FOLLOW_ON, STICKY_TEXTS, Text, no_line_text
@@ -106,6 +107,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         facts = _one_count(facts)
     facts = _framework_facts(facts, ev.framework_facts)
     notes += ev.notes
+    notes += [hints.FRAMEWORK_ADVICE[key] for key in ev.advice if key in hints.FRAMEWORK_ADVICE]
     if ev.unread:
         notes.append(COULD_NOT_READ.format(what=", ".join(ev.unread)))
     if ev.sites and which.id == GENERIC_ID:

@@ -52,6 +52,7 @@ class Evidence:
     follow_ons: tuple[str, ...] = ()  # one line per later error raised by cleanup
     unread: tuple[str, ...] = ()  # what the adapters could not read: "trainer.train_dataset (none)"
     notes: tuple[str, ...] = ()  # "[internal]" notes of adapters that failed
+    advice: tuple[str, ...] = ()  # keys of hints.FRAMEWORK_ADVICE the adapters asked for ("keras_filtered")
 
 
 def collect(
@@ -111,6 +112,7 @@ def collect(
         follow_ons=follow_ons,
         unread=found.missing,
         notes=(*detection.notes, *failure_notes(found.failures), *follow_notes),
+        advice=found.advice,
     )
 
 
@@ -241,8 +243,10 @@ class _Facts:
                     ("padding_idx", getattr(m, "padding_idx", None))))
             elif hasattr(m, "ignore_index") and type(m).__name__.endswith("Loss"):
                 self.losses[full] = ModuleFact(full, type(m).__name__, (("ignore_index", m.ignore_index),))
-            elif type(m).__name__.endswith("Loss"):
-                self.losses[full] = ModuleFact(full, type(m).__name__, ())
+            elif type(m).__name__.endswith(("Loss", "CrossEntropy")):  # timm's LabelSmoothingCrossEntropy
+                smoothing = getattr(m, "smoothing", None)
+                attrs = (("smoothing", smoothing),) if isinstance(smoothing, float) else ()
+                self.losses[full] = ModuleFact(full, type(m).__name__, attrs)
             config = getattr(m, "config", None)
             if config is not None and not sub:
                 self._config(f"{full}.config", config)

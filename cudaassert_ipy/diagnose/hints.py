@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapters are not needed for the words
     from cudaassert_ipy.frameworks.base import ClassHead
 
-__all__ = ["CLASS_TEMPLATES_AS", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "Facts", "LabelFacts", "TokenFacts",
-           "bce", "class_labels", "fix", "set_classes", "token_ids"]
+__all__ = ["CLASS_TEMPLATES_AS", "FRAMEWORK_ADVICE", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "Facts",
+           "LabelFacts", "TokenFacts", "bce", "class_labels", "fix", "set_classes", "token_ids"]
 
 # ---------------------------------------------------------------- class labels (cross_entropy, nll_loss, preflight)
 VOC_VOID = "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss"
@@ -266,9 +266,23 @@ HEAD_WORDS: dict[str, str] = {
     ),
     "lightning": "build `{owner}` with {setting}={n} (its hparams.{setting}={now} sizes the last layer)",
     "timm": "create the model with timm.create_model(..., num_classes={n})",
-    "fastai": "give the DataBlock's CategoryBlock all {n} classes (its vocab; dls.c is {now})",
+    "fastai": (
+        "give the DataBlock all {n} classes (the CategoryBlock's vocab, or the MaskBlock's codes for masks; "
+        "dls.c is {now} and the Learner's head is built from it)"
+    ),
+    "fastai_model": (
+        "build the Learner's model with {n} outputs ({owner} outputs {now}; vision_learner(dls, ...) sizes the "
+        "head from dls.c, or pass n_out={n})"
+    ),
     "ultralytics": "set nc: {n} in the data YAML and list {n} names",
     "keras": "make the last layer Dense({n})",
+}
+#: Notes a framework adapter asks for by key (``Found.advice``): said once under the report.
+FRAMEWORK_ADVICE: dict[str, str] = {
+    "keras_filtered": (
+        "Keras removed its own frames from this traceback and re-created the error: to see them, run "
+        "keras.config.disable_traceback_filtering() and run the cell again."
+    ),
 }
 #: ONE_MORE_CLASS, REMAP_LABELS and DECLARED_CLASSES with {set_classes} (the framework's words) in place of the
 #: generic phrase; a test holds them equal to those templates when given GENERIC_CLASS_WORDS.

@@ -19,7 +19,8 @@ name>.py``, defining ``ADAPTER = Adapter(name=..., packages=(...), ...)`` with a
     The host facts I know where to find, from the first error's frames (``stack.frames``, outermost first)
     and the user's namespace: ``objects`` for the generic fact scanner (models, tokenizers, configs, batch
     tensors, each under the name the user knows), ``facts`` lines only I know (``("model.hparams",
-    "num_classes=3")``), ``declared`` class counts of the data, ``head``.
+    "num_classes=3")``), ``declared`` class counts of the data, ``head``, and ``advice``: keys of notes worded in
+    diagnose/hints.py ``FRAMEWORK_ADVICE`` (Keras: how to see the frames it filtered).
 ``head(obj, name, read) -> ClassHead | None``
     Where this object (a model, a trainer) sets its class count: the parameters of my fix words. The
     words themselves live in diagnose/hints.py (``HEAD_WORDS[framework]``), the one source of advice, so the

@@ -80,6 +80,8 @@ class Found:
     head: Optional[ClassHead] = None
     #: how many classes the data declares, by where: ("trainer.train_dataset.features['label']", 4)
     declared: tuple[tuple[str, int], ...] = ()
+    #: notes to add, as keys of diagnose/hints.py FRAMEWORK_ADVICE (the words live there): ("keras_filtered",)
+    advice: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

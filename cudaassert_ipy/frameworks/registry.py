@@ -10,7 +10,19 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from cudaassert_ipy.frameworks import accelerate, deepspeed, engines, generic, launchers, lightning, transformers
+from cudaassert_ipy.frameworks import (
+    accelerate,
+    deepspeed,
+    engines,
+    fastai,
+    generic,
+    keras,
+    launchers,
+    lightning,
+    timm,
+    transformers,
+    ultralytics,
+)
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Launch, Reader, Stack, Step, frame_self
 from cudaassert_ipy.wording import error_line
 
@@ -18,7 +30,8 @@ __all__ = ["ADAPTERS", "ADAPTER_FAILED", "Gathered", "active", "class_head_near"
            "failure_notes", "gather", "launch_of", "own_text"]
 
 #: Every adapter, framework ones first; the generic (torch-level) one last.
-ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, deepspeed.ADAPTER,
+ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, fastai.ADAPTER,
+                                  keras.ADAPTER, timm.ADAPTER, ultralytics.ADAPTER, deepspeed.ADAPTER,
                                   launchers.ADAPTER, engines.ADAPTER, generic.ADAPTER)
 
 #: An adapter hook that raised, as a note in the report (like a crashing rule).
@@ -28,6 +41,8 @@ ADAPTER_FAILED = "[internal] the {adapter} adapter failed in {hook}: {error}; th
 NEAR_FRAMES = 64
 
 _T = TypeVar("_T")
+#: Namespace values that are never a model or a trainer (skipped when looking for a class head).
+_NOT_MODELS = (types.ModuleType, type, types.FunctionType, int, str, float)
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,7 @@ class Gathered:
     missing: tuple[str, ...] = ()  # what could not be read, as "name.attr (why)"
     failures: tuple[tuple[str, str, str], ...] = ()  # (adapter, hook, "Error: text") for each crash
     owners: tuple[str, ...] = ()  # the adapters whose framework runs in the failing stack
+    advice: tuple[str, ...] = ()  # keys of hints.FRAMEWORK_ADVICE the adapters asked for
 
 
 def failure_notes(failures: Sequence[tuple[str, str, str]]) -> tuple[str, ...]:
@@ -76,6 +92,7 @@ def gather(stack: Stack, adapters: Sequence[Adapter] = ADAPTERS) -> Gathered:
     facts: dict[str, str] = {}
     declared: dict[str, int] = {}
     heads: list[ClassHead] = []
+    advice: list[str] = []
     for adapter in running:
         hook = adapter.found
         if hook is None:
@@ -91,10 +108,11 @@ def gather(stack: Stack, adapters: Sequence[Adapter] = ADAPTERS) -> Gathered:
             declared.setdefault(key, n)
         if found.head is not None:
             heads.append(found.head)
+        advice += [key for key in found.advice if key not in advice]
     head = heads[0] if heads else _head(stack, list(objects.items()), running, guard, reader)
     return Gathered(objects=tuple(objects.items()), facts=tuple(facts.items()), head=head,
                     declared=tuple(declared.items()), missing=tuple(reader.missing),
-                    failures=tuple(guard.failures), owners=owners)
+                    failures=tuple(guard.failures), owners=owners, advice=tuple(advice))
 
 
 def _head(stack: Stack, objects: list[tuple[str, Any]], running: Sequence[Adapter], guard: _Guard,
@@ -111,7 +129,7 @@ def _head(stack: Stack, objects: list[tuple[str, Any]], running: Sequence[Adapte
     candidates += [(k, v) for k, v in list(stack.user_ns.items()) if not k.startswith("_")]
     seen: set[int] = set()
     for name, obj in candidates:
-        if id(obj) in seen or isinstance(obj, (types.ModuleType, type, types.FunctionType, int, str, float)):
+        if id(obj) in seen or isinstance(obj, _NOT_MODELS):
             continue
         seen.add(id(obj))
         head = _head_of(obj, name, running, guard, reader)
@@ -137,13 +155,16 @@ def class_head_of(obj: Any, name: str = "model", adapters: Sequence[Adapter] = A
 
 def class_head_near(frame: Optional[types.FrameType], adapters: Sequence[Adapter] = ADAPTERS,
                     depth: int = NEAR_FRAMES) -> Optional[ClassHead]:
-    """The class head of the nearest model or trainer running around ``frame`` (walking outwards): what a
-    validator that stops a call inside a framework words its fix with. Never raises."""
+    """The class head of the nearest model or trainer running around ``frame`` (walking outwards), else of one in
+    the notebook's namespace (``__main__``'s globals, as the post-mortem looks there too: a timm model called in
+    the user's own loop is not on the stack when the loss is checked): what a validator that stops a call words
+    its fix with. Never raises."""
     running = active(adapters)
     if not running:
         return None
     guard, reader = _Guard(), Reader()
     seen: set[int] = set()
+    main: Any = None
     while frame is not None and depth > 0:
         obj = frame_self(frame)
         if obj is not None and id(obj) not in seen:
@@ -151,7 +172,15 @@ def class_head_near(frame: Optional[types.FrameType], adapters: Sequence[Adapter
             head = _head_of(obj, "self", running, guard, reader)
             if head is not None:
                 return head
+        if main is None and frame.f_globals.get("__name__") == "__main__":
+            main = frame.f_globals
         frame, depth = frame.f_back, depth - 1
+    for name, obj in list(main.items()) if main is not None else ():
+        if name.startswith("_") or id(obj) in seen or isinstance(obj, _NOT_MODELS):
+            continue
+        head = _head_of(obj, name, running, guard, reader)
+        if head is not None:
+            return head
     return None
 
 

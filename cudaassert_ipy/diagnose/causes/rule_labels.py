@@ -24,6 +24,7 @@ GOT_LABEL_NO_CLASSES = "{op} got class label {value}, outside 0..C-1."
 BAD_COUNT = "{count} value(s) of `{name}` are out of range (first: {shown})."
 CLASSES_OF_INPUT = "the input has {n} classes (shape {shape})"
 CLASSES_OF_LAYER = "the model's last layer `{name}` has out_features={n}"
+CLASSES_OF_HEAD = "`{owner}` has {setting}={n}"
 UINT8 = "The labels are uint8 (Byte), so the kernel checked only the upper bound."
 
 _LABEL_WORDS = ("target", "label", "y", "mask", "gt", "cls")
@@ -97,6 +98,10 @@ def _n_classes(case: Case, f: Finding) -> tuple[int | None, str]:
         if n is None or n == lin.get("out_features"):
             n = lin.get("out_features")
             source = CLASSES_OF_LAYER.format(name=lin.name, n=n)
+    head = case.ev.head
+    if n is None and head is not None and isinstance(head.now, int) and head.now > 0:
+        n = head.now  # a framework's own layer (Keras' Dense): its adapter read the class count
+        source = CLASSES_OF_HEAD.format(owner=head.owner, setting=head.setting, n=n)
     return n, source
 
 

@@ -16,6 +16,7 @@ from cudaassert_ipy.diagnose.causes.rule_labels import class_labels
 from cudaassert_ipy.diagnose.causes.rule_ops import op_from_source
 from cudaassert_ipy.diagnose.causes.rule_repeat import repeat_sizes
 from cudaassert_ipy.diagnose.causes.rule_scatter import scatter_index
+from cudaassert_ipy.diagnose.causes.rule_smoothing import label_smoothing
 from cudaassert_ipy.diagnose.causes.rule_tokens import token_ids
 from cudaassert_ipy.diagnose.causes.rule_triton import triton_size
 from cudaassert_ipy.wording import error_line
@@ -32,6 +33,7 @@ RULES: tuple[RuleEntry, ...] = (
     RuleEntry("bce", frozenset({"bce_range"}), bce),
     RuleEntry("triton_size", frozenset({"inductor_triton_index_out_of_bounds", "inductor_triton_index_upper_only",
                                         "inductor_triton_index_lower_only"}), triton_size),
+    RuleEntry("label_smoothing", frozenset({"scatter_gather_out_of_range"}), label_smoothing),
     RuleEntry("scatter_index", frozenset({"scatter_gather_out_of_range"}), scatter_index),
     RuleEntry("repeat_sizes", frozenset({"repeat_interleave_output_size_mismatch"}), repeat_sizes),
     RuleEntry("op_from_source", frozenset({"assert_async_empty_message", "assert_async_false",

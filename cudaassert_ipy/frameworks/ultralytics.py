@@ -1,0 +1,161 @@
+"""Ultralytics YOLO: the class count ``nc`` and its ``names``, the batch's image files.
+
+On one GPU the error reaches the cell unchanged, from ``self.model(batch)`` in ``BaseTrainer._do_train``
+(``ultralytics/engine/trainer.py``) or from the loss inside it (``tal.py``, ``v8ClassificationLoss``). The
+class count is ``nc``: the data YAML's (``trainer.data["nc"]``, ``trainer.data["names"]``), given to the model
+(``model.nc``, ``model.yaml["nc"]``, ``model.names``). The batch is a dict whose ``im_file`` names the images.
+In the first epoch ``_do_train`` retries a ``RuntimeError`` whose text says "out of memory" (or a cuBLAS/cuDNN
+allocation failure) with half the batch, emptying the cache first (``_clear_memory``); a device-side assert's
+text never says so, so no step is named here (a later error there is named by the generic adapter's
+``empty_cache``).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Mapping, Optional, Sequence
+
+from cudaassert_ipy.frameworks.base import (
+    Adapter,
+    ClassHead,
+    Found,
+    Reader,
+    Stack,
+    frame_module,
+    in_packages,
+)
+from cudaassert_ipy.frameworks.generic import unwrap_model
+
+__all__ = ["ADAPTER", "is_trainer", "yolo_model"]
+
+PACKAGES = ("ultralytics",)
+#: Image files shown from a batch's ``im_file``.
+_FILES_SHOWN = 4
+
+
+def _is(obj: Any, name: str) -> bool:
+    try:
+        return any(t.__name__ == name and in_packages(t.__module__, PACKAGES) for t in type(obj).__mro__)
+    except Exception:
+        return False
+
+
+def is_trainer(obj: Any) -> bool:
+    return _is(obj, "BaseTrainer")
+
+
+def yolo_model(obj: Any) -> Any:
+    """The Ultralytics ``nn.Module`` (``DetectionModel``, ``ClassificationModel``, ...) in ``obj``: the
+    ``YOLO(...)`` wrapper's ``model``, through DDP/compile wrappers; None otherwise."""
+    if _is(obj, "Model") and not _is(obj, "BaseModel"):  # the YOLO(...) wrapper
+        obj = getattr(obj, "model", None)
+    model = unwrap_model(obj)
+    return model if _is(model, "BaseModel") else None
+
+
+def _int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _model_nc(model: Any, read: Reader, name: str) -> Optional[int]:
+    """``model.nc`` (the trainer sets it), else the model YAML's ``nc``."""
+    nc = _int(read.get(model, "nc", name))
+    if nc is None:
+        spec = read.get(model, "yaml", name)
+        nc = _int(spec.get("nc")) if isinstance(spec, Mapping) else None
+    return nc
+
+
+def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
+    if is_trainer(obj):
+        obj, name = read.get(obj, "model", name), f"{name}.model"
+    model = yolo_model(obj) if obj is not None else None
+    if model is None:
+        return None
+    return ClassHead("ultralytics", now=_model_nc(model, read, name), setting="nc", owner=name)
+
+
+def _names_line(names: Any) -> Optional[str]:
+    if isinstance(names, Mapping):
+        names = list(names.values())
+    if not isinstance(names, (list, tuple)):
+        return None
+    shown = ", ".join(repr(n) for n in names[:_FILES_SHOWN]) + (", ..." if len(names) > _FILES_SHOWN else "")
+    return f"{len(names)} entries: [{shown}]"
+
+
+def _trainer(stack: Stack) -> Any:
+    """The trainer that was running (a frame's ``self``); a trainer merely in the namespace says nothing."""
+    return next((obj for _, obj in stack.selves(*PACKAGES) if is_trainer(obj)), None)
+
+
+def _batch(frames: Sequence[types.FrameType]) -> Optional[Mapping[str, Any]]:
+    """The failing batch: the innermost Ultralytics frame's ``batch`` dict (the trainer loop, the loss), or the
+    dict given to the model's ``forward``/``loss``."""
+    for frame in reversed(frames):
+        if not in_packages(frame_module(frame), PACKAGES):
+            continue
+        for local in ("batch", "x"):
+            if local in frame.f_code.co_varnames:
+                value = frame.f_locals.get(local)
+                if isinstance(value, Mapping) and ("cls" in value or "im_file" in value):
+                    return value
+    return None
+
+
+def _files_line(batch: Mapping[str, Any]) -> Optional[str]:
+    files = batch.get("im_file")
+    if not isinstance(files, (list, tuple)) or not files:
+        return None
+    shown = ", ".join(str(f) for f in files[:_FILES_SHOWN]) + (", ..." if len(files) > _FILES_SHOWN else "")
+    return f"{len(files)} image(s): {shown}"
+
+
+def _found(stack: Stack, read: Reader) -> Optional[Found]:
+    trainer = _trainer(stack)
+    model = None
+    name = "model"
+    if trainer is not None:
+        model = yolo_model(read.get(trainer, "model", "trainer", needed=True))
+        name = stack.name_of(model, "trainer.model")
+    if model is None:
+        model = next((m for _, obj in stack.selves(*PACKAGES) if (m := yolo_model(obj)) is not None), None)
+    if model is None:
+        model = next((m for k, v in list(stack.user_ns.items())
+                      if not k.startswith("_") and (m := yolo_model(v)) is not None), None)
+    batch = _batch(stack.frames)
+    if trainer is None and model is None and batch is None:
+        return None
+    objects: list[tuple[str, Any]] = []
+    facts: list[tuple[str, str]] = []
+    declared: list[tuple[str, int]] = []
+    if model is not None:
+        name = stack.name_of(model, name) if trainer is None else name
+        objects.append((name, model))
+        nc = _model_nc(model, read, name)
+        names = _names_line(read.get(model, "names", name))
+        parts = ([f"nc={nc}"] if nc is not None else []) + ([f"names: {names}"] if names else [])
+        if parts:
+            facts.append((name, ", ".join(parts)))
+    if trainer is not None:
+        data = read.get(trainer, "data", "trainer", needed=True)
+        if isinstance(data, Mapping):
+            nc = _int(data.get("nc"))
+            names = _names_line(data.get("names"))
+            parts = ([f"nc={nc}"] if nc is not None else []) + ([f"names: {names}"] if names else [])
+            if parts:
+                facts.append(("trainer.data", ", ".join(parts)))
+            if nc:
+                declared.append(("trainer.data['names']", nc))
+        epoch = read.get(trainer, "epoch", "trainer")
+        if isinstance(epoch, int):
+            facts.append(("trainer", f"epoch {epoch}"))
+    if batch is not None:
+        objects += [(f"batch[{key!r}]", value) for key, value in batch.items() if isinstance(key, str)]
+        files = _files_line(batch)
+        if files is not None:
+            facts.append(("batch['im_file']", files))
+    return Found(objects=tuple(objects), facts=tuple(facts), declared=tuple(declared))
+
+
+ADAPTER = Adapter(name="ultralytics", packages=PACKAGES, found=_found, head=_head)
