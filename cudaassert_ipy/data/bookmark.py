@@ -90,16 +90,40 @@ _GPU = _NotKept("gpu")
 _RELEASED = _NotKept("released")
 
 
+class _RingRecords(deque):  # type: ignore[type-arg]
+    """The records of a rank under a runner: each one is also written to the rank's ring on disk (data/ring.py),
+    for a rank that dies without Python. Only there: elsewhere records are a plain deque."""
+
+    def __init__(self, maxlen: int, ring: Any, st: _IterState) -> None:
+        super().__init__(maxlen=maxlen)
+        self.ring, self.st = ring, weakref.ref(st)
+
+    def append(self, rec: tuple[Any, ...]) -> None:
+        super().append(rec)
+        st = self.st()
+        try:
+            if st is not None and self.ring.mm is not None:
+                index = rec[2] if st.view.batch_indices is None else st.view.batch_indices(rec[1] - 1)
+                self.ring.write(st.epoch, rec[1] - 1, index)
+        except Exception:  # a full disk or a closed map must not cost the user a batch
+            self.ring = _NoRing
+
+
+class _NoRing:
+    mm = None
+
+
 class _IterState:
     """What one iterator remembers; outlives the iterator in Bookmark's recent list."""
 
     __slots__ = ("__weakref__", "collate_fn", "dataset", "epoch", "iterable", "lead", "owner", "pending", "plan",
                  "records", "sampler", "source", "tee", "view", "workers")
 
-    def __init__(self, it: Any, epoch: int, view: loaders.View = loaders.NOTHING) -> None:
+    def __init__(self, it: Any, epoch: int, view: loaders.View = loaders.NOTHING, ring: Any = None) -> None:
         # (global order, _num_yielded after the batch, index list, kept batch | picked fields | _NotKept,
         #  the Plan that picked them or None)
-        self.records: deque[tuple[Any, ...]] = deque(maxlen=view.keep)
+        self.records: deque[tuple[Any, ...]] = deque(maxlen=view.keep) if ring is None else \
+            _RingRecords(view.keep, ring, self)
         self.view = view  # what its framework adds: lookahead, fastai's indices
         self.pending: dict[Any, Any] = {}  # workers: index lists by send number
         self.tee: Any = None  # 0 workers: a copy of the sampler's iterator, advanced once per yielded batch
@@ -133,6 +157,7 @@ class Bookmark:
     def __init__(self, cap_bytes: int = 256 * 1024 * 1024, keep: int = _KEEP) -> None:
         self.cap_bytes = cap_bytes
         self.keep = keep  # batches kept per iterator; more where its framework fetches further ahead (loaders)
+        self.ring: Any = None  # a data.ring.Ring in a rank under a runner: every record is written to disk too
         self.note: str | None = None  # why the bookmark is off, when it is
         self._module: Any = None
         self._originals: dict[str, Any] = {}
@@ -311,7 +336,7 @@ class Bookmark:
             if old.sampler() is sampler and any(not isinstance(r[3], _NotKept) for r in old.records):
                 old.records = deque(((*r[:3], r[3] if isinstance(r[3], _NotKept) else _RELEASED, None)
                                      for r in old.records), maxlen=old.records.maxlen)
-        new = _IterState(it, epoch, view)
+        new = _IterState(it, epoch, view, self.ring)
         new.pending = pending
         if not new.workers and hasattr(it, "_sampler_iter"):
             new.source = it._sampler_iter

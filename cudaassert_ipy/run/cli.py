@@ -140,13 +140,19 @@ def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) ->
         warning = check_report_path(options.report_json)
         if warning:
             print(warning, file=sys.stderr, flush=True)
+    folder = None
     if options.children:
+        from cudaassert_ipy.run import ranks
+
         child_environ(options, os.environ)
+        folder = ranks.prepare(os.environ)  # the children's rings: for ranks that die without Python
     guard = Guard(options, target.label, UserFiles(target.origin() or ""), notes)
+    guard.ring_folder = folder
     guard.start()
     try:
         target.run()
     except SystemExit as e:
+        guard.report_dead_ranks(None)
         guard.finish(_exit_code(e))
         raise
     except BaseException as exc:
@@ -159,6 +165,7 @@ def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) ->
             return 130, guard
         guard.exception = exc
         guard.handle(exc, tb)
+        guard.report_dead_ranks(exc)
         return 1, guard
     return 0, guard
 

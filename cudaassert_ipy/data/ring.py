@@ -1,0 +1,96 @@
+"""A rank's last batches on disk, for a rank that dies without running Python (SIGABRT, SIGKILL).
+
+Why: a rank killed by its NCCL watchdog (``Process group watchdog thread terminated with exception: CUDA
+error: device-side assert triggered``, then ``abort()``) or by Lightning's DDP observer (SIGKILL) runs no
+excepthook, no ``atexit``: what the report needs must be on disk before it dies. Each rank under a runner
+maps one small file (``MAP_SHARED``: the page cache keeps what was written when the process dies) and the
+bookmark writes one slot per yielded batch: the epoch, the batch number and the sample indices as text.
+The runner that launched the job reads the files when a rank failed (:mod:`cudaassert_ipy.run.ranks`).
+
+Layout: a 64-byte header (magic, pid, rank, local rank, state, batches written) and SLOTS slots of SLOT
+bytes (a 4-byte length, then ``epoch batch indices``). A slot is written before the count that makes it
+visible, so a process killed mid-write leaves at most one slot unread, never a torn one read.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Any, NamedTuple
+
+__all__ = ["ENV", "EXITED", "RUNNING", "Ring", "RingData", "read"]
+
+ENV = "CUDAASSERT_RING_DIR"  # set by the runner for its children: where each rank maps its ring
+MAGIC = b"CARING1\n"
+SLOTS = 8
+SLOT = 1024
+_HEADER = struct.Struct("<8sqqqqQ")  # magic, pid, rank, local rank, state, batches written
+HEADER = 64
+RUNNING, EXITED = 0, 1  # EXITED: the process left through Python (an excepthook, atexit): not a silent death
+_STATE_AT = 32
+_COUNT = struct.Struct("<Q")
+_COUNT_AT = _HEADER.size - _COUNT.size
+_LEN = struct.Struct("<I")
+
+
+class Ring:
+    """One process's ring; ``write`` is called once per yielded batch (~1 us)."""
+
+    def __init__(self, folder: str, rank: int, local_rank: int) -> None:
+        self.path = os.path.join(folder, f"rank-{rank}-{os.getpid()}.ring")
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.ftruncate(fd, HEADER + SLOTS * SLOT)
+            self.mm: Any = mmap.mmap(fd, HEADER + SLOTS * SLOT)
+        finally:
+            os.close(fd)
+        _HEADER.pack_into(self.mm, 0, MAGIC, os.getpid(), rank, local_rank, RUNNING, 0)
+        self.count = 0
+
+    def write(self, epoch: int, batch: int, indices: Any) -> None:
+        data = b"%d %d %a" % (epoch, batch, indices)
+        if len(data) > SLOT - _LEN.size:
+            data = data[:SLOT - _LEN.size - 4] + b" ..."
+        mm, at = self.mm, HEADER + (self.count % SLOTS) * SLOT
+        _LEN.pack_into(mm, at, len(data))
+        mm[at + _LEN.size:at + _LEN.size + len(data)] = data
+        self.count += 1
+        _COUNT.pack_into(mm, _COUNT_AT, self.count)
+
+    def close(self) -> None:
+        """The process leaves through Python: its own report (if any) says what happened."""
+        mm, self.mm = self.mm, None
+        if mm is not None:
+            struct.pack_into("<q", mm, _STATE_AT, EXITED)
+            mm.close()
+
+
+class RingData(NamedTuple):
+    path: str
+    pid: int
+    rank: int
+    local_rank: int
+    exited: bool  # False: the process never reached Python's exit (killed, aborted) or still runs
+    batches: tuple[tuple[int, int, str], ...]  # (epoch, batch, indices as written), latest first
+
+
+def read(path: str) -> RingData | None:
+    """A ring file's contents; None when it is not one (or unreadable)."""
+    try:
+        with open(path, "rb") as fp:
+            raw = fp.read(HEADER + SLOTS * SLOT)
+        magic, pid, rank, local_rank, state, count = _HEADER.unpack_from(raw, 0)
+    except (OSError, struct.error):
+        return None
+    if magic != MAGIC:
+        return None
+    batches = []
+    for n in range(count - 1, max(count - SLOTS, 0) - 1, -1):
+        at = HEADER + (n % SLOTS) * SLOT
+        (size,) = _LEN.unpack_from(raw, at)
+        text = raw[at + _LEN.size:at + _LEN.size + min(size, SLOT - _LEN.size)].decode("ascii", "replace")
+        parts = text.split(" ", 2)
+        if len(parts) == 3 and parts[0].isdigit() and parts[1].lstrip("-").isdigit():
+            batches.append((int(parts[0]), int(parts[1]), parts[2]))
+    return RingData(path, pid, rank, local_rank, state == EXITED, tuple(batches))
