@@ -30,6 +30,8 @@ Rows:
 * accelerate (when installed): ``Accelerator(cpu=True).prepare(DataLoader(...))``, a ``DataLoaderShard``
   (one batch ahead, ``send_to_device`` per batch), with and without the bookmark, side by side; goal: no
   higher than the plain DataLoader's overhead (the shard's own work per batch dilutes it)
+* ring: a rank under a runner also writes each batch's indices to its mmap ring (data/ring.py), for a rank
+  that dies without Python: the 0-worker row with the ring on, side by side with the bookmark alone
 * post-mortem check of 3 recorded batches of 512 samples (labels 0..9, one bad label): goal <= 20 ms
 
 Not a test: it prints a table and never fails.
@@ -207,7 +209,7 @@ def post_mortem(repeats: int) -> None:
         bookmark.unpatch()
 
 
-ROWS = ("plain", "floor", "ga", "accelerate", "workers", "micro", "check")
+ROWS = ("plain", "floor", "ga", "ring", "accelerate", "workers", "micro", "check")
 
 
 def main(argv: Any = None) -> None:
@@ -234,6 +236,8 @@ def main(argv: Any = None) -> None:
     if "ga" in only:
         off, on = side_by_side(plain, rounds, patch=lambda: Bookmark(keep=2 + 2))
         row("  K = GA + 2 = 4 batches kept", off, on)
+    if "ring" in only:
+        ring_row(plain, rounds)
     if "accelerate" in only:
         accelerate_rows(data, rounds)
     if "workers" in only:
@@ -247,6 +251,45 @@ def main(argv: Any = None) -> None:
         micro(rounds)
     if "check" in only:
         post_mortem(5 if args.quick else 30)
+
+
+class RingOn:
+    """The bookmark with a rank's ring on (the "with" side of the ring row)."""
+
+    def __init__(self, folder: str) -> None:
+        from cudaassert_ipy.data.ring import Ring
+
+        self.bookmark = Bookmark()
+        self.bookmark.ring = self.ring = Ring(folder, 0, 0)
+
+    def patch(self, module: Any) -> None:
+        self.bookmark.patch(module)
+
+    def unpatch(self) -> None:
+        self.bookmark.unpatch()
+        self.ring.close()
+
+
+def ring_row(plain: Callable[[], DataLoader], rounds: int) -> None:
+    """Bookmark + ring against the bookmark alone: what writing each batch to disk adds."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        both = (Bookmark, lambda: RingOn(folder))
+        # side_by_side's "off" side is unpatched: patch the bookmark alone there by hand, the ring on the "on" side
+        off: Times = []
+        on: Times = []
+        blocks = Blocks(plain(), 64, 16)
+        blocks.time_block()
+        for r in range(rounds):
+            for with_ring in ((False, True) if r % 2 == 0 else (True, False)):
+                patch = both[with_ring]()
+                patch.patch(dl)
+                try:
+                    (on if with_ring else off).append(blocks.time_block())
+                finally:
+                    patch.unpatch()
+        row("  ring on (vs the bookmark alone)", off, on)
 
 
 def accelerate_rows(data: TensorDataset, rounds: int) -> None:

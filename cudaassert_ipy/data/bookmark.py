@@ -94,23 +94,20 @@ class _RingRecords(deque):  # type: ignore[type-arg]
     """The records of a rank under a runner: each one is also written to the rank's ring on disk (data/ring.py),
     for a rank that dies without Python. Only there: elsewhere records are a plain deque."""
 
-    def __init__(self, maxlen: int, ring: Any, st: _IterState) -> None:
+    def __init__(self, maxlen: int, ring: Any, epoch: int, view: loaders.View) -> None:
         super().__init__(maxlen=maxlen)
-        self.ring, self.st = ring, weakref.ref(st)
+        self.write, self.epoch, self.indices = ring.write, epoch, view.batch_indices
 
     def append(self, rec: tuple[Any, ...]) -> None:
         super().append(rec)
-        st = self.st()
         try:
-            if st is not None and self.ring.mm is not None:
-                index = rec[2] if st.view.batch_indices is None else st.view.batch_indices(rec[1] - 1)
-                self.ring.write(st.epoch, rec[1] - 1, index)
+            self.write(self.epoch, rec[1] - 1, rec[2] if self.indices is None else self.indices(rec[1] - 1))
         except Exception:  # a full disk or a closed map must not cost the user a batch
-            self.ring = _NoRing
+            self.write = _no_write
 
 
-class _NoRing:
-    mm = None
+def _no_write(epoch: int, batch: int, indices: Any) -> None:
+    pass
 
 
 class _IterState:
@@ -123,7 +120,7 @@ class _IterState:
         # (global order, _num_yielded after the batch, index list, kept batch | picked fields | _NotKept,
         #  the Plan that picked them or None)
         self.records: deque[tuple[Any, ...]] = deque(maxlen=view.keep) if ring is None else \
-            _RingRecords(view.keep, ring, self)
+            _RingRecords(view.keep, ring, epoch, view)
         self.view = view  # what its framework adds: lookahead, fastai's indices
         self.pending: dict[Any, Any] = {}  # workers: index lists by send number
         self.tee: Any = None  # 0 workers: a copy of the sampler's iterator, advanced once per yielded batch
