@@ -132,6 +132,33 @@ def test_trainer_with_gradient_accumulation_keeps_ga_plus_2_batches_and_lists_th
     assert str(list(bad.indices)).replace(" ", "") in check.lines[1].replace(" ", "")
 
 
+class AllBad(Pairs):
+    def __getitem__(self, i):
+        return {**super().__getitem__(i), "labels": torch.tensor(7)}
+
+
+def test_with_4_micro_batches_the_first_one_failing_is_still_kept_and_named_as_the_failing_batch(bookmark, tmp_path):
+    """Micro-batch 0 fails after the Trainer fetched 4 and accelerate 1 more: 3 kept batches would have lost it."""
+    from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+
+    config = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, num_labels=3)
+    args = TrainingArguments(str(tmp_path), per_device_train_batch_size=4, gradient_accumulation_steps=4, use_cpu=True,
+                             report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True)
+    train_ds = AllBad()
+    trainer = Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=train_ds)
+    with pytest.raises(IndexError, match="Target 7 is out of bounds"):
+        trainer.train()
+    records = bookmark.records()
+    assert [r.batch for r in records] == [4, 3, 2, 1, 0], "gradient_accumulation_steps + 2 = 6 may be kept"
+    check = check_batches(records, ValidRange(CLASS, 0, 3, -100), {id(train_ds): "train_ds"})
+    assert check.failing is records[-1]
+    first = records[-1].indices[0]
+    assert check.lines[0].startswith(f"batch 0 of epoch 0 from an unnamed DataLoader: `train_ds[{first}]` has class "
+                                     "label 7 (position 0 of `batch['labels']`")
+    assert "that batch is one of batches 0 to 3 of epoch 0" in check.lines[-1]
+
+
 # -- Lightning ---------------------------------------------------------------------------------------------------
 def test_lightning_trainer_on_cpu_names_the_sample(bookmark, tmp_path):
     import lightning as L

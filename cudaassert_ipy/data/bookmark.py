@@ -26,6 +26,7 @@ The iterator's attributes stay the same set: its state sits in the bookmark's di
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import sys
 import weakref
@@ -121,7 +122,8 @@ class _IterState:
         #  the Plan that picked them or None)
         self.records: deque[tuple[Any, ...]] = deque(maxlen=view.keep) if ring is None else \
             _RingRecords(view.keep, ring, epoch, view)
-        self.view = view  # what its framework adds: lookahead, fastai's indices
+        self.view = view if view.owner is None and view.dataset is None else \
+            dataclasses.replace(view, owner=None, dataset=None)  # what its framework adds; the loader only weakly
         self.pending: dict[Any, Any] = {}  # workers: index lists by send number
         self.tee: Any = None  # 0 workers: a copy of the sampler's iterator, advanced once per yielded batch
         self.lead: Any = None  # ... the teed iterator the loader reads now, and the one it read before

@@ -184,6 +184,7 @@ def check_batches(records: Sequence[BatchRecord], rng: ValidRange, names: Mappin
             if bad:
                 bad_per_batch.append((rec, bad))
         if bad_per_batch:
+            bad_per_batch = _processed_first(bad_per_batch, recs)
             rec, bad = bad_per_batch[0]
             failing = failing or rec
             found += [b for _, b_list in bad_per_batch for b in b_list]
@@ -245,6 +246,21 @@ def _ahead_line(recs: Sequence[BatchRecord], loader: str) -> tuple[str, BatchRec
     shown = "; ".join(f"batch {b:,}: {_short(by_batch[b].indices)}" for b in range(first, last + 1) if b in by_batch)
     return AHEAD_SOME.format(loader=loader, low=ahead.low, high=ahead.high, why=why, first=first, last=last,
                              where=where, indices=shown or "not recorded"), None
+
+
+def _processed_first(bad: list[tuple[BatchRecord, list[BadSample]]],
+                     recs: Sequence[BatchRecord]) -> list[tuple[BatchRecord, list[BadSample]]]:
+    """With a framework fetching ahead, the failing batch is the earliest bad one among those that could have been
+    processed (micro-batches run in order, and the first bad one fails); batches only fetched ahead come last."""
+    ahead = recs[0].ahead if recs else None
+    if ahead is None:
+        return bad
+    first, last = recs[0].batch - ahead.high, recs[0].batch - ahead.low
+    window = [b for b in bad if first <= b[0].batch <= last]
+    if not window:
+        return bad
+    window.sort(key=lambda b: b[0].batch)
+    return window[:1] + [b for b in bad if b is not window[0]]
 
 
 def _short(indices: tuple[Any, ...] | None) -> str:

@@ -22,12 +22,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from cudaassert_ipy.data.loaders import accelerate, fastai, timm, transformers
-from cudaassert_ipy.frameworks.base import frame_self
+from cudaassert_ipy.frameworks.base import frame_module, frame_self, in_packages
 
 __all__ = ["DEFAULT_KEEP", "Ahead", "View", "inspect"]
 
 DEFAULT_KEEP = 3  # batches kept per iterator when no framework fetches ahead: the failing one and 2 before it
 _FRAMES = 24  # frames looked at above the first __next__ of an iteration
+#: only these packages' frames are asked for their ``self``: reading a frame's locals on Python < 3.13 leaves a
+#: snapshot of them on the frame (the user's loop frame would hold its last batch and loss until it runs on)
+_PACKAGES = ("accelerate", "timm", "transformers")
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ def _inspect(it: Any, frame: types.FrameType | None, default_keep: int) -> View:
     seen: set[int] = set()
     n = 0
     while frame is not None and n < _FRAMES:
-        obj = frame_self(frame)
+        obj = frame_self(frame) if in_packages(frame_module(frame), _PACKAGES) else None
         if obj is not None and id(obj) not in seen:
             seen.add(id(obj))
             for found in (accelerate.ahead(obj), timm.ahead(obj), transformers.ahead(obj, frame)):
