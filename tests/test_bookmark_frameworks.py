@@ -188,6 +188,36 @@ def test_lightning_trainer_on_cpu_names_the_sample(bookmark, tmp_path):
     assert f"`train_ds[{BAD}]` has class label 9" in check.lines[0]
 
 
+def test_lightning_under_ddp_iterates_a_rebuilt_loader_whose_records_still_name_the_users_loader_and_sample(
+        bookmark, tmp_path):
+    import lightning as L
+
+    class Classifier(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, CLASSES)
+
+        def training_step(self, batch, batch_idx):
+            return F.cross_entropy(self.layer(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    train_ds = Labelled()
+    train_loader = DataLoader(train_ds, batch_size=4, shuffle=True)
+    trainer = L.Trainer(accelerator="cpu", devices=1, strategy="ddp", max_epochs=1, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=str(tmp_path))
+    with pytest.raises(IndexError, match="Target 9 is out of bounds"):
+        trainer.fit(Classifier(), train_loader)
+    records, check = named(bookmark, {"train_loader": train_loader, "train_ds": train_ds})
+    assert records[0].sampler is not train_loader.batch_sampler, "Lightning iterated a copy of the loader"
+    assert type(records[0].sampler.sampler).__name__ == "DistributedSampler"
+    assert [s.dataset_index for s in check.samples] == [BAD]
+    assert check.lines[0].startswith(f"batch {records[0].batch} of epoch 0 from `train_loader`: `train_ds[{BAD}]` has "
+                                     "class label 9")
+
+
 # -- timm --------------------------------------------------------------------------------------------------------
 class Images(Dataset):
     def __len__(self) -> int:

@@ -374,11 +374,14 @@ class Bookmark:
                 yield st
 
     def records(self, names: dict[int, str] | None = None) -> list[BatchRecord]:
-        """Every kept record, latest first; ``names`` maps id(sampler) to the loader's name."""
+        """Every kept record, latest first; ``names`` maps id(sampler) (or, for a loader a framework re-built,
+        id(dataset)) to the loader's name."""
         out = []
         for st in self.states():
             sampler = st.sampler()
             name = (names or {}).get(id(sampler)) if sampler is not None else None
+            if name is None and names:  # a loader the framework re-built over the user's dataset
+                name = names.get(id(st.dataset()))
             for order, yielded, index, kept, plan in st.records:
                 note: str | None = None
                 size = 0

@@ -32,7 +32,9 @@ REPRODUCE_DEAD = ("After Restart & replay, run one training step on `cudaassert_
 
 
 def loader_names(user_ns: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, str]]:
-    """id(index sampler) -> loader name, and id(dataset) -> dataset name, from the notebook's globals."""
+    """id(index sampler) -> loader name (and id(its dataset) -> loader name, for copies of the loader that
+    frameworks iterate: Lightning under DDP re-builds it with a DistributedSampler), and id(dataset) -> dataset
+    name, from the notebook's globals."""
     torch = sys.modules.get("torch")
     loaders: dict[int, str] = {}
     datasets: dict[int, str] = {}
@@ -46,6 +48,7 @@ def loader_names(user_ns: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, 
         try:
             if isinstance(value, data.DataLoader):
                 loaders.setdefault(id(value._index_sampler), name)
+                loaders.setdefault(id(value.dataset), name)  # a copy of it (Lightning's DDP re-builds it) iterates
                 owned.setdefault(id(value.dataset), datasets.setdefault(id(value.dataset), f"{name}.dataset"))
             elif fastai.is_loader(value):  # its records are filed under the loader itself (data/loaders)
                 loaders.setdefault(id(value), name)
