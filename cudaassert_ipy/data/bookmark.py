@@ -100,11 +100,14 @@ class _RingRecords(deque):  # type: ignore[type-arg]
         self.write, self.epoch, self.indices = ring.write, epoch, view.batch_indices
 
     def append(self, rec: tuple[Any, ...]) -> None:
-        super().append(rec)
+        _append(self, rec)
         try:
             self.write(self.epoch, rec[1] - 1, rec[2] if self.indices is None else self.indices(rec[1] - 1))
         except Exception:  # a full disk or a closed map must not cost the user a batch
             self.write = _no_write
+
+
+_append = deque.append
 
 
 def _no_write(epoch: int, batch: int, indices: Any) -> None:
