@@ -317,3 +317,26 @@ def test_a_datasets_dataset_fetched_by_getitems_names_the_row(bookmark):
     assert check.lines[0].startswith(f"batch {records[0].batch} of epoch 0 from `train_loader`: `train_ds[{BAD}]` has "
                                      "class label 9 (position")
     assert "of `batch['label']`" in check.lines[0]
+
+
+# -- the rank ring: what a rank that dies without Python leaves on disk ------------------------------------------
+def test_the_ring_gets_the_same_indices_and_lookahead_as_the_records(bookmark, tmp_path):
+    """accelerate's shard (one batch ahead) and fastai (torch's counter mapped to dataset indices), in one rank."""
+    from accelerate import Accelerator
+    from fastai.data.load import DataLoader as FastLoader
+
+    from cudaassert_ipy.data import ring
+
+    bookmark.ring = written = ring.Ring(str(tmp_path), 1, 1)
+    shard = Accelerator(cpu=True).prepare(DataLoader(Labelled(), batch_size=4, shuffle=True))
+    fast = FastLoader([(torch.zeros(4), torch.tensor(0))] * 64, bs=4, shuffle=True)
+    for loader in (shard, fast):
+        for i, _ in enumerate(loader):
+            if i == 4:
+                break
+        records = [r for r in bookmark.records() if r.epoch == 0][:3]
+        data = ring.read(written.path)
+        assert data is not None and not data.exited
+        assert [(b, i) for _, b, i in data.batches[:3]] == [(r.batch, str(list(r.indices))) for r in records]
+        assert data.ahead == ((1, 1) if loader is shard else (0, 0))
+    written.close()

@@ -22,7 +22,8 @@ from cudaassert_ipy.run import ranks
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def rank_process(folder: Path, rank: int, end: str, batches: int = 3) -> tuple[int, int]:
+def rank_process(folder: Path, rank: int, end: str, batches: int = 3,
+                 ahead: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """A real process that writes ``batches`` records to its ring, then ends by ``end``; returns its pid and exit
     code."""
     code = textwrap.dedent(f"""
@@ -30,7 +31,7 @@ def rank_process(folder: Path, rank: int, end: str, batches: int = 3) -> tuple[i
         from cudaassert_ipy.data.ring import Ring
         r = Ring({str(folder)!r}, {rank}, {rank})
         for b in range({batches}):
-            r.write(0, b, [4 * b, 4 * b + 1, 4 * b + 2, 4 * b + 3])
+            r.write(0, b, [4 * b, 4 * b + 1, 4 * b + 2, 4 * b + 3], *{ahead!r})
         if {end!r} == "abort":
             os.abort()
         if {end!r} == "kill":
@@ -66,7 +67,7 @@ def test_indices_that_are_not_ints_are_kept_as_text_and_too_many_are_cut_with_a_
     r.write(0, 2, None)
     batches = ring.read(r.path).batches
     assert batches[2] == (0, 0, "['a.jpg', 'b.jpg']")
-    assert batches[1][2].startswith("[0, 1, 2, ") and batches[1][2].endswith(", 124, ...]")
+    assert batches[1][2].startswith("[0, 1, 2, ") and batches[1][2].endswith(", 123, ...]")
     assert batches[0] == (0, 2, "None")
     (tmp_path / "other.ring").write_bytes(b"not a ring at all" * 10)
     assert ring.read(str(tmp_path / "other.ring")) is None
@@ -99,6 +100,16 @@ def test_without_the_watchdog_line_an_abort_a_kill_and_the_launchers_sigterm_are
                              "ran.")
     assert lines[3].startswith(f"[cudaassert] rank 2 (local_rank 2, pid {killed[0]}) died by SIGKILL (exit code -9)")
     assert len(lines) == 5, "rank 3 left through Python: its own report speaks for it"
+
+
+def test_a_rank_whose_framework_fetched_ahead_is_told_with_the_batch_it_was_processing(tmp_path):
+    one = rank_process(tmp_path, 1, "kill", batches=6, ahead=(1, 1))
+    some = rank_process(tmp_path, 2, "kill", batches=6, ahead=(1, 2))
+    lines = ranks.summary(str(tmp_path), failed((1, *one), (2, *some)), "")
+    assert lines[2] == ("[cudaassert]   its loader had fetched 1 batch beyond the one being processed: that one was "
+                        "batch 4 of epoch 0")
+    assert lines[5] == ("[cudaassert]   its loader had fetched 1 to 2 batches beyond the one being processed "
+                        "(gradient accumulation): that one was one of batches 3 to 4 of epoch 0")
 
 
 def test_a_runner_inside_a_rank_leaves_the_folder_to_the_runner_above(tmp_path):

@@ -98,11 +98,13 @@ class _RingRecords(deque):  # type: ignore[type-arg]
     def __init__(self, maxlen: int, ring: Any, epoch: int, view: loaders.View) -> None:
         super().__init__(maxlen=maxlen)
         self.write, self.epoch, self.indices = ring.write, epoch, view.batch_indices
+        self.low, self.high = (view.ahead.low, view.ahead.high) if view.ahead is not None else (0, 0)
 
     def append(self, rec: tuple[Any, ...]) -> None:
         _append(self, rec)
         try:
-            self.write(self.epoch, rec[1] - 1, rec[2] if self.indices is None else self.indices(rec[1] - 1))
+            self.write(self.epoch, rec[1] - 1, rec[2] if self.indices is None else self.indices(rec[1] - 1), self.low,
+                       self.high)
         except Exception:  # a full disk or a closed map must not cost the user a batch
             self.write = _no_write
 
@@ -110,7 +112,7 @@ class _RingRecords(deque):  # type: ignore[type-arg]
 _append = deque.append
 
 
-def _no_write(epoch: int, batch: int, indices: Any) -> None:
+def _no_write(epoch: int, batch: int, indices: Any, low: int = 0, high: int = 0) -> None:
     pass
 
 

@@ -8,7 +8,8 @@ bookmark writes one slot per yielded batch: the epoch, the batch number and the 
 The runner that launched the job reads the files when a rank failed (:mod:`cudaassert_ipy.run.ranks`).
 
 Layout: a 64-byte header (magic, pid, rank, local rank, state, batches written) and SLOTS slots of SLOT
-bytes (the data's length and kind, the epoch and the batch number, then the indices: int64s when they are ints,
+bytes (the data's length and kind, the epoch, the batch number and how far its framework fetches ahead, then the
+indices: int64s when they are ints,
 else their ``ascii()`` text). A slot is written before the count that makes it
 visible, so a process killed mid-write leaves at most one slot unread, never a torn one read.
 """
@@ -33,7 +34,7 @@ RUNNING, EXITED = 0, 1  # EXITED: the process left through Python (an excepthook
 _STATE_AT = 32
 _COUNT = struct.Struct("<Q")
 _COUNT_AT = _HEADER.size - _COUNT.size
-_SLOT = struct.Struct("<IIqq")  # data length, kind, epoch, batch
+_SLOT = struct.Struct("<IIqqHH")  # data length, kind, epoch, batch, batches fetched ahead (at least, at most)
 INTS, TEXT, CUT = 1, 2, 0x100  # CUT: more indices than a slot holds; the first ones are kept
 _ROOM = SLOT - _SLOT.size
 _MAX_INTS = _ROOM // 8
@@ -43,7 +44,7 @@ _PACKERS: dict[int, struct.Struct] = {}  # the slot's header and n int64s, by n:
 def _packer(n: int) -> struct.Struct:
     if len(_PACKERS) > 64:  # uneven batch sizes (a custom batch sampler): keep the cache small
         _PACKERS.clear()
-    packer = _PACKERS[n] = struct.Struct(f"<IIqq{min(n, _MAX_INTS)}q")
+    packer = _PACKERS[n] = struct.Struct(f"<IIqqHH{min(n, _MAX_INTS)}q")
     return packer
 
 
@@ -61,7 +62,8 @@ class Ring:
         _HEADER.pack_into(self.mm, 0, MAGIC, os.getpid(), rank, local_rank, RUNNING, 0)
         self.count = 0
 
-    def write(self, epoch: int, batch: int, indices: Any) -> None:
+    def write(self, epoch: int, batch: int, indices: Any, low: int = 0, high: int = 0) -> None:
+        """One yielded batch; ``low``/``high``: how many batches its framework fetches beyond the one it processes."""
         mm, at = self.mm, HEADER + (self.count % SLOTS) * SLOT
         if mm is None:
             raise ValueError("the ring is closed")
@@ -69,14 +71,14 @@ class Ring:
             n = len(indices)
             packer = _PACKERS.get(n) or _packer(n)
             if n <= _MAX_INTS:
-                packer.pack_into(mm, at, 8 * n, INTS, epoch, batch, *indices)
+                packer.pack_into(mm, at, 8 * n, INTS, epoch, batch, low, high, *indices)
             else:
-                packer.pack_into(mm, at, 8 * _MAX_INTS, INTS | CUT, epoch, batch, *indices[:_MAX_INTS])
+                packer.pack_into(mm, at, 8 * _MAX_INTS, INTS | CUT, epoch, batch, low, high, *indices[:_MAX_INTS])
         except (TypeError, struct.error):  # string keys, None (an IterableDataset): as text
             data, kind = ascii(indices).encode(), TEXT
             if len(data) > _ROOM:
                 data, kind = data[:_ROOM], kind | CUT
-            _SLOT.pack_into(mm, at, len(data), kind, epoch, batch)
+            _SLOT.pack_into(mm, at, len(data), kind, epoch, batch, low, high)
             mm[at + _SLOT.size:at + _SLOT.size + len(data)] = data
         self.count += 1
         _COUNT.pack_into(mm, _COUNT_AT, self.count)
@@ -96,6 +98,7 @@ class RingData(NamedTuple):
     local_rank: int
     exited: bool  # False: the process never reached Python's exit (killed, aborted) or still runs
     batches: tuple[tuple[int, int, str], ...]  # (epoch, batch, the indices as text), latest first
+    ahead: tuple[int, int] = (0, 0)  # batches its framework had fetched beyond the processed one (latest slot)
 
 
 def read(path: str) -> RingData | None:
@@ -108,10 +111,13 @@ def read(path: str) -> RingData | None:
         return None
     if magic != MAGIC:
         return None
-    batches = []
+    batches: list[tuple[int, int, str]] = []
+    ahead = (0, 0)
     for n in range(count - 1, max(count - SLOTS, 0) - 1, -1):
         at = HEADER + (n % SLOTS) * SLOT
-        size, kind, epoch, batch = _SLOT.unpack_from(raw, at)
+        size, kind, epoch, batch, low, high = _SLOT.unpack_from(raw, at)
+        if not batches:
+            ahead = (low, high)
         data = raw[at + _SLOT.size:at + _SLOT.size + min(size, _ROOM)]
         if kind & ~CUT == INTS and len(data) % 8 == 0:
             ints = array("q")
@@ -123,4 +129,4 @@ def read(path: str) -> RingData | None:
         else:
             continue
         batches.append((epoch, batch, text))
-    return RingData(path, pid, rank, local_rank, state == EXITED, tuple(batches))
+    return RingData(path, pid, rank, local_rank, state == EXITED, tuple(batches), ahead)

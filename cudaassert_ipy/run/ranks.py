@@ -26,6 +26,10 @@ __all__ = ["DIED", "LAST", "NO_BATCHES", "cleanup", "prepare", "summary"]
 
 DIED = "{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) died {how} without a Python traceback: {why}"
 LAST = "{prefix}   its last batches, latest first (written by its DataLoader bookmark as it went): {batches}"
+AHEAD_ONE = ("{prefix}   its loader had fetched {n} batch{es} beyond the one being processed: that one was batch "
+             "{batch:,} of epoch {epoch}")
+AHEAD_SOME = ("{prefix}   its loader had fetched {low} to {high} batches beyond the one being processed (gradient "
+              "accumulation): that one was one of batches {first:,} to {last:,} of epoch {epoch}")
 NO_BATCHES = "{prefix}   it recorded no DataLoader batch (no torch DataLoader was iterated in it)"
 WATCHDOG = ("its NCCL watchdog thread found the sticky CUDA error and aborted the process, so no excepthook ran "
             "(stderr: \"{line}\"). The kernel's assertion lines above, if any, name the failing op.")
@@ -89,9 +93,22 @@ def summary(folder: str | None, error: BaseException | None, text: str) -> list[
         if data.batches:
             shown = "; ".join(f"batch {b:,} of epoch {e}: indices {i}" for e, b, i in data.batches[:_SHOWN])
             lines.append(LAST.format(prefix=PREFIX, batches=shown))
+            lines += _ahead(data)
         else:
             lines.append(NO_BATCHES.format(prefix=PREFIX))
     return lines
+
+
+def _ahead(data: ring.RingData) -> list[str]:
+    """Which batch the rank was processing, when its framework (accelerate, the Trainer, timm) fetched ahead."""
+    low, high = data.ahead
+    epoch, latest, _ = data.batches[0]
+    if not high or latest - low < 0:
+        return []
+    if low == high:
+        return [AHEAD_ONE.format(prefix=PREFIX, n=low, es="" if low == 1 else "es", batch=latest - low, epoch=epoch)]
+    return [AHEAD_SOME.format(prefix=PREFIX, low=low, high=high, first=max(0, latest - high), last=latest - low,
+                              epoch=epoch)]
 
 
 def _how(code: int | None, watchdog: str | None) -> tuple[str, str]:
