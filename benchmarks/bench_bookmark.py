@@ -25,6 +25,13 @@ Rows:
 * micro: the same on loaders whose batches cost almost nothing (batch_size=None, blocks of 200): the
   bookmark's own work per batch, undiluted; once for prebuilt (images, labels) tuples (the usual
   case: the kept fields are picked by one C call) and once for an int per batch (walked each time)
+* K = gradient accumulation + 2 (the Trainer with gradient_accumulation_steps=2 keeps 4 batches): the
+  0-worker row with a bookmark that keeps 4, side by side the same way; goal: as the 3-batch row
+* accelerate (when installed): ``Accelerator(cpu=True).prepare(DataLoader(...))``, a ``DataLoaderShard``
+  (one batch ahead, ``send_to_device`` per batch), with and without the bookmark, side by side; goal: no
+  higher than the plain DataLoader's overhead (the shard's own work per batch dilutes it)
+* ring: a rank under a runner also writes each batch's indices to its mmap ring (data/ring.py), for a rank
+  that dies without Python: the 0-worker row with the ring on, side by side with the bookmark alone
 * post-mortem check of 3 recorded batches of 512 samples (labels 0..9, one bad label): goal <= 20 ms
 
 Not a test: it prints a table and never fails.
@@ -202,29 +209,101 @@ def post_mortem(repeats: int) -> None:
         bookmark.unpatch()
 
 
+ROWS = ("plain", "floor", "ga", "ring", "accelerate", "workers", "micro", "check")
+
+
 def main(argv: Any = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few rounds: a smoke run")
+    parser.add_argument("--rounds", type=int, default=0, help="blocks each way per row (default 300; --quick 10)")
+    parser.add_argument("--only", default=",".join(ROWS), help=f"comma-separated rows of {','.join(ROWS)}")
     args = parser.parse_args(argv)
-    rounds = 10 if args.quick else 300
+    rounds = args.rounds or (10 if args.quick else 300)
+    only = set(args.only.split(","))
     torch.set_num_threads(1)
     data = TensorDataset(torch.randn(4096, 3, 32, 32), torch.randint(0, 10, (4096,)))
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, {rounds} blocks each way per row ({max(rounds // 5, 4)} "
           "with workers); times per batch")
     print(f"{'row (per batch)':<40} {'wall without':>12} {'wall with':>12} {'ratio':>7} {'added CPU':>11} "
           f"{'1+CPU/wall':>9} {'faults without/with':>13}")
+    plain = lambda: DataLoader(data, batch_size=32, shuffle=True)  # noqa: E731
+    if "plain" in only:
+        off, on = side_by_side(plain, rounds)
+        row("TensorDataset, batch 32, 0 workers", off, on)
+    if "floor" in only:
+        off, on = side_by_side(plain, rounds, patch=Floor)
+        row("  control: floor of a 3-batch record", off, on)
+    if "ga" in only:
+        off, on = side_by_side(plain, rounds, patch=lambda: Bookmark(keep=2 + 2))
+        row("  K = GA + 2 = 4 batches kept", off, on)
+    if "ring" in only:
+        ring_row(plain, rounds)
+    if "accelerate" in only:
+        accelerate_rows(data, rounds)
+    if "workers" in only:
+        with_workers = (lambda: DataLoader(data, batch_size=32, shuffle=True, num_workers=2, persistent_workers=True),
+                        max(rounds // 5, 4))
+        off, on = side_by_side(*with_workers, size=32, settle=8)
+        row("TensorDataset, batch 32, 2 workers", off, on)
+        off, on = side_by_side(*with_workers, size=32, settle=8, patch=Empty)
+        row("  control: empty patch (the noise)", off, on)
+    if "micro" in only:
+        micro(rounds)
+    if "check" in only:
+        post_mortem(5 if args.quick else 30)
+
+
+class RingOn:
+    """The bookmark with a rank's ring on (the "with" side of the ring row)."""
+
+    def __init__(self, folder: str) -> None:
+        from cudaassert_ipy.data.ring import Ring
+
+        self.bookmark = Bookmark()
+        self.bookmark.ring = self.ring = Ring(folder, 0, 0)
+
+    def patch(self, module: Any) -> None:
+        self.bookmark.patch(module)
+
+    def unpatch(self) -> None:
+        self.bookmark.unpatch()
+        self.ring.close()
+
+
+def ring_row(plain: Callable[[], DataLoader], rounds: int) -> None:
+    """Bookmark + ring against the bookmark alone: what writing each batch to disk adds."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        both = (Bookmark, lambda: RingOn(folder))
+        # side_by_side's "off" side is unpatched: patch the bookmark alone there by hand, the ring on the "on" side
+        off: Times = []
+        on: Times = []
+        blocks = Blocks(plain(), 64, 16)
+        blocks.time_block()
+        for r in range(rounds):
+            for with_ring in ((False, True) if r % 2 == 0 else (True, False)):
+                patch = both[with_ring]()
+                patch.patch(dl)
+                try:
+                    (on if with_ring else off).append(blocks.time_block())
+                finally:
+                    patch.unpatch()
+        row("  ring on (vs the bookmark alone)", off, on)
+
+
+def accelerate_rows(data: TensorDataset, rounds: int) -> None:
+    """A DataLoaderShard (accelerate) beside the plain loader it wraps, each with and without the bookmark."""
+    try:
+        from accelerate import Accelerator
+    except ImportError:
+        print(f"{'accelerate DataLoaderShard':<40} not measured: accelerate is not installed here")
+        return
+    shard = Accelerator(cpu=True).prepare(DataLoader(data, batch_size=32, shuffle=True))
+    off, on = side_by_side(lambda: shard, rounds)
+    row("accelerate DataLoaderShard, 0 workers", off, on)
     off, on = side_by_side(lambda: DataLoader(data, batch_size=32, shuffle=True), rounds)
-    row("TensorDataset, batch 32, 0 workers", off, on)
-    off, on = side_by_side(lambda: DataLoader(data, batch_size=32, shuffle=True), rounds, patch=Floor)
-    row("  control: floor of a 3-batch record", off, on)
-    with_workers = (lambda: DataLoader(data, batch_size=32, shuffle=True, num_workers=2, persistent_workers=True),
-                    max(rounds // 5, 4))
-    off, on = side_by_side(*with_workers, size=32, settle=8)
-    row("TensorDataset, batch 32, 2 workers", off, on)
-    off, on = side_by_side(*with_workers, size=32, settle=8, patch=Empty)
-    row("  control: empty patch (the noise)", off, on)
-    micro(rounds)
-    post_mortem(5 if args.quick else 30)
+    row("  the plain DataLoader, same run", off, on)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "frameworks": set(),
     "diagnose": {"capture", "frameworks"},
     "checks": {"diagnose", "frameworks"},
-    "data": {"diagnose", "checks"},
+    "data": {"diagnose", "checks", "frameworks"},  # data/loaders: made_by, class_names, frame_self
     "view": {"diagnose"},
     "restart": {"diagnose", "data", "view"},
     "run": {"capture", "diagnose", "checks", "data", "view"},

@@ -26,23 +26,27 @@ The iterator's attributes stay the same set: its state sits in the bookmark's di
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
+import sys
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from cudaassert_ipy.data import loaders
 from cudaassert_ipy.data.batch_fields import Plan, keepable, plan_for, rebuild
 from cudaassert_ipy.passthrough import drop_own_frame
 
 __all__ = ["FAILED", "NOT_RECORDED", "BatchRecord", "Bookmark", "start"]
 
-_KEEP = 3  # batches kept per iterator
+_KEEP = loaders.DEFAULT_KEEP  # batches kept per iterator, unless its framework fetches further ahead
 _RECENT = 8  # iterators whose records outlive them (a failing loop drops its iterator)
 
 NOT_RECORDED = {
     "gpu": "the batch was not on the CPU when the loader yielded it (nothing is read from GPU memory)",
-    "too_big": "its fields ({size}) are larger than CudaAssert.bookmark_bytes / 3 ({share}): 3 batches are kept",
+    "too_big": "its fields ({size}) are larger than CudaAssert.bookmark_bytes / {keep} ({share}): {keep} batches "
+               "are kept",
     "iterable": "an IterableDataset has no sample indices; only the batch number is known",
     "unmatched": "its sample indices could not be matched to the yielded batch",
     "raised": "the dataset raised {error} while this batch was being loaded",
@@ -70,6 +74,8 @@ class BatchRecord:
     dataset: Any = field(repr=False, compare=False, default=None)
     sampler: Any = field(repr=False, compare=False, default=None)
     collate_fn: Any = field(repr=False, compare=False, default=None)
+    #: how many batches its framework had yielded after the one being processed (accelerate, Trainer, timm)
+    ahead: loaders.Ahead | None = field(repr=False, compare=False, default=None)
 
 
 class _NotKept:
@@ -85,16 +91,44 @@ _GPU = _NotKept("gpu")
 _RELEASED = _NotKept("released")
 
 
+class _RingRecords(deque):  # type: ignore[type-arg]
+    """The records of a rank under a runner: each one is also written to the rank's ring on disk (data/ring.py),
+    for a rank that dies without Python. Only there: elsewhere records are a plain deque."""
+
+    def __init__(self, maxlen: int, ring: Any, epoch: int, view: loaders.View) -> None:
+        super().__init__(maxlen=maxlen)
+        self.write, self.epoch, self.indices = ring.write, epoch, view.batch_indices
+        self.low, self.high = (view.ahead.low, view.ahead.high) if view.ahead is not None else (0, 0)
+
+    def append(self, rec: tuple[Any, ...]) -> None:
+        _append(self, rec)
+        try:
+            self.write(self.epoch, rec[1] - 1, rec[2] if self.indices is None else self.indices(rec[1] - 1), self.low,
+                       self.high)
+        except Exception:  # a full disk or a closed map must not cost the user a batch
+            self.write = _no_write
+
+
+_append = deque.append
+
+
+def _no_write(epoch: int, batch: int, indices: Any, low: int = 0, high: int = 0) -> None:
+    pass
+
+
 class _IterState:
     """What one iterator remembers; outlives the iterator in Bookmark's recent list."""
 
     __slots__ = ("__weakref__", "collate_fn", "dataset", "epoch", "iterable", "lead", "owner", "pending", "plan",
-                 "records", "sampler", "source", "tee", "workers")
+                 "records", "sampler", "source", "tee", "view", "workers")
 
-    def __init__(self, it: Any, epoch: int) -> None:
+    def __init__(self, it: Any, epoch: int, view: loaders.View = loaders.NOTHING, ring: Any = None) -> None:
         # (global order, _num_yielded after the batch, index list, kept batch | picked fields | _NotKept,
         #  the Plan that picked them or None)
-        self.records: deque[tuple[Any, ...]] = deque(maxlen=_KEEP)
+        self.records: deque[tuple[Any, ...]] = deque(maxlen=view.keep) if ring is None else \
+            _RingRecords(view.keep, ring, epoch, view)
+        self.view = view if view.owner is None and view.dataset is None else \
+            dataclasses.replace(view, owner=None, dataset=None)  # what its framework adds; the loader only weakly
         self.pending: dict[Any, Any] = {}  # workers: index lists by send number
         self.tee: Any = None  # 0 workers: a copy of the sampler's iterator, advanced once per yielded batch
         self.lead: Any = None  # ... the teed iterator the loader reads now, and the one it read before
@@ -103,9 +137,9 @@ class _IterState:
         self.workers = hasattr(it, "_send_idx")  # _MultiProcessingDataLoaderIter (set before it prefetches)
         self.plan: Plan | None = None
         self.epoch = epoch
-        self.iterable = getattr(it, "_dataset_kind", 0) == 1  # _DatasetKind.Iterable
-        self.dataset = _ref(getattr(it, "_dataset", None))
-        self.sampler = _ref(getattr(it, "_index_sampler", None))
+        self.iterable = getattr(it, "_dataset_kind", 0) == 1 and view.batch_indices is None  # _DatasetKind.Iterable
+        self.dataset = _ref(view.dataset if view.batch_indices is not None else getattr(it, "_dataset", None))
+        self.sampler = _ref(view.owner if view.owner is not None else getattr(it, "_index_sampler", None))
         self.collate_fn = _ref(getattr(it, "_collate_fn", None))
 
 
@@ -124,8 +158,10 @@ def _ref(obj: Any) -> Callable[[], Any]:
 class Bookmark:
     """Installs the class-level patch and holds every record; one per loaded extension."""
 
-    def __init__(self, cap_bytes: int = 256 * 1024 * 1024) -> None:
+    def __init__(self, cap_bytes: int = 256 * 1024 * 1024, keep: int = _KEEP) -> None:
         self.cap_bytes = cap_bytes
+        self.keep = keep  # batches kept per iterator; more where its framework fetches further ahead (loaders)
+        self.ring: Any = None  # a data.ring.Ring in a rank under a runner: every record is written to disk too
         self.note: str | None = None  # why the bookmark is off, when it is
         self._module: Any = None
         self._originals: dict[str, Any] = {}
@@ -259,7 +295,7 @@ class Bookmark:
         if size < 0:
             st.plan = None
             return _GPU
-        if size > self.cap_bytes // _KEEP:  # the kept batches of one iterator stay within the cap together
+        if size > self.cap_bytes // (st.records.maxlen or 1):  # the kept batches of one iterator stay within the cap
             st.plan = None
             return _NotKept("too_big", size)
         st.plan = plan_for(data, kept, size)
@@ -292,7 +328,8 @@ class Bookmark:
 
     def _start(self, it: Any, st: _IterState | None) -> _IterState:
         """A new iteration (or an iterator first seen): count the epoch per sampler, start records."""
-        sampler = getattr(it, "_index_sampler", None)
+        view = loaders.inspect(it, sys._getframe(2), self.keep)  # once per iteration: who asked, how far ahead
+        sampler = view.owner if view.owner is not None else getattr(it, "_index_sampler", None)
         try:
             epoch = self._epochs.get(sampler, -1) + 1
             self._epochs[sampler] = epoch
@@ -302,8 +339,8 @@ class Bookmark:
         for old in self._recent:  # an earlier iteration of this loader keeps its indices, not its batches
             if old.sampler() is sampler and any(not isinstance(r[3], _NotKept) for r in old.records):
                 old.records = deque(((*r[:3], r[3] if isinstance(r[3], _NotKept) else _RELEASED, None)
-                                     for r in old.records), maxlen=_KEEP)
-        new = _IterState(it, epoch)
+                                     for r in old.records), maxlen=old.records.maxlen)
+        new = _IterState(it, epoch, view, self.ring)
         new.pending = pending
         if not new.workers and hasattr(it, "_sampler_iter"):
             new.source = it._sampler_iter
@@ -342,11 +379,14 @@ class Bookmark:
                 yield st
 
     def records(self, names: dict[int, str] | None = None) -> list[BatchRecord]:
-        """Every kept record, latest first; ``names`` maps id(sampler) to the loader's name."""
+        """Every kept record, latest first; ``names`` maps id(sampler) (or, for a loader a framework re-built,
+        id(dataset)) to the loader's name."""
         out = []
         for st in self.states():
             sampler = st.sampler()
             name = (names or {}).get(id(sampler)) if sampler is not None else None
+            if name is None and names:  # a loader the framework re-built over the user's dataset
+                name = names.get(id(st.dataset()))
             for order, yielded, index, kept, plan in st.records:
                 note: str | None = None
                 size = 0
@@ -354,6 +394,8 @@ class Bookmark:
                     note, size, kept = kept.note, kept.size, None
                 elif plan is not None:  # only the planned fields were picked
                     kept = rebuild(plan, kept)
+                if st.view.batch_indices is not None:  # fastai: torch's "indices" are batch numbers
+                    index = st.view.batch_indices(yielded - 1)
                 if st.iterable:
                     index = None
                     note = note or "iterable"
@@ -361,10 +403,11 @@ class Bookmark:
                     note = note or "unmatched"
                 text = NOT_RECORDED.get(note or "", note)
                 if note == "too_big":
-                    text = NOT_RECORDED["too_big"].format(size=_size(size),
-                                                          share=_size(self.cap_bytes // _KEEP))
+                    keep = st.records.maxlen or 1
+                    text = NOT_RECORDED["too_big"].format(size=_size(size), keep=keep,
+                                                          share=_size(self.cap_bytes // keep))
                 out.append(BatchRecord(name, st.epoch, yielded - 1, _indices(index), kept, text, order, st.dataset(),
-                                       sampler, st.collate_fn()))
+                                       sampler, st.collate_fn(), st.view.ahead))
         out.sort(key=lambda r: r.order, reverse=True)
         return out
 

@@ -13,6 +13,7 @@ import sys
 from typing import Any, Mapping
 
 from cudaassert_ipy.data.bookmark import BatchRecord, Bookmark
+from cudaassert_ipy.data.loaders import fastai
 from cudaassert_ipy.data.reproduce import plan_entry
 from cudaassert_ipy.data.samples import SampleCheck, check_batches, fields, loop_names
 from cudaassert_ipy.data.valid_range import valid_range
@@ -31,24 +32,34 @@ REPRODUCE_DEAD = ("After Restart & replay, run one training step on `cudaassert_
 
 
 def loader_names(user_ns: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, str]]:
-    """id(index sampler) -> loader name, and id(dataset) -> dataset name, from the notebook's globals."""
+    """id(index sampler) -> loader name (and id(its dataset) -> loader name, for copies of the loader that
+    frameworks iterate: Lightning under DDP re-builds it with a DistributedSampler), and id(dataset) -> dataset
+    name, from the notebook's globals."""
     torch = sys.modules.get("torch")
     loaders: dict[int, str] = {}
     datasets: dict[int, str] = {}
     if torch is None:
         return loaders, datasets
     data = torch.utils.data
+    owned: dict[int, str] = {}  # id(a loader's dataset) -> that loader's guess, until the dataset's own name is seen
     for name, value in list(user_ns.items()):
         if name.startswith("_"):
             continue
         try:
             if isinstance(value, data.DataLoader):
                 loaders.setdefault(id(value._index_sampler), name)
+                loaders.setdefault(id(value.dataset), name)  # a copy of it (Lightning's DDP re-builds it) iterates
+                owned.setdefault(id(value.dataset), datasets.setdefault(id(value.dataset), f"{name}.dataset"))
+            elif fastai.is_loader(value):  # its records are filed under the loader itself (data/loaders)
+                loaders.setdefault(id(value), name)
                 datasets.setdefault(id(value.dataset), f"{name}.dataset")
             elif isinstance(value, data.Dataset):
                 datasets[id(value)] = name  # a dataset's own name beats "loader.dataset"
         except Exception:  # an odd object must not cost the check
             continue
+    for name, value in list(user_ns.items()):  # a loader's dataset that is no torch Dataset (HF datasets) by its name
+        if id(value) in owned and datasets.get(id(value)) == owned[id(value)] and not name.startswith("_"):
+            datasets[id(value)] = name
     return loaders, datasets
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from cudaassert_ipy.data.bookmark import BatchRecord
+from cudaassert_ipy.data.loaders import Ahead, ultralytics
 from cudaassert_ipy.data.valid_range import CLASS, IDS, UNIT, ValidRange
 from cudaassert_ipy.wording import plural
 
@@ -27,6 +28,10 @@ NONE_FOUND = ("No recorded batch holds the bad value: it came from elsewhere (a 
               "the GPU, or an earlier batch than the ones kept).")
 NO_FIELD = "{loader} yields {what}: none of its fields holds {kind}s to check."
 NO_INDEX = "sample {row} of the batch ({why})"
+AHEAD_ONE = ("{loader} had yielded {ahead} after the batch being processed at the error ({why}): that batch is "
+             "batch {batch:,}{where}.")
+AHEAD_SOME = ("{loader} had yielded {low} to {high} batches after the batch being processed at the error ({why}): "
+              "that batch is one of batches {first:,} to {last:,}{where}; the candidates' indices: {indices}.")
 NO_RECORDS = ("No DataLoader batch was recorded, so no sample can be named: the failing loop did not iterate a "
               "torch DataLoader (a generator, a list or a custom iterator is not recorded).")
 
@@ -93,7 +98,8 @@ def _candidates(batch: Any, rng: ValidRange) -> list[tuple[str, Any, tuple[Any, 
         cands = [f for f in all_fields if f[1].is_floating_point()]
         words, avoid = _LABEL_WORDS, ("input", "pixel", "image")
     else:
-        cands = [f for f in all_fields if str(f[1].dtype) in _INT]
+        cands = [f for f in all_fields if str(f[1].dtype) in _INT or (
+            rng.kind == CLASS and f[2][-1:] and str(f[2][-1]) in ultralytics.FLOAT_LABELS)]
         words, avoid = (_LABEL_WORDS, _NOT_LABELS) if rng.kind == CLASS else (_ID_WORDS, _NOT_IDS)
     named = [f for f in cands if _name_words(f[2])]
     if named:
@@ -131,8 +137,13 @@ def _check_record(rec: BatchRecord, rng: ValidRange, names: Mapping[int, str], a
             pos = tuple(int(p) for p in bad[row].nonzero()[0].tolist()) if bad.dim() > 1 else ()
             value = t[row][pos].item() if pos else t[row].item()
             index = indices[row] if indices is not None and len(indices) == bad.shape[0] else None
+            image = ultralytics.image_of(rec.batch_object, row, bad.shape[0]) if index is None else None
+            if image is not None and indices is not None and 0 <= image[0] < len(indices):
+                index = indices[image[0]]  # a per-box field: the box's image
             sample = _sample_name(rec.dataset, index, names, loader) if index is not None else \
                 NO_INDEX.format(row=row, why=rec.note or "no sample indices were recorded")
+            if image is not None and image[1]:
+                sample += f" ({image[1]})"
             out.append(BadSample(index, sample, field, value,
                                  rng.text(), (row, *pos), rec.loader, rec.epoch, rec.batch))
         break  # the first field with bad values is the one the op got
@@ -173,6 +184,7 @@ def check_batches(records: Sequence[BatchRecord], rng: ValidRange, names: Mappin
             if bad:
                 bad_per_batch.append((rec, bad))
         if bad_per_batch:
+            bad_per_batch = _processed_first(bad_per_batch, recs)
             rec, bad = bad_per_batch[0]
             failing = failing or rec
             found += [b for _, b_list in bad_per_batch for b in b_list]
@@ -186,7 +198,9 @@ def check_batches(records: Sequence[BatchRecord], rng: ValidRange, names: Mappin
                     "no earlier batch was recorded"
             later = [r for r in recs if r.batch_object is not None and r.order > rec.order]
             if later:
-                others += f" and none in the {_batches(len(later))} after it (CUDA reported it late)"
+                why = "fetched ahead" if rec.ahead is not None and len(later) <= rec.ahead.high else \
+                    "CUDA reported it late"
+                others += f" and none in the {_batches(len(later))} after it ({why})"
             lines.append(BAD_SAMPLE.format(
                 batch=rec.batch, epoch=rec.epoch, loader=loader, sample=_quoted(first), kind=rng.kind,
                 value=_num(first.value), position=_pos(first.position), field=first.field, valid=rng.text(),
@@ -202,11 +216,58 @@ def check_batches(records: Sequence[BatchRecord], rng: ValidRange, names: Mappin
                 clean = True
                 lines.append(NO_BAD.format(batches=_batches(checked), loader=loader, kind=rng.kind,
                                            valid=rng.text()))
+        ahead = _ahead_line(recs, loader)
+        if ahead is not None:
+            lines.append(ahead[0])
+            if failing is None and ahead[1] is not None:
+                failing = ahead[1]
         lines += skipped[:1]
         del key
     if not found and clean:
         lines.append(NONE_FOUND)
     return SampleCheck(tuple(found), tuple(lines), failing)
+
+
+def _ahead_line(recs: Sequence[BatchRecord], loader: str) -> tuple[str, BatchRecord | None] | None:
+    """Which batch was being processed at the error, when the loader's framework fetches ahead (latest first)."""
+    ahead: Ahead | None = recs[0].ahead if recs else None
+    if ahead is None:
+        return None
+    latest = recs[0].batch
+    first, last = max(0, latest - ahead.high), latest - ahead.low
+    if last < 0:
+        return None
+    why = "; ".join(ahead.why)
+    by_batch = {r.batch: r for r in recs}
+    where = f" of epoch {recs[0].epoch}"
+    if first == last:
+        rec = by_batch.get(last)
+        return AHEAD_ONE.format(loader=loader, ahead=_batches(ahead.low), why=why, batch=last, where=where), rec
+    shown = "; ".join(f"batch {b:,}: {_short(by_batch[b].indices)}" for b in range(first, last + 1) if b in by_batch)
+    return AHEAD_SOME.format(loader=loader, low=ahead.low, high=ahead.high, why=why, first=first, last=last,
+                             where=where, indices=shown or "not recorded"), None
+
+
+def _processed_first(bad: list[tuple[BatchRecord, list[BadSample]]],
+                     recs: Sequence[BatchRecord]) -> list[tuple[BatchRecord, list[BadSample]]]:
+    """With a framework fetching ahead, the failing batch is the earliest bad one among those that could have been
+    processed (micro-batches run in order, and the first bad one fails); batches only fetched ahead come last."""
+    ahead = recs[0].ahead if recs else None
+    if ahead is None:
+        return bad
+    first, last = recs[0].batch - ahead.high, recs[0].batch - ahead.low
+    window = [b for b in bad if first <= b[0].batch <= last]
+    if not window:
+        return bad
+    window.sort(key=lambda b: b[0].batch)
+    return window[:1] + [b for b in bad if b is not window[0]]
+
+
+def _short(indices: tuple[Any, ...] | None) -> str:
+    if indices is None:
+        return "not recorded"
+    text = ", ".join(str(i) for i in indices[:8])
+    return f"[{text}{', ...' if len(indices) > 8 else ''}]"
 
 
 def _by_loader(records: Sequence[BatchRecord]) -> list[tuple[int, list[BatchRecord]]]:

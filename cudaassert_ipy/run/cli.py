@@ -35,6 +35,9 @@ torchrun:   torchrun --nproc-per-node 8 -m cudaassert_ipy train.py ARGS
             Each failed rank reports with its RANK, LOCAL_RANK and host, writes the diagnosis into
             torchelastic's error file (TORCHELASTIC_ERROR_FILE) so torchrun's "Root Cause" summary shows
             the cause and fix, and exits at once so the job ends instead of waiting in a collective.
+dead ranks: python -m cudaassert_ipy -m torch.distributed.run --nproc-per-node 8 train.py ARGS
+            The runner launches the job: a rank killed without Python (the NCCL watchdog's SIGABRT, a
+            SIGKILL) gets a summary naming the rank, its signal and the sample indices of its last batches.
 children:   processes the script starts (DDP relaunches, torch.multiprocessing.spawn) are watched too,
             through a start-up hook on their PYTHONPATH (CUDAASSERT_RUN=...); nothing is installed.
 no runner:  `import cudaassert_ipy.auto` as the first line of a script does the same (python -c, ipython).
@@ -140,13 +143,19 @@ def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) ->
         warning = check_report_path(options.report_json)
         if warning:
             print(warning, file=sys.stderr, flush=True)
+    folder = None
     if options.children:
+        from cudaassert_ipy.run import ranks
+
         child_environ(options, os.environ)
+        folder = ranks.prepare(os.environ)  # the children's rings: for ranks that die without Python
     guard = Guard(options, target.label, UserFiles(target.origin() or ""), notes)
+    guard.ring_folder = folder
     guard.start()
     try:
         target.run()
     except SystemExit as e:
+        guard.report_dead_ranks(None)
         guard.finish(_exit_code(e))
         raise
     except BaseException as exc:
@@ -159,6 +168,7 @@ def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) ->
             return 130, guard
         guard.exception = exc
         guard.handle(exc, tb)
+        guard.report_dead_ranks(exc)
         return 1, guard
     return 0, guard
 

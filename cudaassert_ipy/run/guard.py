@@ -74,6 +74,8 @@ class Guard:
         self.tap: TapSet | None = None
         self.bookmark: Bookmark | None = None  # once started
         self._stop_bookmark: Callable[[], None] | None = None
+        self._close_ring: Callable[[], None] | None = None
+        self.ring_folder: str | None = None  # the children's rings (run/ranks.py), owned by this runner
         self.diagnosis: Diagnosis | None = None
         self.exception: BaseException | None = None
         self.report_text = ""
@@ -111,6 +113,14 @@ class Guard:
             stop_bookmark()
         if self.bookmark is not None:
             self.bookmark.unpatch()
+        close_ring, self._close_ring = self._close_ring, None
+        if close_ring is not None:
+            close_ring()
+        if self.ring_folder is not None:
+            from cudaassert_ipy.run import ranks
+
+            ranks.cleanup(self.ring_folder, os.environ)
+            self.ring_folder = None
 
     def _start_bookmark(self, module: types.ModuleType) -> None:
         """Record each DataLoader's last batches, to name the dataset samples behind a failure."""
@@ -118,6 +128,24 @@ class Guard:
 
         self.bookmark = Bookmark(BOOKMARK_BYTES)
         self.bookmark.patch(module)
+        self.bookmark.ring = self._ring()
+
+    def _ring(self) -> Any:
+        """A rank under a runner writes its last batches to disk too, for a death without Python (data/ring.py)."""
+        from cudaassert_ipy.data import ring
+
+        folder = os.environ.get(ring.ENV)
+        if not folder or self.rank.rank is None or not os.path.isdir(folder):
+            return None
+        try:
+            written = ring.Ring(folder, self.rank.rank, self.rank.local_rank or 0)
+        except (OSError, ValueError):  # no room or no mmap: the rank runs on, its report just lacks the batches
+            return None
+        import atexit
+
+        atexit.register(written.close)  # leaving through Python: not a silent death
+        self._close_ring = written.close
+        return written
 
     def note(self, text: str) -> None:
         if not self.options.quiet:
@@ -157,6 +185,25 @@ class Guard:
             if failed:
                 print(failed, file=sys.stderr, flush=True)
         return diagnosis
+
+    def report_dead_ranks(self, exc: BaseException | None) -> None:
+        """After a launcher under this runner failed: the ranks that died without Python (run/ranks.py)."""
+        if self.ring_folder is None:
+            return
+        try:
+            from cudaassert_ipy.run import ranks
+
+            text = ""
+            if self.tap is not None:
+                self.tap.drain()
+                text = self.tap.text_since((0,) * len(self.tap.taps))
+            lines = ranks.summary(self.ring_folder, exc, text)
+        except Exception as e:  # the launcher's own error stands without this
+            lines = [DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(e))]
+        if lines:
+            text = "\n".join(lines)
+            print(text, file=sys.stderr, flush=True)
+            self.report_text = f"{self.report_text}\n{text}" if self.report_text else text
 
     def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str) -> Diagnosis:
         from cudaassert_ipy.diagnose.pipeline import diagnose_failure

@@ -1,0 +1,173 @@
+"""The job's summary for ranks that died without Python: SIGABRT from the NCCL watchdog, SIGKILL from outside.
+
+Why: such a rank prints no traceback and runs no excepthook, so its own report never comes. The runner that
+launched the job (``python -m cudaassert_ipy -m torch.distributed.run ... train.py``, or any launcher run under
+it) gives its children a folder (``CUDAASSERT_RING_DIR``); each rank's bookmark writes its last batches there
+as it goes (:mod:`cudaassert_ipy.data.ring`). When the job fails, the runner reads the rings of the ranks that
+never left through Python, the exit code the launcher saw (torchrun's ``ChildFailedError.failures``, read by
+attribute names) and the ranks' stderr that passed through its tap (the watchdog's own words), and says which
+rank died, by what signal, why, and which samples its last batches held.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import signal
+import tempfile
+from typing import Any, MutableMapping
+
+from cudaassert_ipy.data import ring
+from cudaassert_ipy.wording import PREFIX
+
+__all__ = ["DIED", "LAST", "NO_BATCHES", "cleanup", "prepare", "summary"]
+
+DIED = "{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) died {how} without a Python traceback: {why}"
+LAST = "{prefix}   its last batches, latest first (written by its DataLoader bookmark as it went): {batches}"
+AHEAD_ONE = ("{prefix}   its loader had fetched {n} batch{es} beyond the one being processed: that one was batch "
+             "{batch:,} of epoch {epoch}")
+AHEAD_SOME = ("{prefix}   its loader had fetched {low} to {high} batches beyond the one being processed (gradient "
+              "accumulation): that one was one of batches {first:,} to {last:,} of epoch {epoch}")
+NO_BATCHES = "{prefix}   it recorded no DataLoader batch (no torch DataLoader was iterated in it)"
+WATCHDOG = ("its NCCL watchdog thread found the sticky CUDA error and aborted the process, so no excepthook ran "
+            "(stderr: \"{line}\"). The kernel's assertion lines above, if any, name the failing op.")
+ABORTED = ("abort() ended it (an uncaught C++ exception, as the NCCL watchdog raises for a CUDA error), so no "
+           "excepthook ran.")
+KILLED = ("it was killed from outside (Lightning's DDP observer kills every rank within seconds of one failing; "
+          "the kernel's OOM killer also sends SIGKILL), so no excepthook or atexit ran.")
+SIGNALLED = "a signal ended it, so no excepthook ran."
+STOPPED = ("{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) was stopped by the launcher ({how}) after "
+           "rank {first} died.")
+UNKNOWN = "it never reached Python's exit (the launcher gave no exit code for it)."
+_WATCHDOG = re.compile(r"(?:\[PG [^\]]*?Rank (\d+)\] )?Process group watchdog thread terminated with exception: "
+                       r"([^\n]*)")
+_SHOWN = 3  # batches named per rank
+
+
+def prepare(environ: MutableMapping[str, str]) -> str | None:
+    """A private folder for the children's rings; None inside a rank (its launcher's runner owns the folder)."""
+    if environ.get(ring.ENV) or environ.get("RANK") is not None:
+        return None
+    try:
+        folder = tempfile.mkdtemp(prefix="cudaassert-ranks-")
+    except OSError:
+        return None
+    environ[ring.ENV] = folder
+    return folder
+
+
+def cleanup(folder: str | None, environ: MutableMapping[str, str]) -> None:
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        if environ.get(ring.ENV) == folder:
+            del environ[ring.ENV]
+
+
+def summary(folder: str | None, error: BaseException | None, text: str) -> list[str]:
+    """The lines for every rank that died without Python (empty when none did)."""
+    if not folder:
+        return []
+    codes = _exit_codes(error)
+    watchdog = _watchdog_lines(text)
+    lines: list[str] = []
+    rings = [r for r in (ring.read(p) for p in glob.glob(os.path.join(folder, "*.ring"))) if r is not None]
+    dead = []
+    for data in sorted(rings, key=lambda r: (r.rank, r.pid)):
+        if data.exited or _alive(data.pid):
+            continue
+        code = codes.get(data.pid, codes.get(("rank", data.rank)))
+        if code is None and not data.batches:  # a helper process (a DataLoader worker) that imported torch
+            continue
+        dead.append((data, code))
+    first = next((d.rank for d, code in dead if code != -signal.SIGTERM), None)
+    for data, code in dead:
+        how, why = _how(code, watchdog.get(data.rank) or watchdog.get(None))
+        if code == -signal.SIGTERM and first is not None:  # torchrun's agent ends the others after a failure
+            lines.append(STOPPED.format(prefix=PREFIX, rank=data.rank, local_rank=data.local_rank, pid=data.pid,
+                                        how=how[3:], first=first))
+            continue
+        lines.append(DIED.format(prefix=PREFIX, rank=data.rank, local_rank=data.local_rank, pid=data.pid, how=how,
+                                 why=why))
+        if data.batches:
+            shown = "; ".join(f"batch {b:,} of epoch {e}: indices {i}" for e, b, i in data.batches[:_SHOWN])
+            lines.append(LAST.format(prefix=PREFIX, batches=shown))
+            lines += _ahead(data)
+        else:
+            lines.append(NO_BATCHES.format(prefix=PREFIX))
+    return lines
+
+
+def _ahead(data: ring.RingData) -> list[str]:
+    """Which batch the rank was processing, when its framework (accelerate, the Trainer, timm) fetched ahead."""
+    low, high = data.ahead
+    epoch, latest, _ = data.batches[0]
+    if not high or latest - low < 0:
+        return []
+    if low == high:
+        return [AHEAD_ONE.format(prefix=PREFIX, n=low, es="" if low == 1 else "es", batch=latest - low, epoch=epoch)]
+    return [AHEAD_SOME.format(prefix=PREFIX, low=low, high=high, first=max(0, latest - high), last=latest - low,
+                              epoch=epoch)]
+
+
+def _how(code: int | None, watchdog: str | None) -> tuple[str, str]:
+    if code is None:
+        return "(exit code unknown)", WATCHDOG.format(line=watchdog) if watchdog else UNKNOWN
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        how = f"by {name} (exit code {code})"
+        if watchdog:
+            return how, WATCHDOG.format(line=watchdog)
+        return how, {signal.SIGABRT: ABORTED, signal.SIGKILL: KILLED}.get(-code, SIGNALLED)  # type: ignore[call-overload]
+    return f"with exit code {code}", WATCHDOG.format(line=watchdog) if watchdog else UNKNOWN
+
+
+def _exit_codes(error: BaseException | None) -> dict[Any, int]:
+    """pid -> exit code (and ("rank", rank) -> exit code) from torchrun's ChildFailedError, by attribute names."""
+    out: dict[Any, int] = {}
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        failures = getattr(error, "failures", None)
+        if isinstance(failures, dict):
+            for rank, failure in failures.items():
+                code = getattr(failure, "exitcode", None)
+                if isinstance(code, int):
+                    pid = getattr(failure, "pid", None)
+                    if isinstance(pid, int):
+                        out[pid] = code
+                    out[("rank", rank)] = code
+        error = error.__cause__ or error.__context__
+    return out
+
+
+def _watchdog_lines(text: str) -> dict[int | None, str]:
+    """rank (None: unnamed) -> the watchdog's line, from the ranks' stderr."""
+    out: dict[int | None, str] = {}
+    for m in _WATCHDOG.finditer(text):
+        line = m.group(0).strip()
+        out.setdefault(int(m.group(1)) if m.group(1) else None, line)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it exists
+        return True
+    return _zombie(pid) is not True
+
+
+def _zombie(pid: int) -> bool | None:
+    """Whether ``pid`` is a zombie (dead, not yet reaped); None where /proc cannot say."""
+    try:
+        with open(f"/proc/{pid}/stat") as fp:
+            return fp.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return None
