@@ -15,10 +15,9 @@ import os
 from typing import Any
 
 import pytest
+from helpers.cells import diagnose_cell
 from helpers.kernels import execute, running_kernel
 
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
 from cudaassert_ipy.view.report import to_text
 
 pytestmark = pytest.mark.frameworks
@@ -77,18 +76,6 @@ def lit(shell: Any) -> Any:
     result = shell.run_cell(SETUP, store_history=True)
     assert result.error_in_exec is None, result.error_in_exec
     return shell
-
-
-def diagnose_cell(shell: Any, code: str, capfd: Any) -> tuple[BaseException, Diagnosis]:
-    """A cell's error and its fd 2 text (the kernel's assertion lines) through the extension's pipeline."""
-    capfd.readouterr()
-    result = shell.run_cell(code, store_history=True)
-    error = result.error_in_exec
-    assert error is not None
-    text = capfd.readouterr().err
-    detection, sites = read_failure(error, text)
-    assert detection is not None
-    return error, diagnose_failure(detection, sites, text, code, 3, shell.user_ns)[1]
 
 
 def test_fit_on_the_cpu_with_a_bad_label_gets_the_num_classes_hparam_fix(lit, loaded, capsys):

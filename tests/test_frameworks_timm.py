@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers.cells import diagnose_cell
 
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
 from cudaassert_ipy.view.report import to_text
 
@@ -56,18 +56,6 @@ def tm(shell: Any) -> Any:
     result = shell.run_cell(SETUP, store_history=True)
     assert result.error_in_exec is None, result.error_in_exec
     return shell
-
-
-def diagnose_cell(shell: Any, code: str, capfd: Any) -> tuple[BaseException, Diagnosis]:
-    """A cell's error and its fd 2 text (the kernel's assertion lines) through the extension's pipeline."""
-    capfd.readouterr()
-    result = shell.run_cell(code, store_history=True)
-    error = result.error_in_exec
-    assert error is not None
-    text = capfd.readouterr().err
-    detection, sites = read_failure(error, text)
-    assert detection is not None
-    return error, diagnose_failure(detection, sites, text, code, 3, shell.user_ns)[1]
 
 
 def test_label_smoothing_on_the_cpu_explains_the_gather_as_the_label_range_in_timms_words(tm, loaded, capsys):

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cells import diagnose_cell
 
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
 from cudaassert_ipy.frameworks import ClassHead, Stack, gather
 from cudaassert_ipy.view.report import to_text
 
@@ -54,18 +53,6 @@ def yolo(shell: Any, monkeypatch: Any, tmp_path_factory: Any) -> Any:
     result = shell.run_cell(SETUP, store_history=True)
     assert result.error_in_exec is None, result.error_in_exec
     return shell
-
-
-def diagnose_cell(shell: Any, code: str, capfd: Any) -> tuple[BaseException, Diagnosis]:
-    """A cell's error and its fd 2 text (the kernel's assertion lines) through the extension's pipeline."""
-    capfd.readouterr()
-    result = shell.run_cell(code, store_history=True)
-    error = result.error_in_exec
-    assert error is not None
-    text = capfd.readouterr().err
-    detection, sites = read_failure(error, text)
-    assert detection is not None
-    return error, diagnose_failure(detection, sites, text, code, 3, shell.user_ns)[1]
 
 
 def test_a_batch_with_class_3_on_the_cpu_gets_the_data_yaml_fix_and_the_image_files(yolo, loaded, capsys):

@@ -3,6 +3,7 @@
 Import the rest by module: ``helpers.kernels`` (real kernels through jupyter_client),
 ``helpers.server_harness`` (a real Jupyter server and a websocket frontend),
 ``helpers.browser_harness`` (JupyterLab 4 and Notebook 7 in headless Chromium),
+``helpers.cells`` (a cell diagnosed as the extension would, for the framework tests),
 ``helpers.plans`` and ``helpers.restart_story`` (resume plans on disk, the restart simulated in
 process), ``helpers.validator_outcomes`` and ``helpers.index_cases`` (the validators' property
 tests). Fixtures live in ``conftest.py``.
