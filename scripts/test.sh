@@ -11,7 +11,7 @@ ensure_chromium
 .venv/bin/python -m mypy
 status=0
 echo "=== latest releases: $(.venv/bin/python -c 'import IPython,ipykernel,ipywidgets,torch;print("IPython",IPython.__version__,"ipykernel",ipykernel.__version__,"ipywidgets",ipywidgets.__version__,"torch",torch.__version__)')"
-.venv/bin/python -m pytest "$@" || status=$?
+.venv/bin/python -m pytest -m "not frameworks" "$@" || status=$?
 echo "=== Colab/Kaggle pins: $(.venv-colab/bin/python -c 'import IPython,ipykernel,ipywidgets,torch;print("IPython",IPython.__version__,"ipykernel",ipykernel.__version__,"ipywidgets",ipywidgets.__version__,"torch",torch.__version__)')"
-.venv-colab/bin/python -m pytest -m "not browser" "$@" || status=$?
+.venv-colab/bin/python -m pytest -m "not browser and not frameworks" "$@" || status=$?
 exit $status
