@@ -12,10 +12,7 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 from helpers import ROOT, TESTS
-
-pytestmark = pytest.mark.compat
 
 SHELL = """
 import sys
