@@ -48,7 +48,8 @@ def installed() -> None:
     import cudaassert_ipy
 
     where = Path(cudaassert_ipy.__file__).resolve()
-    check(REPO not in where.parents, f"cudaassert_ipy imports from the installed wheel ({where.parent})")
+    check(where.parent != REPO / "cudaassert_ipy" and "site-packages" in where.parts,
+          f"cudaassert_ipy imports from the installed wheel ({where.parent})")
     dist = metadata.distribution("cudaassert-ipy")
     check(dist.version == cudaassert_ipy.__version__, f"one version: {dist.version}")
     check(any(str(f).endswith("LICENSE") for f in dist.files or ()), "LICENSE is in the installed metadata")
@@ -87,7 +88,7 @@ def cli(tmp: Path) -> None:
         done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, timeout=300)
         check(done.returncode == 1 and "IndexError: Target 7 is out of bounds." in done.stderr
               and "[cudaassert]" in done.stderr and "class label out of range" in done.stderr,
-              f"the runner ({Path(argv[0]).name} {' '.join(argv[1:-1])}) reports the failing script",
+              f"the runner ({' '.join(Path(a).name for a in argv[:-1])}) reports the failing script",
               done.stdout + done.stderr)
 
 
