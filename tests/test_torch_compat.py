@@ -57,6 +57,16 @@ print("LINES", torch_compat.status_lines())
     assert "LINES []" in out
 
 
+def test_importing_it_imports_neither_torch_nor_any_module_of_ours(tmp_path):
+    out = _python("""
+import sys
+before = set(sys.modules)
+import cudaassert_ipy.torch_compat
+print("NEW", sorted(m for m in set(sys.modules) - before if m.startswith(("torch", "cudaassert_ipy."))))
+""", ipython_dir=str(tmp_path))
+    assert "NEW ['cudaassert_ipy.torch_compat']" in out
+
+
 def test_status_imports_no_torch_and_reports_nothing_before_torch(tmp_path):
     out = _python(SHELL + """
 cell("%cudaassert status")
