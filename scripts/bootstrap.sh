@@ -30,7 +30,7 @@ ensure_venv() {  # [PY=python] [TORCH_SPEC=spec] ensure_venv DIR EXTRAS [CONSTRA
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
     echo "[setup] building $1 ($("$PY" -V 2>&1), $TORCH_SPEC, [$extras]${cons:+, constraints $cons})" >&2
     [ -x "$dir/bin/python" ] || "$PY" -m venv "$dir"
-    "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null
+    "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null 2> >(grep -v "^WARNING: Location" >&2)
     # shellcheck disable=SC2086  # TORCH_SPEC may name torch and torchvision
     "$dir/bin/python" -m pip install -q $TORCH_SPEC 2> >(grep -v "^WARNING: Location" >&2)
     if [ -n "$cons" ]; then
