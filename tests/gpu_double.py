@@ -132,12 +132,18 @@ CODES = {"device-side assert triggered": 710, "an illegal memory access was enco
          "an illegal instruction was encountered": 715, "invalid argument": 1, "invalid device ordinal": 101}
 
 
+_ACCELERATOR_ERROR = type("AcceleratorError", (RuntimeError,), {"__module__": "torch"})
+
+
 def make_exception(type_name: str, message: str) -> BaseException:
     """The exception object PyTorch raises: AcceleratorError carries ``error_code``."""
     import torch
 
     if type_name == "AcceleratorError":
-        exc = torch.AcceleratorError(message)
+        # torch < 2.8 (the oldest-torch CI env) has no AcceleratorError: the 2.8+ wordings then raise a class of
+        # that name and shape (a RuntimeError subclass in module torch), which is all the extension reads of it
+        cls = getattr(torch, "AcceleratorError", None) or _ACCELERATOR_ERROR
+        exc = cls(message)
         reason = message.split("CUDA error: ", 1)[-1].splitlines()[0]
         exc.error_code = CODES.get(reason, 999)
         return exc

@@ -7,6 +7,8 @@ and LBFGS re-evaluates the loss in its closure: a bad label there must still be 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 import torch.nn as nn
@@ -52,6 +54,8 @@ def test_a_good_closure_runs_checked_and_the_step_itself_unchecked():
     assert torch.isfinite(loss)
 
 
+@pytest.mark.xfail(sys.version_info < (3, 11), strict=True,
+                   reason="Python 3.10's bare `raise` restores the traceback the handler caught, our frame included")
 def test_an_ordinary_error_in_a_checked_closure_shows_no_frame_of_ours():
     model = nn.Linear(4, 3)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -72,10 +72,30 @@ def env_requests_validators(environ: Optional[Mapping[str, str]] = None) -> bool
 
 
 def enable_validators() -> None:
-    """Turn validators on for the calling thread (idempotent)."""
+    """Turn validators on for the calling thread (idempotent).
+
+    A torch without the private mode-stack APIs they need leaves them off: one line on stderr, once per process,
+    and ``%cudaassert status`` says why (:mod:`cudaassert_ipy.torch_compat`).
+    """
+    if _unsupported():
+        return
     from cudaassert_ipy.checks import mode
 
     mode.enable()
+
+
+_said: list[str] = []
+
+
+def _unsupported() -> bool:
+    """True (and one line on stderr, the first time) when this torch lacks what the validators need."""
+    from cudaassert_ipy.torch_compat import off_line
+
+    line = off_line("validators")
+    if line is not None and not _said:
+        _said.append(line)
+        print(f"[cudaassert] {line}", file=sys.stderr)
+    return line is not None
 
 
 def disable_validators() -> None:
@@ -109,6 +129,9 @@ def validators() -> Iterator[None]:
 
     Nested use, or use while :func:`enable_validators` is in effect, changes nothing.
     """
+    if _unsupported():
+        yield
+        return
     from cudaassert_ipy.checks import mode
 
     pushed = mode.enable()

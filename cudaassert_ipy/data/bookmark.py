@@ -174,6 +174,11 @@ class Bookmark:
     # -- install / uninstall ------------------------------------------------------------------
     def patch(self, module: Any) -> None:
         """Patch ``torch.utils.data.dataloader`` (called once it is imported); never raises."""
+        from cudaassert_ipy.torch_compat import reason
+
+        if (unsupported := reason("bookmark")) is not None:  # this torch lacks an internal the bookmark reads
+            self.note = unsupported
+            return
         try:
             base = module._BaseDataLoaderIter
             if getattr(base.__next__, "__cudaassert_bookmark__", None) is not None:

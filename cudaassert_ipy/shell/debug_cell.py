@@ -144,6 +144,10 @@ def run_debug_cell(shell: Any, cell: str, *, sync: bool = False, nan: bool = Fal
         import torch  # noqa: F401
     except ImportError:
         raise UsageError(NEEDS_TORCH) from None
+    from cudaassert_ipy.torch_compat import off_line
+
+    if (unsupported := off_line("validators")) is not None:
+        raise UsageError(f"%%cuda_debug needs the validators; {unsupported}") from None
     from cudaassert_ipy.checks import mode as validator_mode
     from cudaassert_ipy.checks.debug_mode import DebugMode
 

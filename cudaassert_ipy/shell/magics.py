@@ -37,8 +37,13 @@ def status_text(ext: Extension) -> str:
         lines.append(f"fd tap: on (fds {', '.join(map(str, ext.tap.fds))})")
     else:
         lines.append(f"fd tap: off{' - ' + ext.tap_note if ext.tap_note else ''}")
-    lines.append(f"validators: {'on' if ext.validators_on() else 'off'} in this thread")
+    from cudaassert_ipy.torch_compat import off_line, status_lines  # no torch import of its own
+
+    compat = status_lines()  # one line per feature this torch cannot support (once torch is imported)
+    validators_off = off_line("validators") if compat else None
+    lines.append(validators_off or f"validators: {'on' if ext.validators_on() else 'off'} in this thread")
     lines.append(ext.bookmark.status_line() if ext.bookmark is not None else "DataLoader bookmark: off")
+    lines.extend(line for line in compat if line != validators_off and not line.startswith("DataLoader bookmark"))
     if ext.resumed is not None:
         lines.append(f"restarted by cudaassert: {ext.resumed.mode.value} mode (`%cudaassert restart --normal` for "
                      "normal speed)")
@@ -115,6 +120,8 @@ class CudaAssertMagics(Magics):
             if args.value is None:
                 raise UsageError("Say which: `%cudaassert validators on` or `%cudaassert validators off`.")
             self.ext.set_validators(args.value == "on")
+            if args.value == "on" and not self.ext.validators_on():  # this torch cannot: enable said why
+                return
             print(f"cudaassert validators are {args.value} (in this thread).")
 
     @cell_magic
