@@ -64,7 +64,14 @@ def failure_place(frames: Sequence[types.FrameType], user_files: Container[str] 
         name = frame.f_code.co_name
         if not in_packages(frame_module(frame), _NOT_A_PLACE) and not name.startswith(("<", "__torch_")):
             return name
-    return frames[-1].f_code.co_name if frames else "?"
+    return code_name(frames[-1]) if frames else "?"
+
+
+def code_name(frame: types.FrameType) -> str:
+    """The frame's function name; a cell's top level is ``<module>`` on every IPython (7.x and 8.x name it
+    ``<cell line: N>``)."""
+    name = frame.f_code.co_name
+    return "<module>" if name.startswith("<cell line") else name
 
 
 def follow_on_lines(det: Detection, where: str,
@@ -80,7 +87,7 @@ def follow_on_lines(det: Detection, where: str,
             lost = LOST.format(what=step.lost) if step.lost else ""
             line = FOLLOW_ON_STEP.format(step=step.label, lost=lost, where=where)
         else:
-            function = frames[-1].f_code.co_name if frames else "?"
+            function = code_name(frames[-1]) if frames else "?"
             line = FOLLOW_ON_UNNAMED.format(error=error_line(later), function=function, where=where)
         if line not in lines:
             lines.append(line)
