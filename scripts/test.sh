@@ -47,13 +47,13 @@ fi
 
 if wants latest; then
     begin latest "$(versions .venv/bin/python)"
-    .venv/bin/python -m pytest -m "not frameworks" "$@" || status=$?
+    .venv/bin/python -m pytest -m "not frameworks and not gpu" "$@" || status=$?
     end "tests latest"
 fi
 
 if wants colab; then
     begin colab "Colab/Kaggle pins: $(versions .venv-colab/bin/python)"
-    .venv-colab/bin/python -m pytest -m "not browser and not frameworks" "$@" || status=$?
+    .venv-colab/bin/python -m pytest -m "not browser and not frameworks and not gpu" "$@" || status=$?
     end "tests Colab/Kaggle pins"
 fi
 
