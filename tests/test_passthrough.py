@@ -26,16 +26,18 @@ from torch.utils.data import DataLoader, Dataset
 import cudaassert_ipy
 from cudaassert_ipy.data.after_import import AfterImport
 from cudaassert_ipy.data.bookmark import Bookmark
-from cudaassert_ipy.passthrough import drop_own_frame
+from cudaassert_ipy.passthrough import drop_own_frame, hide_own_frames
 
 OURS = "cudaassert_ipy"
 
 
-def _trace(action: Callable[[], Any]) -> str:
-    """The traceback Python would print for ``action``'s error (from the frame that called it)."""
+def _trace(action: Callable[[], Any], then: Callable[[BaseException], None] | None = None) -> str:
+    """The traceback Python would print for ``action``'s error (from the frame that called it), after ``then``."""
     try:
         action()
     except BaseException as error:
+        if then is not None:
+            then(error)
         return "".join(traceback.format_exception(type(error), error, error.__traceback__))
     raise AssertionError("no error raised")
 
@@ -146,6 +148,31 @@ def test_a_samplers_own_error_with_workers_has_no_frame_of_ours(bookmark):
 
     trace = _trace(lambda: _epoch(DataLoader(list(range(4)), sampler=BadSampler(), num_workers=2)))
     assert "RuntimeError: sampler broke" in trace and OURS not in trace
+
+
+def test_hide_own_frames_removes_the_entry_a_bare_raise_put_back_as_python_3_10_does(bookmark, monkeypatch):
+    """What the runner and ``auto`` do before printing: on 3.10 a wrapper's bare ``raise`` restores its entry (here
+    ``drop_own_frame`` is turned off to get that traceback on any Python), and hiding our frames gives the plain
+    traceback back, chained errors included; a user's own ``__tracebackhide__`` frame is not ours to hide."""
+
+    def one_epoch() -> None:
+        _epoch(LOADERS["dataset"](0))
+
+    def chained() -> None:
+        try:
+            one_epoch()
+        except KeyError as e:
+            __tracebackhide__ = True  # the user's: stays
+            raise RuntimeError("epoch failed") from e
+
+    bookmark.unpatch()
+    plain, plain_chained = _trace(one_epoch), _trace(chained)
+    bookmark.patch(torch.utils.data.dataloader)
+    monkeypatch.setattr("cudaassert_ipy.data.bookmark.drop_own_frame", lambda error: None)
+    for action, expected in ((one_epoch, plain), (chained, plain_chained)):
+        assert OURS in _trace(action)
+        assert _trace(action, then=hide_own_frames) == expected
+    assert "in chained" in plain_chained
 
 
 def test_the_bookmark_still_records_the_batch_whose_dataset_raised(bookmark):

@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
+from cudaassert_ipy.passthrough import hide_own_frames
 from cudaassert_ipy.run.children import child_environ
 from cudaassert_ipy.run.guard import Guard, UserFiles
 from cudaassert_ipy.run.options import RERUN_ENV, RunOptions
@@ -159,8 +160,9 @@ def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) ->
         guard.finish(_exit_code(e))
         raise
     except BaseException as exc:
-        tb = strip_runner_frames(exc.__traceback__)
-        exc.__traceback__ = tb
+        exc.__traceback__ = strip_runner_frames(exc.__traceback__)
+        hide_own_frames(exc)  # Python 3.10: a wrapper's frame the bare raise put back
+        tb = exc.__traceback__
         sys.excepthook(type(exc), exc, tb)
         if isinstance(exc, KeyboardInterrupt):
             guard.finish(130, exc)

@@ -11,6 +11,7 @@ import sys
 import types
 from typing import Any, Callable
 
+from cudaassert_ipy.passthrough import hide_own_frames
 from cudaassert_ipy.run.guard import Guard, UserFiles
 from cudaassert_ipy.run.options import RunOptions
 
@@ -33,6 +34,9 @@ def install(options: RunOptions | None = None) -> Guard:
     previous = sys.excepthook
 
     def excepthook(exc_type: type[BaseException], exc: BaseException, tb: types.TracebackType | None) -> None:
+        if exc.__traceback__ is tb:
+            hide_own_frames(exc)  # Python 3.10: a wrapper's frame the bare raise put back
+            tb = exc.__traceback__
         previous(exc_type, exc, tb)
         if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: Python's behaviour only
             return
