@@ -76,6 +76,7 @@ class Guard:
         self._stop_bookmark: Callable[[], None] | None = None
         self._close_ring: Callable[[], None] | None = None
         self.ring_folder: str | None = None  # the children's rings (run/ranks.py), owned by this runner
+        self._tail: Any = None  # capture.rescue.TailFile: this runner's stderr tail, for its watcher
         self.diagnosis: Diagnosis | None = None
         self.exception: BaseException | None = None
         self.report_text = ""
@@ -103,6 +104,24 @@ class Guard:
             self.note(TAP_UNAVAILABLE.format(prefix=PREFIX, error=e))
             return
         self.tap = tap
+        self._start_rescue(tap)
+
+    def _start_rescue(self, tap: TapSet) -> None:
+        """The helper that forwards what our pipes still hold if this process dies without Python (rescue.py);
+        for a runner that launched a job, also the watcher that summarises it if the runner itself is killed."""
+        from cudaassert_ipy.capture import rescue
+        from cudaassert_ipy.data import ring
+
+        owner = None
+        if self.ring_folder is not None:
+            try:
+                self._tail = rescue.TailFile(os.path.join(self.ring_folder, rescue.TAIL_NAME))
+                tap.taps[0].mirror = self._tail.write  # fd 2: the ranks' stderr passes through it
+            except (OSError, ValueError):
+                self._tail = None
+            owner = {"report": self.options.report_json}
+        channels = [c for t in tap.taps for c in t.channel_fds()]
+        rescue.spawn(channels, os.environ.get(ring.ENV), owner)
 
     def stop(self) -> None:
         tap, self.tap = self.tap, None
@@ -116,6 +135,9 @@ class Guard:
         close_ring, self._close_ring = self._close_ring, None
         if close_ring is not None:
             close_ring()
+        tail, self._tail = self._tail, None
+        if tail is not None:
+            tail.close()
         if self.ring_folder is not None:
             from cudaassert_ipy.run import ranks
 
@@ -135,17 +157,16 @@ class Guard:
         from cudaassert_ipy.data import ring
 
         folder = os.environ.get(ring.ENV)
-        if not folder or self.rank.rank is None or not os.path.isdir(folder):
+        if not folder or not os.path.isdir(folder):
             return None
-        try:
-            written = ring.Ring(folder, self.rank.rank, self.rank.local_rank or 0)
-        except (OSError, ValueError):  # no room or no mmap: the rank runs on, its report just lacks the batches
-            return None
-        import atexit
 
-        atexit.register(written.close)  # leaving through Python: not a silent death
-        self._close_ring = written.close
-        return written
+        def opened(written: ring.Ring) -> None:
+            import atexit
+
+            atexit.register(written.close)  # leaving through Python: not a silent death
+            self._close_ring = written.close
+
+        return ring.LazyRing(folder, opened)  # the rank is read at its first batch (Lightning sets it late)
 
     def note(self, text: str) -> None:
         if not self.options.quiet:
@@ -193,6 +214,7 @@ class Guard:
         try:
             from cudaassert_ipy.run import ranks
 
+            ranks.wait_for_rescue(self.ring_folder)  # a dead rank's helper forwards its last stderr into our tap
             text = ""
             if self.tap is not None:
                 self.tap.drain()
