@@ -232,7 +232,7 @@ def _summarize(folder: str, pid: int, code: Optional[int], rescued: bytes, owner
         from cudaassert_ipy.run.rank import RankInfo
 
         outputs.write_report_json(path, outputs.report_data(None, RankInfo(None, None, None, False),
-                                                           code if code is not None else 1, report))
+                                                           code if code is not None else 1, report))  # -9: SIGKILL
 
 
 def _main(arg: str) -> None:

@@ -72,7 +72,8 @@ def cleanup(folder: str | None, environ: MutableMapping[str, str]) -> None:
 
 
 def runner_killed(pid: int, code: int | None) -> str:
-    return RUNNER_KILLED.format(prefix=PREFIX, pid=pid, how=_how(code, None)[0])
+    """The watcher's first line when the runner died by a signal (``code``: None when its status was collected)."""
+    return RUNNER_KILLED.format(prefix=PREFIX, pid=pid, how=_how(code, None)[0] if code is not None else "by a signal")
 
 
 def wait_for_rescue(folder: str, timeout: float = _RESCUE_S) -> None:
@@ -118,9 +119,10 @@ def summary(folder: str | None, error: BaseException | None, text: str) -> list[
     stops = (-signal.SIGTERM, -signal.SIGKILL) if timed else (-signal.SIGTERM,)
     for data, code in dead:
         how, why = _how(code, watchdog.get(data.rank) or watchdog.get(None))
-        if code in stops and first is not None and data.rank != first:  # the launcher ends the others after a failure
+        # the launcher ends the others after a failure (unknown: its status was collected before a helper could read it)
+        if first is not None and data.rank != first and (code in stops or (code is None and data.pid in deaths)):
             lines.append(STOPPED.format(prefix=PREFIX, rank=data.rank, local_rank=data.local_rank, pid=data.pid,
-                                        how=how[3:], first=first))
+                                        how=how[3:] if how.startswith("by ") else how[1:-1], first=first))
             continue
         lines.append(DIED.format(prefix=PREFIX, rank=data.rank, local_rank=data.local_rank, pid=data.pid, how=how,
                                  why=why))
