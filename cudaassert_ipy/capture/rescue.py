@@ -19,7 +19,6 @@ Linux and macOS; no IPython, no torch.
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import selectors
@@ -29,7 +28,7 @@ import sys
 import time
 from typing import Any, Optional, Sequence, Tuple
 
-__all__ = ["DEATH_PREFIX", "TailFile", "read_death", "read_tail", "spawn"]
+__all__ = ["DEATH_PREFIX", "TailFile", "dismiss", "read_death", "read_tail", "spawn"]
 
 DEATH_PREFIX = "exit-"  # {ring folder}/exit-{pid}: "wait-status death-time", written after the pipes were drained
 TAIL_NAME = "runner.stderr"
@@ -49,23 +48,29 @@ class TailFile:
         finally:
             os.close(fd)
         self.path, self.size, self.total = path, size, 0
+        self._pack = _TAIL_HEADER.pack_into
 
     def write(self, data: bytes) -> None:
-        mm, size = self.mm, self.size
-        if mm is None:
+        """One chunk the tap recorded (~0.2 us for a line: it runs on the tap's reader thread)."""
+        n, total, size = len(data), self.total, self.size
+        at = total % size
+        if at + n <= size:  # the usual case: one copy, then the count that makes it visible
+            self.mm[_TAIL_HEADER.size + at:_TAIL_HEADER.size + at + n] = data
+            self.total = total + n
+            self._pack(self.mm, 0, total + n)
             return
-        if len(data) > size:
-            self.total += len(data) - size
-            data = data[-size:]
-        at = _TAIL_HEADER.size + self.total % size
-        first = min(len(data), size - self.total % size)
-        mm[at:at + first] = data[:first]
-        if first < len(data):
-            mm[_TAIL_HEADER.size:_TAIL_HEADER.size + len(data) - first] = data[first:]
-        self.total += len(data)
-        _TAIL_HEADER.pack_into(mm, 0, self.total)
+        if n > size:
+            total += n - size
+            data, n = data[-size:], size
+            at = total % size
+        first = size - at
+        self.mm[_TAIL_HEADER.size + at:_TAIL_HEADER.size + size] = data[:first]
+        self.mm[_TAIL_HEADER.size:_TAIL_HEADER.size + n - first] = data[first:]
+        self.total = total + n
+        self._pack(self.mm, 0, total + n)
 
     def close(self) -> None:
+        """After the tap stopped (it writes no more)."""
         mm, self.mm = self.mm, None
         if mm is not None:
             mm.close()
@@ -119,12 +124,24 @@ def spawn(channels: Sequence[Tuple[int, int, int]], ring_dir: Optional[str] = No
     for i, (fd, read, prev) in enumerate(channels):
         actions += [(os.POSIX_SPAWN_DUP2, read, base + 2 * i), (os.POSIX_SPAWN_DUP2, prev, base + 2 * i + 1)]
         spec.append([fd, base + 2 * i, base + 2 * i + 1])
-    arg = json.dumps({"pid": os.getpid(), "channels": spec, "ring_dir": ring_dir, "owner": owner})
+    # argv: pid, ring folder, "owner" or "-", the report's path, then fd:read:prev per channel (json costs 1.5 ms)
+    args = [str(os.getpid()), ring_dir or "", "owner" if owner is not None else "-",
+            (owner or {}).get("report") or "", *(":".join(map(str, c)) for c in spec)]
     try:
-        return os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", os.path.abspath(__file__), arg],
+        return os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", os.path.abspath(__file__), *args],
                               dict(os.environ), file_actions=actions)
     except OSError:
         return None
+
+
+def dismiss(pid: int) -> None:
+    """The process leaves through Python, its tap stopped and drained: the helper has nothing left to do. Ending it
+    now spares a caller that reads our stderr to its end the wait for the helper's own start-up (~25 ms)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:  # already gone, or reaped by someone else
+        pass
 
 
 # ---- the helper process -------------------------------------------------------------------------------------------
@@ -235,11 +252,12 @@ def _summarize(folder: str, pid: int, code: Optional[int], rescued: bytes, owner
                                                            code if code is not None else 1, report))  # -9: SIGKILL
 
 
-def _main(arg: str) -> None:
+def _main(args: list[str]) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a Ctrl-C or the launcher's SIGTERM: drain first
         signal.signal(sig, signal.SIG_IGN)
-    spec = json.loads(arg)
-    pid, channels, folder, owner = spec["pid"], spec["channels"], spec["ring_dir"], spec["owner"]
+    pid, folder = int(args[0]), args[1] or None
+    owner = {"report": args[3] or None} if args[2] == "owner" else None
+    channels = [[int(n) for n in c.split(":")] for c in args[4:]]
     _wait_for_death(pid)
     status = _wait_status(pid)
     rescued = _forward(channels)
@@ -253,4 +271,4 @@ def _main(arg: str) -> None:
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1])
+    _main(sys.argv[1:])

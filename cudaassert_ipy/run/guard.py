@@ -77,6 +77,7 @@ class Guard:
         self._close_ring: Callable[[], None] | None = None
         self.ring_folder: str | None = None  # the children's rings (run/ranks.py), owned by this runner
         self._tail: Any = None  # capture.rescue.TailFile: this runner's stderr tail, for its watcher
+        self._rescue: tuple[int, int] | None = None  # (the rescue helper's pid, the pid that started it)
         self.diagnosis: Diagnosis | None = None
         self.exception: BaseException | None = None
         self.report_text = ""
@@ -121,12 +122,25 @@ class Guard:
                 self._tail = None
             owner = {"report": self.options.report_json}
         channels = [c for t in tap.taps for c in t.channel_fds()]
-        rescue.spawn(channels, os.environ.get(ring.ENV), owner)
+        pid = rescue.spawn(channels, os.environ.get(ring.ENV), owner)
+        if pid is not None:
+            self._rescue = (pid, os.getpid())
+            import atexit
+
+            atexit.register(self._dismiss_rescue)  # leaving through Python: the tap forwards its own bytes
+
+    def _dismiss_rescue(self) -> None:
+        started, self._rescue = self._rescue, None
+        if started is not None and started[1] == os.getpid():  # never from a forked child: the helper is its parent's
+            from cudaassert_ipy.capture import rescue
+
+            rescue.dismiss(started[0])
 
     def stop(self) -> None:
         tap, self.tap = self.tap, None
         if tap is not None:
             tap.stop()
+        self._dismiss_rescue()
         stop_bookmark, self._stop_bookmark = self._stop_bookmark, None
         if stop_bookmark is not None:
             stop_bookmark()
