@@ -265,6 +265,16 @@ class FdTap:
         """(tapped fd, our pipe's read end, the old destination) per fd while started: what rescue.py holds."""
         return tuple((channel.fd, channel.read, channel.prev) for channel in self._channels)
 
+    def set_mirror(self, mirror: Callable[[bytes], None], seed: int) -> None:
+        """From now on write every recorded chunk to ``mirror`` too, after the last ``seed`` bytes recorded so far."""
+        with self._lock:
+            kept = min(len(self._buf), self._tail_bytes, seed)
+            try:
+                mirror(bytes(self._buf[len(self._buf) - kept:]))
+            except Exception:
+                return
+            self.mirror = mirror
+
     def read_fds(self) -> Tuple[int, ...]:
         """Our pipes' read ends while started (for a caller's ``poll``: readable means bytes wait to be forwarded)."""
         return tuple(channel.read for channel in self._channels)
