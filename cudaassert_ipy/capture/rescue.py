@@ -10,10 +10,10 @@ in order, to where the tap would have (a clean exit leaves them empty), and, whe
 runner, writes its wait status into the runner's ring folder (read from ``/proc`` while it is a zombie), so the
 runner's summary can name the signal even when no launcher reported it (Lightning's own DDP launcher).
 
-The runner that owns the ring folder gets more from its helper: if the runner itself dies by a signal (Lightning's
-DDP observer SIGKILLs rank 0, which is the runner, within seconds of a child's failure), the helper writes the
-dead-rank summary the runner never printed (to stderr and the JSON report) from the rings and from the tail of
-stderr the runner's tap mirrored to a file (``TailFile``), and removes the folder.
+The runner that owns the ring folder runs run/watcher.py instead, which calls ``watch`` and then, if the runner
+itself died by a signal (Lightning's DDP observer SIGKILLs rank 0, which is the runner, within seconds of a child's
+failure), writes the dead-rank summary the runner never printed, from the rings and from the tail of stderr the
+runner's tap mirrored to a file (``TailFile``).
 Linux and macOS; no IPython, no torch.
 """
 
@@ -26,9 +26,9 @@ import signal
 import struct
 import sys
 import time
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
-__all__ = ["DEATH_PREFIX", "TailFile", "dismiss", "read_death", "read_tail", "spawn"]
+__all__ = ["DEATH_PREFIX", "TAIL_NAME", "Death", "TailFile", "dismiss", "read_death", "read_tail", "spawn", "watch"]
 
 DEATH_PREFIX = "exit-"  # {ring folder}/exit-{pid}: "wait-status death-time", written after the pipes were drained
 TAIL_NAME = "runner.stderr"
@@ -108,27 +108,27 @@ def read_death(folder: str, pid: int) -> Optional[Tuple[Optional[int], float]]:
     return code, float(when)
 
 
-def spawn(channels: Sequence[Tuple[int, int, int]], ring_dir: Optional[str] = None,
-          owner: Optional[dict[str, Any]] = None) -> Optional[int]:
+def spawn(channels: Sequence[Tuple[int, int, int]], ring_dir: Optional[str] = None, program: Optional[str] = None,
+          extra: Sequence[str] = ()) -> Optional[int]:
     """Start the helper for this process: ``channels`` are (tapped fd, pipe read end, old destination) triples.
 
-    ``owner``: this process owns ``ring_dir`` (the runner); its keys are the summary's (report path, quiet).
+    ``program``: a script that calls ``watch`` and then does more with the death (run/watcher.py, for the runner
+    that owns ``ring_dir``), given ``extra`` after our arguments; this file by default.
     Returns the helper's pid, or None where it cannot start (the tap runs on without it, as before).
     """
     if not channels or not hasattr(os, "posix_spawn"):
         return None
     sources = [fd for _, read, prev in channels for fd in (read, prev)]
     base = max(sources) + 1  # above every source: no dup2 overwrites one still to be duplicated
-    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, n, os.devnull, os.O_RDWR, 0) for n in (0, 1, 2)]
+    actions: List[Tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, n, os.devnull, os.O_RDWR, 0) for n in (0, 1, 2)]
     spec = []
     for i, (fd, read, prev) in enumerate(channels):
         actions += [(os.POSIX_SPAWN_DUP2, read, base + 2 * i), (os.POSIX_SPAWN_DUP2, prev, base + 2 * i + 1)]
-        spec.append([fd, base + 2 * i, base + 2 * i + 1])
-    # argv: pid, ring folder, "owner" or "-", the report's path, then fd:read:prev per channel (json costs 1.5 ms)
-    args = [str(os.getpid()), ring_dir or "", "owner" if owner is not None else "-",
-            (owner or {}).get("report") or "", *(":".join(map(str, c)) for c in spec)]
+        spec.append(f"{fd}:{base + 2 * i}:{base + 2 * i + 1}")
+    # argv: pid, ring folder, the channels' count, fd:read:prev per channel, the program's own (json costs 1.5 ms)
+    args = [str(os.getpid()), ring_dir or "", str(len(spec)), *spec, *extra]
     try:
-        return os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", os.path.abspath(__file__), *args],
+        return os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", program or os.path.abspath(__file__), *args],
                               dict(os.environ), file_actions=actions)
     except OSError:
         return None
@@ -228,47 +228,32 @@ def _write_death(folder: str, pid: int, status: Optional[int]) -> None:
         pass
 
 
-def _summarize(folder: str, pid: int, code: Optional[int], rescued: bytes, owner: dict[str, Any],
-               stderr: Optional[int]) -> None:
-    """The runner died by a signal before its summary: say what its ranks left on disk, then remove the folder."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from cudaassert_ipy.run import ranks
+class Death(NamedTuple):
+    """What the helper saw: the process, its wait status (None: already collected), fd 2's rescued bytes."""
 
-    ranks.wait_for_rescue(folder)
-    text = (read_tail(os.path.join(folder, TAIL_NAME)) + rescued).decode("utf-8", "replace")
-    lines = ranks.summary(folder, None, text)
-    ranks.cleanup(folder, {})  # a SIGKILLed runner would leave its empty folder in /tmp
-    if not lines:  # no rank died without Python (a plain script that aborted): its own stderr says it all
-        return
-    report = "\n".join([ranks.runner_killed(pid, code), *lines])
-    if stderr is not None:
-        _write_all(stderr, (report + "\n").encode())
-    path = owner.get("report")
-    if path:
-        from cudaassert_ipy.run import outputs
-        from cudaassert_ipy.run.rank import RankInfo
-
-        outputs.write_report_json(path, outputs.report_data(None, RankInfo(None, None, None, False),
-                                                           code if code is not None else 1, report))  # -9: SIGKILL
+    pid: int
+    status: Optional[int]
+    rescued: bytes
+    folder: Optional[str]  # the ring folder, when it still exists (a runner that left through Python removed it)
+    stderr: Optional[int]  # the descriptor fd 2 forwarded to
 
 
-def _main(args: list[str]) -> None:
+def watch(args: Sequence[str]) -> Tuple[Death, List[str]]:
+    """The helper's work (argv from ``spawn``): wait for the death, forward, record; returns the rest of argv."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a Ctrl-C or the launcher's SIGTERM: drain first
         signal.signal(sig, signal.SIG_IGN)
-    pid, folder = int(args[0]), args[1] or None
-    owner = {"report": args[3] or None} if args[2] == "owner" else None
-    channels = [[int(n) for n in c.split(":")] for c in args[4:]]
+    pid, folder, count = int(args[0]), args[1] or None, int(args[2])
+    channels = [[int(n) for n in c.split(":")] for c in args[3:3 + count]]
     _wait_for_death(pid)
     status = _wait_status(pid)
     rescued = _forward(channels)
-    if not folder or not os.path.isdir(folder):  # the runner cleaned up: it left through Python
-        return
-    _write_death(folder, pid, status)
-    if owner is not None and (status is None or os.WIFSIGNALED(status)):
-        stderr = next((prev for fd, _, prev in channels if fd == 2), None)
-        code = os.waitstatus_to_exitcode(status) if status is not None else None
-        _summarize(folder, pid, code, rescued, owner, stderr)
+    if folder is not None and os.path.isdir(folder):
+        _write_death(folder, pid, status)
+    else:
+        folder = None
+    stderr = next((prev for fd, _, prev in channels if fd == 2), None)
+    return Death(pid, status, rescued, folder, stderr), list(args[3 + count:])
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1:])
+    watch(sys.argv[1:])

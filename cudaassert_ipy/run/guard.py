@@ -113,9 +113,13 @@ class Guard:
         from cudaassert_ipy.capture import rescue
         from cudaassert_ipy.data import ring
 
-        owner = {"report": self.options.report_json} if self.ring_folder is not None else None
         channels = [c for t in tap.taps for c in t.channel_fds()]
-        pid = rescue.spawn(channels, os.environ.get(ring.ENV), owner)
+        if self.ring_folder is not None:  # this runner owns the ring folder: its helper summarises if it is killed
+            from cudaassert_ipy.run import watcher
+
+            pid = rescue.spawn(channels, self.ring_folder, watcher.__file__, [self.options.report_json or ""])
+        else:
+            pid = rescue.spawn(channels, os.environ.get(ring.ENV))
         if pid is not None:
             self._rescue = (pid, os.getpid())
             import atexit
