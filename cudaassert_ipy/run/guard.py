@@ -238,9 +238,9 @@ class Guard:
         """After a launcher under this runner failed: the ranks that died without Python (run/ranks.py)."""
         if self.ring_folder is None:
             return
-        try:
-            from cudaassert_ipy.run import ranks
+        from cudaassert_ipy.run import ranks
 
+        try:
             ranks.wait_for_rescue(self.ring_folder)  # a dead rank's helper forwards its last stderr into our tap
             text = ""
             if self.tap is not None:
@@ -252,6 +252,7 @@ class Guard:
         if lines:
             text = "\n".join(lines)
             print(text, file=sys.stderr, flush=True)
+            ranks.mark_reported(self.ring_folder)
             self.report_text = f"{self.report_text}\n{text}" if self.report_text else text
 
     def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str) -> Diagnosis:

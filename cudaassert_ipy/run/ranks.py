@@ -23,8 +23,8 @@ from typing import Any, MutableMapping
 from cudaassert_ipy.data import ring
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "cleanup", "prepare", "runner_killed", "summary",
-           "wait_for_rescue"]
+__all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "cleanup", "mark_reported", "prepare", "reported",
+           "runner_killed", "summary", "wait_for_rescue"]
 
 DIED = "{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) died {how} without a Python traceback: {why}"
 LAST = "{prefix}   its last batches, latest first (written by its DataLoader bookmark as it went): {batches}"
@@ -49,6 +49,7 @@ UNKNOWN = "it never reached Python's exit (the launcher gave no exit code for it
 _WATCHDOG = re.compile(r"(?:\[PG [^\]]*?Rank (\d+)\] )?Process group watchdog thread terminated with exception: "
                        r"([^\n]*)")
 _SHOWN = 3  # batches named per rank
+_REPORTED = "reported"
 _RESCUE_S = 3.0  # how long the summary waits for a dead rank's helper to forward its last stderr
 
 
@@ -69,6 +70,19 @@ def cleanup(folder: str | None, environ: MutableMapping[str, str]) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         if environ.get(ring.ENV) == folder:
             del environ[ring.ENV]
+
+
+def mark_reported(folder: str) -> None:
+    """The runner printed its summary: its watcher must not print it again if the runner is killed right after."""
+    try:
+        with open(os.path.join(folder, _REPORTED), "w"):
+            pass
+    except OSError:
+        pass
+
+
+def reported(folder: str) -> bool:
+    return os.path.exists(os.path.join(folder, _REPORTED))
 
 
 def runner_killed(pid: int, code: int | None) -> str:

@@ -29,6 +29,9 @@ def summarize(death: Death, report: str | None) -> None:
     folder = death.folder
     if folder is None:
         return
+    if ranks.reported(folder):  # the runner printed it, then was killed before it removed the folder
+        ranks.cleanup(folder, {})
+        return
     code = os.waitstatus_to_exitcode(death.status) if death.status is not None else None
     ranks.wait_for_rescue(folder)
     text = (rescue.read_tail(os.path.join(folder, rescue.TAIL_NAME)) + death.rescued).decode("utf-8", "replace")
