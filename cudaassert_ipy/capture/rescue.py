@@ -116,8 +116,8 @@ def spawn(channels: Sequence[Tuple[int, int, int]], ring_dir: Optional[str] = No
     that owns ``ring_dir``), given ``extra`` after our arguments; this file by default.
     Returns the helper's pid, or None where it cannot start (the tap runs on without it, as before).
     """
-    if not channels or not hasattr(os, "posix_spawn"):
-        return None
+    if not channels or not hasattr(os, "posix_spawn") or "python" not in os.path.basename(sys.executable or "").lower():
+        return None  # Windows; an embedding host whose sys.executable is not an interpreter
     sources = [fd for _, read, prev in channels for fd in (read, prev)]
     base = max(sources) + 1  # above every source: no dup2 overwrites one still to be duplicated
     actions: List[Tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, n, os.devnull, os.O_RDWR, 0) for n in (0, 1, 2)]
