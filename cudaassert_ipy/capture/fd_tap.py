@@ -99,6 +99,8 @@ class FdTap:
         self._owner_pid = -1
         self._routed = False  # some channel has a CellRoute: the reader then times out to release held lines
         self.error: Optional[BaseException] = None  # what stopped the reader thread, if anything
+        #: where every recorded chunk is also written (rescue.TailFile: the runner's stderr tail on disk), or None
+        self.mirror: Optional[Callable[[bytes], None]] = None
 
     @property
     def active(self) -> bool:
@@ -259,6 +261,20 @@ class FdTap:
         """The fds whose bytes go to the log whole and to the cell thinned (ipykernel found under them)."""
         return tuple(channel.fd for channel in self._channels if channel.route is not None)
 
+    def channel_fds(self) -> Tuple[Tuple[int, int, int], ...]:
+        """(tapped fd, our pipe's read end, the old destination) per fd while started: what rescue.py holds."""
+        return tuple((channel.fd, channel.read, channel.prev) for channel in self._channels)
+
+    def set_mirror(self, mirror: Callable[[bytes], None], seed: int) -> None:
+        """From now on write every recorded chunk to ``mirror`` too, after the last ``seed`` bytes recorded so far."""
+        with self._lock:
+            kept = min(len(self._buf), self._tail_bytes, seed)
+            try:
+                mirror(bytes(self._buf[len(self._buf) - kept:]))
+            except Exception:
+                return
+            self.mirror = mirror
+
     def read_fds(self) -> Tuple[int, ...]:
         """Our pipes' read ends while started (for a caller's ``poll``: readable means bytes wait to be forwarded)."""
         return tuple(channel.read for channel in self._channels)
@@ -399,6 +415,11 @@ class FdTap:
 
     def _record(self, data: bytes) -> None:
         self.bytes_seen += len(data)
+        if self.mirror is not None:
+            try:
+                self.mirror(data)
+            except Exception:  # a full disk or a closed map: the tail in memory goes on
+                self.mirror = None
         if self._tail_bytes:
             self._buf += data
             if len(self._buf) > 2 * self._tail_bytes:  # trim rarely: keeps appends amortised O(1)

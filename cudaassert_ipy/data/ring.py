@@ -20,9 +20,9 @@ import mmap
 import os
 import struct
 from array import array
-from typing import Any, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
-__all__ = ["ENV", "EXITED", "RUNNING", "Ring", "RingData", "read"]
+__all__ = ["ENV", "EXITED", "RUNNING", "LazyRing", "Ring", "RingData", "rank_from_env", "read"]
 
 ENV = "CUDAASSERT_RING_DIR"  # set by the runner for its children: where each rank maps its ring
 MAGIC = b"CARING1\n"
@@ -89,6 +89,60 @@ class Ring:
         if mm is not None:
             struct.pack_into("<q", mm, _STATE_AT, EXITED)
             mm.close()
+
+
+def rank_from_env(env: Mapping[str, str]) -> tuple[int, int] | None:
+    """(rank, local rank) from torchrun's RANK, or from LOCAL_RANK on one node (Lightning's own DDP launcher sets
+    LOCAL_RANK, NODE_RANK and WORLD_SIZE, never RANK); None outside a job."""
+    try:
+        local = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
+        if "RANK" in env:
+            return int(env["RANK"]), local or 0
+        if local is not None and env.get("NODE_RANK", "0") == "0":
+            return local, local
+    except ValueError:
+        pass
+    return None
+
+
+class LazyRing:
+    """A ring opened at the rank's first batch, not when torch is imported: Lightning's launcher sets rank 0's
+    variables (in the runner's own process) only when ``fit`` starts. Nothing is opened outside a job."""
+
+    def __init__(self, folder: str, opened: Callable[[Ring], None]) -> None:
+        self.folder, self.opened = folder, opened
+        self.ring: Ring | None = None
+        self.failed = False
+
+    def write(self, epoch: int, batch: int, indices: Any, low: int = 0, high: int = 0) -> None:
+        ring = self.ring
+        if ring is None:
+            if self.failed:
+                return
+            ring = self._open()
+            if ring is None:
+                return
+        ring.write(epoch, batch, indices, low, high)
+
+    def _open(self) -> Ring | None:
+        ranks = rank_from_env(os.environ)
+        if ranks is None:  # not (yet) a rank: asked again at the next batch (two dict lookups)
+            return None
+        if not os.path.isdir(self.folder):
+            self.failed = True
+            return None
+        try:
+            ring = Ring(self.folder, *ranks)
+        except (OSError, ValueError):  # no room or no mmap: the rank runs on, its report just lacks the batches
+            self.failed = True
+            return None
+        self.ring = ring
+        self.opened(ring)
+        return ring
+
+    def close(self) -> None:
+        if self.ring is not None:
+            self.ring.close()
 
 
 class RingData(NamedTuple):

@@ -39,6 +39,8 @@ torchrun:   torchrun --nproc-per-node 8 -m cudaassert_ipy train.py ARGS
 dead ranks: python -m cudaassert_ipy -m torch.distributed.run --nproc-per-node 8 train.py ARGS
             The runner launches the job: a rank killed without Python (the NCCL watchdog's SIGABRT, a
             SIGKILL) gets a summary naming the rank, its signal and the sample indices of its last batches.
+            Under Lightning's own DDP launcher (python -m cudaassert_ipy train.py) the summary comes even when
+            Lightning's observer kills the runner (rank 0): a small watcher process writes it.
 children:   processes the script starts (DDP relaunches, torch.multiprocessing.spawn) are watched too,
             through a start-up hook on their PYTHONPATH (CUDAASSERT_RUN=...); nothing is installed.
 no runner:  `import cudaassert_ipy.auto` as the first line of a script does the same (python -c, ipython).

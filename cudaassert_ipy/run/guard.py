@@ -76,6 +76,8 @@ class Guard:
         self._stop_bookmark: Callable[[], None] | None = None
         self._close_ring: Callable[[], None] | None = None
         self.ring_folder: str | None = None  # the children's rings (run/ranks.py), owned by this runner
+        self._tail: Any = None  # capture.rescue.TailFile: this runner's stderr tail, for its watcher
+        self._rescue: tuple[int, int] | None = None  # (the rescue helper's pid, the pid that started it)
         self.diagnosis: Diagnosis | None = None
         self.exception: BaseException | None = None
         self.report_text = ""
@@ -103,11 +105,53 @@ class Guard:
             self.note(TAP_UNAVAILABLE.format(prefix=PREFIX, error=e))
             return
         self.tap = tap
+        self._start_rescue(tap)
+
+    def _start_rescue(self, tap: TapSet) -> None:
+        """The helper that forwards what our pipes still hold if this process dies without Python (rescue.py);
+        for a runner that launched a job, also the watcher that summarises it if the runner itself is killed."""
+        from cudaassert_ipy.capture import rescue
+        from cudaassert_ipy.data import ring
+
+        channels = [c for t in tap.taps for c in t.channel_fds()]
+        if self.ring_folder is not None:  # this runner owns the ring folder: its helper summarises if it is killed
+            from cudaassert_ipy.run import watcher
+
+            pid = rescue.spawn(channels, self.ring_folder, watcher.__file__, [self.options.report_json or ""])
+        else:
+            pid = rescue.spawn(channels, os.environ.get(ring.ENV))
+        if pid is not None:
+            self._rescue = (pid, os.getpid())
+            import atexit
+
+            atexit.register(self._dismiss_rescue)  # leaving through Python: the tap forwards its own bytes
+
+    def _start_tail(self) -> None:
+        """Keep the tail of our fd 2 (the ranks' stderr passes through it) on disk too, for the watcher that reports
+        if this runner is killed (Lightning's observer SIGKILLs rank 0 with the rest). Only then: it costs ~0.2 us
+        per chunk on the tap's thread; what was written before is copied from the tap's tail in memory."""
+        from cudaassert_ipy.capture import rescue
+
+        if self.tap is None or self.ring_folder is None or self._tail is not None:
+            return
+        try:
+            self._tail = rescue.TailFile(os.path.join(self.ring_folder, rescue.TAIL_NAME))
+        except (OSError, ValueError):
+            return
+        self.tap.taps[0].set_mirror(self._tail.write, self._tail.size)  # taps[0]: fd 2
+
+    def _dismiss_rescue(self) -> None:
+        started, self._rescue = self._rescue, None
+        if started is not None and started[1] == os.getpid():  # never from a forked child: the helper is its parent's
+            from cudaassert_ipy.capture import rescue
+
+            rescue.dismiss(started[0])
 
     def stop(self) -> None:
         tap, self.tap = self.tap, None
         if tap is not None:
             tap.stop()
+        self._dismiss_rescue()
         stop_bookmark, self._stop_bookmark = self._stop_bookmark, None
         if stop_bookmark is not None:
             stop_bookmark()
@@ -116,6 +160,9 @@ class Guard:
         close_ring, self._close_ring = self._close_ring, None
         if close_ring is not None:
             close_ring()
+        tail, self._tail = self._tail, None
+        if tail is not None:
+            tail.close()
         if self.ring_folder is not None:
             from cudaassert_ipy.run import ranks
 
@@ -135,17 +182,18 @@ class Guard:
         from cudaassert_ipy.data import ring
 
         folder = os.environ.get(ring.ENV)
-        if not folder or self.rank.rank is None or not os.path.isdir(folder):
+        if not folder or not os.path.isdir(folder):
             return None
-        try:
-            written = ring.Ring(folder, self.rank.rank, self.rank.local_rank or 0)
-        except (OSError, ValueError):  # no room or no mmap: the rank runs on, its report just lacks the batches
-            return None
-        import atexit
 
-        atexit.register(written.close)  # leaving through Python: not a silent death
-        self._close_ring = written.close
-        return written
+        def opened(written: ring.Ring) -> None:
+            import atexit
+
+            atexit.register(written.close)  # leaving through Python: not a silent death
+            self._close_ring = written.close
+            if self.ring_folder is not None:  # this runner is rank 0 itself (Lightning): its children may kill it
+                self._start_tail()
+
+        return ring.LazyRing(folder, opened)  # the rank is read at its first batch (Lightning sets it late)
 
     def note(self, text: str) -> None:
         if not self.options.quiet:
@@ -190,9 +238,10 @@ class Guard:
         """After a launcher under this runner failed: the ranks that died without Python (run/ranks.py)."""
         if self.ring_folder is None:
             return
-        try:
-            from cudaassert_ipy.run import ranks
+        from cudaassert_ipy.run import ranks
 
+        try:
+            ranks.wait_for_rescue(self.ring_folder)  # a dead rank's helper forwards its last stderr into our tap
             text = ""
             if self.tap is not None:
                 self.tap.drain()
@@ -203,6 +252,7 @@ class Guard:
         if lines:
             text = "\n".join(lines)
             print(text, file=sys.stderr, flush=True)
+            ranks.mark_reported(self.ring_folder)
             self.report_text = f"{self.report_text}\n{text}" if self.report_text else text
 
     def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str) -> Diagnosis:

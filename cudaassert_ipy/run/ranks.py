@@ -17,12 +17,14 @@ import re
 import shutil
 import signal
 import tempfile
+import time
 from typing import Any, MutableMapping
 
 from cudaassert_ipy.data import ring
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["DIED", "LAST", "NO_BATCHES", "cleanup", "prepare", "summary"]
+__all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "cleanup", "mark_reported", "prepare", "reported",
+           "runner_killed", "summary", "wait_for_rescue"]
 
 DIED = "{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) died {how} without a Python traceback: {why}"
 LAST = "{prefix}   its last batches, latest first (written by its DataLoader bookmark as it went): {batches}"
@@ -40,10 +42,15 @@ KILLED = ("it was killed from outside (Lightning's DDP observer kills every rank
 SIGNALLED = "a signal ended it, so no excepthook ran."
 STOPPED = ("{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) was stopped by the launcher ({how}) after "
            "rank {first} died.")
+RUNNER_KILLED = ("{prefix} the runner (pid {pid}) was itself ended {how} before it could print its summary "
+                 "(Lightning's DDP observer kills rank 0, the runner, with the rest); its watcher reports what the "
+                 "ranks left on disk:")
 UNKNOWN = "it never reached Python's exit (the launcher gave no exit code for it)."
 _WATCHDOG = re.compile(r"(?:\[PG [^\]]*?Rank (\d+)\] )?Process group watchdog thread terminated with exception: "
                        r"([^\n]*)")
 _SHOWN = 3  # batches named per rank
+_REPORTED = "reported"
+_RESCUE_S = 3.0  # how long the summary waits for a dead rank's helper to forward its last stderr
 
 
 def prepare(environ: MutableMapping[str, str]) -> str | None:
@@ -65,11 +72,46 @@ def cleanup(folder: str | None, environ: MutableMapping[str, str]) -> None:
             del environ[ring.ENV]
 
 
+def mark_reported(folder: str) -> None:
+    """The runner printed its summary: its watcher must not print it again if the runner is killed right after."""
+    try:
+        with open(os.path.join(folder, _REPORTED), "w"):
+            pass
+    except OSError:
+        pass
+
+
+def reported(folder: str) -> bool:
+    return os.path.exists(os.path.join(folder, _REPORTED))
+
+
+def runner_killed(pid: int, code: int | None) -> str:
+    """The watcher's first line when the runner died by a signal (``code``: None when its status was collected)."""
+    return RUNNER_KILLED.format(prefix=PREFIX, pid=pid, how=_how(code, None)[0] if code is not None else "by a signal")
+
+
+def wait_for_rescue(folder: str, timeout: float = _RESCUE_S) -> None:
+    """Wait until each rank that died without Python has its helper's death file (capture/rescue.py): written
+    after the helper forwarded the bytes the rank's pipes still held, so they are in our stderr by then."""
+    from cudaassert_ipy.capture.rescue import read_death
+
+    deadline = time.monotonic() + timeout
+    for path in glob.glob(os.path.join(folder, "*.ring")):
+        data = ring.read(path)
+        if data is None or data.exited:
+            continue
+        while read_death(folder, data.pid) is None and not _alive(data.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
 def summary(folder: str | None, error: BaseException | None, text: str) -> list[str]:
     """The lines for every rank that died without Python (empty when none did)."""
     if not folder:
         return []
+    from cudaassert_ipy.capture.rescue import read_death
+
     codes = _exit_codes(error)
+    deaths: dict[int, float] = {}
     watchdog = _watchdog_lines(text)
     lines: list[str] = []
     rings = [r for r in (ring.read(p) for p in glob.glob(os.path.join(folder, "*.ring"))) if r is not None]
@@ -78,15 +120,23 @@ def summary(folder: str | None, error: BaseException | None, text: str) -> list[
         if data.exited or _alive(data.pid):
             continue
         code = codes.get(data.pid, codes.get(("rank", data.rank)))
+        death = read_death(folder, data.pid)  # its helper saw it die (the signal even where no launcher said)
+        if death is not None:
+            code = death[0] if code is None else code
+            deaths[data.pid] = death[1]
         if code is None and not data.batches:  # a helper process (a DataLoader worker) that imported torch
             continue
         dead.append((data, code))
-    first = next((d.rank for d, code in dead if code != -signal.SIGTERM), None)
+    # the first to die: by the helpers' clocks where they saw it, else the first not ended by torchrun's SIGTERM
+    timed = sorted((deaths[d.pid], d.rank) for d, _ in dead if d.pid in deaths)
+    first = timed[0][1] if timed else next((d.rank for d, code in dead if code != -signal.SIGTERM), None)
+    stops = (-signal.SIGTERM, -signal.SIGKILL) if timed else (-signal.SIGTERM,)
     for data, code in dead:
         how, why = _how(code, watchdog.get(data.rank) or watchdog.get(None))
-        if code == -signal.SIGTERM and first is not None:  # torchrun's agent ends the others after a failure
+        # the launcher ends the others after a failure (unknown: its status was collected before a helper could read it)
+        if first is not None and data.rank != first and (code in stops or (code is None and data.pid in deaths)):
             lines.append(STOPPED.format(prefix=PREFIX, rank=data.rank, local_rank=data.local_rank, pid=data.pid,
-                                        how=how[3:], first=first))
+                                        how=how[3:] if how.startswith("by ") else how[1:-1], first=first))
             continue
         lines.append(DIED.format(prefix=PREFIX, rank=data.rank, local_rank=data.local_rank, pid=data.pid, how=how,
                                  why=why))
