@@ -188,6 +188,42 @@ def test_lightning_trainer_on_cpu_names_the_sample(bookmark, tmp_path):
     assert f"`train_ds[{BAD}]` has class label 9" in check.lines[0]
 
 
+class Unsized(torch.utils.data.Sampler):
+    """A shuffled order with no ``__len__``: the loader's length is unknown, as a streamed dataset's is."""
+
+    def __iter__(self):
+        return iter(torch.randperm(64, generator=torch.Generator().manual_seed(3)).tolist())
+
+
+def test_lightning_with_a_loader_of_unknown_length_names_the_batch_before_the_prefetched_one(bookmark, tmp_path):
+    import lightning as L
+
+    class Classifier(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, CLASSES)
+
+        def training_step(self, batch, batch_idx):
+            return F.cross_entropy(self.layer(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    train_ds = Labelled()
+    train_loader = DataLoader(train_ds, batch_size=4, sampler=Unsized())
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path))
+    with pytest.raises(IndexError, match="Target 9 is out of bounds"):
+        trainer.fit(Classifier(), train_loader)
+    records, check = named(bookmark, {"train_loader": train_loader, "train_ds": train_ds})
+    bad = the_bad_record(records)
+    assert records[0].batch == bad.batch + 1, "Lightning had fetched the next batch"
+    assert [s.dataset_index for s in check.samples] == [BAD]
+    assert check.lines[1] == (f"`train_loader` had yielded 1 batch after the batch being processed at the error "
+                              f"(Lightning's data fetcher fetches the next batch ahead for a loader of unknown "
+                              f"length): that batch is batch {bad.batch} of epoch 0.")
+
+
 def test_lightning_under_ddp_iterates_a_rebuilt_loader_whose_records_still_name_the_users_loader_and_sample(
         bookmark, tmp_path):
     import lightning as L

@@ -6,7 +6,8 @@ and at the iterator's dataset, and says
 
 - how many batches the framework fetches beyond the one it is processing (accelerate's ``DataLoaderShard``
   runs one ahead, the Trainer pulls all gradient-accumulation micro-batches of a step before the first
-  forward, timm's ``PrefetchLoader`` one ahead): the bookmark keeps that many more batches, and the report
+  forward, timm's ``PrefetchLoader`` one ahead, Lightning's fetcher one ahead for a loader of unknown length):
+  the bookmark keeps that many more batches, and the report
   names the batch being processed at the error, or the candidates when it cannot know which;
 - for fastai, whose loader drives torch's iterator over a counter, the dataset indices of batch ``k``.
 
@@ -21,7 +22,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from cudaassert_ipy.data.loaders import accelerate, fastai, timm, transformers
+from cudaassert_ipy.data.loaders import accelerate, fastai, lightning, timm, transformers
 from cudaassert_ipy.frameworks.base import frame_module, frame_self, in_packages
 
 __all__ = ["DEFAULT_KEEP", "Ahead", "View", "inspect"]
@@ -30,7 +31,7 @@ DEFAULT_KEEP = 3  # batches kept per iterator when no framework fetches ahead: t
 _FRAMES = 24  # frames looked at above the first __next__ of an iteration
 #: only these packages' frames are asked for their ``self``: reading a frame's locals on Python < 3.13 leaves a
 #: snapshot of them on the frame (the user's loop frame would hold its last batch and loss until it runs on)
-_PACKAGES = ("accelerate", "timm", "transformers")
+_PACKAGES = ("accelerate", "lightning", "pytorch_lightning", "timm", "transformers")
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ def _inspect(it: Any, frame: types.FrameType | None, default_keep: int) -> View:
         obj = frame_self(frame) if in_packages(frame_module(frame), _PACKAGES) else None
         if obj is not None and id(obj) not in seen:
             seen.add(id(obj))
-            for found in (accelerate.ahead(obj), timm.ahead(obj), transformers.ahead(obj, frame)):
+            for found in (accelerate.ahead(obj), lightning.ahead(obj), timm.ahead(obj),
+                          transformers.ahead(obj, frame)):
                 if found is not None:
                     ahead = ahead + Ahead(*found)
         frame, n = frame.f_back, n + 1
