@@ -2,7 +2,7 @@
 # Creates (or refreshes) the project's virtual environments. Sourced by lab.sh and test.sh.
 #   .venv            latest releases (IPython 9, ipykernel 7, ipywidgets 8, JupyterLab 4), torch 2.13 CPU build
 #   .venv-colab      the versions Colab and Kaggle pin (IPython 7.34, ipykernel 6.17, ipywidgets 7)
-#   .venv-fw         the real frameworks (`frameworks` extra) on torch 2.14.1, Python 3.11
+#   .venv-fw         the real frameworks (`frameworks` extra) on torch 2.14.1, Python 3.11; lab.sh runs JupyterLab here
 #   .venv-py310-t24  the oldest supported: Python 3.10, torch 2.4.1 (PyPI's CUDA build; it imports without a GPU)
 #   .venv-py312, .venv-py313  the newest Pythons with torch 2.14.1
 #   .venv-dist       build tools with the setuptools floor (setuptools==77.0.3, build, twine)
@@ -41,6 +41,12 @@ ensure_venv() {  # [PY=python] [TORCH_SPEC=spec] ensure_venv DIR EXTRAS [CONSTRA
         "$dir/bin/python" -m pip install -q -e "$ROOT[$extras]" $TORCH_SPEC 2> >(grep -v "^WARNING: Location" >&2)
     fi
     echo "$want" > "$stamp"
+}
+
+ensure_fw_venv() {  # .venv-fw: torch's default build (imports without a GPU, uses one where there is one) with
+    # torchvision (fastai, timm and Ultralytics need it) and the real frameworks: the `frameworks` tests and the
+    # example notebooks (07 and 08 train with transformers and Lightning) run here
+    TORCH_SPEC="torch==2.14.1 torchvision==0.29.1" ensure_venv .venv-fw "test,browser,frameworks"
 }
 
 ensure_tools() {  # .venv-dist: the floor of build-system.requires, so the build is checked with exactly it

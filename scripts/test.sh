@@ -85,7 +85,7 @@ fi
 
 if wants frameworks; then
     begin setup "frameworks"
-    TORCH_SPEC="$NEWEST_TORCH torchvision==0.29.1" ensure_venv .venv-fw "test,browser,frameworks"  # browser: the suite collects whole
+    ensure_fw_venv  # its browser extra: the suite collects whole
     end "setup .venv-fw"
     begin frameworks "$(versions .venv-fw/bin/python)"
     KERAS_BACKEND=torch .venv-fw/bin/python -m pytest -m frameworks "$@" || status=$?
