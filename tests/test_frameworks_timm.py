@@ -151,8 +151,7 @@ trainer = Trainer(model=BertForSequenceClassification(config), args=args, train_
 
 def test_with_plain_cross_entropy_one_fix_on_every_path(tm, capfd):
     """Twin, GPU, validator and preflight word the timm fix alike: the validator finds the model in the notebook's
-    namespace (it is not on the stack when the loss is checked). (Under label smoothing the validator stops
-    ``gather`` and words an index fix: the post-mortem's label words are the rule's, not yet the validator's.)"""
+    namespace (it is not on the stack when the loss is checked)."""
     from cudaassert_ipy.checks import ValidationError, validators
     from cudaassert_ipy.checks.preflight import preflight
 
@@ -175,6 +174,26 @@ def test_with_plain_cross_entropy_one_fix_on_every_path(tm, capfd):
     assert isinstance(stop, ValidationError), stop
     report = preflight(tm.user_ns["loader"].dataset, model=tm.user_ns["model"], progress=False)
     assert twin == d.likely_fix == stop.hint == post_mortem(stop) == report.labels_fix == TIMM_FIX
+
+
+def test_under_label_smoothing_the_validators_gather_stop_words_the_same_label_fix(tm, capfd):
+    """The validator stops the smoothing loss's ``gather`` and, as the index is the class labels, gives the label
+    fix in timm's words: the same sentence as the CPU twin's and the GPU failure's post-mortems."""
+    from cudaassert_ipy.checks import ValidationError, validators
+
+    def post_mortem(error: BaseException) -> str | None:
+        detection, sites = read_failure(error, "")
+        assert detection is not None
+        return diagnose_failure(detection, sites, "", "", None, tm.user_ns)[1].likely_fix
+
+    twin = tm.run_cell("train_one_epoch()", store_history=True).error_in_exec
+    assert twin is not None
+    _, gpu = diagnose_cell(tm, "with DeadGpu(surfaces={torch.Tensor.item}):\n    train_one_epoch()", capfd)
+    with validators():
+        stop = tm.run_cell("train_one_epoch()", store_history=True).error_in_exec
+    assert isinstance(stop, ValidationError), stop
+    assert "index (the class labels)" in str(stop) and "3" in str(stop)
+    assert post_mortem(twin) == gpu.likely_fix == stop.hint == post_mortem(stop) == TIMM_FIX
 
 
 def test_mixups_one_hot_scatter_under_soft_target_loss_is_the_label_range_too(tm, loaded, capsys):

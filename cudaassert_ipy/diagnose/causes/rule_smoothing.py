@@ -20,10 +20,13 @@ from cudaassert_ipy.diagnose.hints import LabelFacts
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.evidence import Evidence
 
-__all__ = ["SMOOTHING_LOSSES", "label_smoothing"]
+__all__ = ["LABEL_INDEX_OWNERS", "SMOOTHING_LOSSES", "label_smoothing"]
 
 #: Losses whose labels become a gather or scatter index (timm's, by class name).
 SMOOTHING_LOSSES = ("LabelSmoothingCrossEntropy", "SoftTargetCrossEntropy", "JsdCrossEntropy")
+#: Objects whose method turns class labels into a gather/scatter index (by class name): the losses above, the HF
+#: Trainer's ``LabelSmoother`` and timm's ``Mixup`` (its ``one_hot``). The validators look for them on the stack.
+LABEL_INDEX_OWNERS = (*SMOOTHING_LOSSES, "LabelSmoother", "Mixup", "FastCollateMixup")
 #: The HF Trainer's label smoother, as the transformers adapter names it.
 HF_SMOOTHER = "trainer.label_smoother"
 GATHERS = "{loss} gathers each label's log-probability, so the labels are the gather's index"
