@@ -9,6 +9,8 @@ Run with the framework venv: ``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pyte
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -39,6 +41,19 @@ class Labelled(Dataset):
 
     def __getitem__(self, i):
         return torch.full((4,), float(i)), torch.tensor(9 if i == BAD else i % CLASSES)
+
+
+@pytest.fixture(autouse=True)
+def no_distributed_left_behind():
+    """The frameworks here run in this process: Lightning's DDP sets MASTER_PORT and friends in ``os.environ`` and
+    keeps its process group (and its TCPStore's port) open. Later tests' kernels and scripts inherit the environment
+    and would try to listen on that port: put both back."""
+    environ = dict(os.environ)
+    yield
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    os.environ.clear()
+    os.environ.update(environ)
 
 
 @pytest.fixture
