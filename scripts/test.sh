@@ -17,7 +17,7 @@ STAGES="${STAGES:-lint latest colab dist frameworks compat}"
 COMPAT_TESTS=(tests/test_torch_compat.py tests/test_detection.py tests/test_checks_mode.py
               tests/test_checks_mode_closure.py tests/test_debug_cell.py tests/test_bookmark_inprocess.py
               tests/test_bookmark_loaders.py tests/test_report_inprocess.py tests/test_run_cli.py
-              tests/test_kernel_report.py tests/test_init.py)
+              tests/test_kernel_report.py tests/test_init.py tests/test_passthrough.py)
 NEWEST_TORCH="torch==2.14.1"
 OLDEST_TORCH="torch==2.4.1"
 

@@ -29,6 +29,11 @@ from cudaassert_ipy.data.bookmark import Bookmark
 from cudaassert_ipy.passthrough import drop_own_frame, hide_own_frames
 
 OURS = "cudaassert_ipy"
+#: Python 3.10 re-raises a bare ``raise`` with the traceback saved when the handler was entered, our entry
+#: included: in-process and in IPython (which prints "[... skipping hidden 1 frame]" for it) the frame stays;
+#: the runner and ``auto`` hide it (``hide_own_frames``). Strict: a 3.10 that passes is news.
+PY310_KEEPS_OUR_FRAME = pytest.mark.xfail(sys.version_info < (3, 11), strict=True,
+                                          reason="Python 3.10's bare raise restores the wrapper's traceback entry")
 
 
 def _trace(action: Callable[[], Any], then: Callable[[BaseException], None] | None = None) -> str:
@@ -63,7 +68,7 @@ def _names(action: Callable[[], Any]) -> list[str]:
     raise AssertionError("no error raised")
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 re-raises with the saved traceback")
+@PY310_KEEPS_OUR_FRAME
 def test_a_wrapper_that_drops_its_frame_leaves_the_traceback_it_would_have_without_it():
     assert _names(lambda: _wrapper(_raises_deeper)) == ["_names", "<lambda>", "_raises_deeper"]
     assert _names(lambda: _wrapper(lambda: torch.zeros(2).view(3))) == ["_names", "<lambda>", "<lambda>"]
@@ -124,6 +129,7 @@ def bookmark():
     mark.unpatch()
 
 
+@PY310_KEEPS_OUR_FRAME
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("kind", sorted(LOADERS))
 def test_dataset_and_collate_errors_have_the_same_traceback_with_the_bookmark(kind, workers, request):
@@ -137,6 +143,7 @@ def test_dataset_and_collate_errors_have_the_same_traceback_with_the_bookmark(ki
     assert patched == plain
 
 
+@PY310_KEEPS_OUR_FRAME
 def test_a_samplers_own_error_with_workers_has_no_frame_of_ours(bookmark):
     class BadSampler(torch.utils.data.Sampler):
         def __len__(self) -> int:
@@ -181,6 +188,7 @@ def test_the_bookmark_still_records_the_batch_whose_dataset_raised(bookmark):
     assert records[0].note is not None and "KeyError" in records[0].note
 
 
+@PY310_KEEPS_OUR_FRAME
 def test_a_module_that_fails_on_import_has_the_same_traceback_with_the_import_hook(tmp_path, monkeypatch):
     (tmp_path / "fails_on_import.py").write_text("x = 1\nraise ImportError('cannot build this module')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -207,6 +215,7 @@ def test_a_module_that_fails_on_import_has_the_same_traceback_with_the_import_ho
     lambda: torch.zeros(2, 3) @ torch.zeros(2, 3),
     lambda: F.cross_entropy(torch.zeros(4, 3), torch.zeros(5, dtype=torch.long)),
 ], ids=["view", "matmul", "cross_entropy_shapes"])
+@PY310_KEEPS_OUR_FRAME
 def test_torchs_own_errors_under_the_validators_have_no_frame_of_ours(call):
     with cudaassert_ipy.validators():
         trace = _trace(call)
@@ -223,6 +232,7 @@ def test_a_validator_stop_still_comes_from_the_validator():
             raise AssertionError("the validator did not stop label 3 with 3 classes")
 
 
+@PY310_KEEPS_OUR_FRAME
 def test_an_optimizer_error_under_the_validators_has_no_frame_of_ours():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1)
     with cudaassert_ipy.validators():
@@ -253,6 +263,7 @@ def _shown(reply: dict, messages: list[dict]) -> list[str]:
     return [re.sub(r" at 0x[0-9a-f]+", " at 0xADDR", line) for line in lines]
 
 
+@PY310_KEEPS_OUR_FRAME
 @pytest.mark.kernel
 def test_a_notebook_shows_dataloader_errors_byte_identical_with_the_extension_loaded():
     shown = []
@@ -265,6 +276,7 @@ def test_a_notebook_shows_dataloader_errors_byte_identical_with_the_extension_lo
         assert loaded == plain, cell
 
 
+@PY310_KEEPS_OUR_FRAME
 @pytest.mark.kernel
 def test_a_debug_cell_and_validators_in_a_notebook_show_torchs_error_with_no_frame_of_ours():
     with running_kernel() as kc:
