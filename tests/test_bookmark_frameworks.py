@@ -4,7 +4,7 @@ Each test puts one bad class label at a known dataset index, lets the framework 
 CPU twin of the device assert raises where the framework would surface it, and asks the bookmark's records (and
 the check the report runs on them) which sample it was. Lookahead (accelerate, the Trainer, timm) must be accounted
 for: the records reach back to the failing batch, and the report says which batch was being processed.
-Run with the framework venv: ``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pytest -m frameworks <this file>``.
+Run with the framework venv: ``.venv-fw/bin/python -m pytest -m frameworks <this file>``.
 """
 
 from __future__ import annotations

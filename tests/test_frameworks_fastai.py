@@ -6,7 +6,7 @@ rewrites the same exception's message with its "Exception occured in `ProgressCa
 `after_batch`" prefix (``gpu_double_async.DeadGpu`` replays the kernel's lines on fd 2). The report must read
 through the prefix and take its facts from the Learner: ``dls.c``, ``dls.vocab``, ``loss_func``, the batch.
 Runs in the frameworks environment:
-``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pytest -m frameworks tests/test_frameworks_fastai.py``.
+``.venv-fw/bin/python -m pytest -m frameworks tests/test_frameworks_fastai.py``.
 """
 
 from __future__ import annotations

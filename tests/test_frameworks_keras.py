@@ -7,7 +7,7 @@ the original wrapped in ANSI bold, ``from None``). ``gpu_double_async.DeadGpu`` 
 asserts (its lines on fd 2) and the next ``matmul`` raises. The report must read the original, not call the
 re-created copy a later error, take the facts from the user's ``keras.Model``, word the fix ``Dense(N)`` and
 say how to see Keras' frames. Runs in the frameworks environment with ``KERAS_BACKEND=torch``:
-``PYTHONPATH=$PWD KERAS_BACKEND=torch /work/venvs/fw/bin/python -m pytest -m frameworks
+``KERAS_BACKEND=torch .venv-fw/bin/python -m pytest -m frameworks
 tests/test_frameworks_keras.py``.
 """
 

@@ -10,7 +10,7 @@ vLLM's exact format, and the cell raises a local ``EngineDeadError`` with vLLM's
 (tests/helpers/launched.py). The report must name the cause from the child's lines, the first failing
 process, and say that this kernel's GPU context is alive.
 Runs in the frameworks environment:
-``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pytest -m frameworks tests/test_frameworks_launchers.py``.
+``.venv-fw/bin/python -m pytest -m frameworks tests/test_frameworks_launchers.py``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The CPU twin runs through the loaded extension. The GPU failure surfaces in ``tr
 second CUDA error while the first is handled (``gpu_double_async.DeadGpu``). The report must diagnose the
 first, point "Your code" at ``training_step``, keep its host facts, and name the teardown in one line.
 Runs in the frameworks environment:
-``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pytest -m frameworks tests/test_frameworks_lightning.py``.
+``.venv-fw/bin/python -m pytest -m frameworks tests/test_frameworks_lightning.py``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ surfaces at ``loss.item()`` in the training loop, as in timm's ``train_one_epoch
 (``gpu_double_async.DeadGpu`` replays the kernel's lines on fd 2). Both must be explained as the label range
 (the label-smoothing rule), with the fix in timm's words. Built with ``pretrained=False``: nothing is downloaded.
 Runs in the frameworks environment:
-``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pytest -m frameworks tests/test_frameworks_timm.py``.
+``.venv-fw/bin/python -m pytest -m frameworks tests/test_frameworks_timm.py``.
 """
 
 from __future__ import annotations

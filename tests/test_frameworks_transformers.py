@@ -5,7 +5,7 @@ raised where the Trainer surfaces it (``torch.isnan(tr_loss_step)`` in its epoch
 kernel's lines on fd 2: ``gpu_double_async.DeadGpu``), and the report must still name ``num_labels``
 and the cause with no model frame on the stack. Built locally from a ``BertConfig``: nothing is
 downloaded. Runs in the frameworks environment:
-``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pytest -m frameworks tests/test_frameworks_transformers.py``.
+``.venv-fw/bin/python -m pytest -m frameworks tests/test_frameworks_transformers.py``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ temporary directory). The batch is the dict the trainer gives ``self.model(batch
 inside the model's forward (the loss's ``loss.detach()``, the next call after the kernel), with the kernel's
 lines on fd 2 (``gpu_double_async.DeadGpu``). A real ``ClassificationTrainer`` over a folder of images gives
 the facts ``trainer.data["nc"]``/``["names"]``. Runs in the frameworks environment:
-``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pytest -m frameworks tests/test_frameworks_ultralytics.py``.
+``.venv-fw/bin/python -m pytest -m frameworks tests/test_frameworks_ultralytics.py``.
 """
 
 from __future__ import annotations

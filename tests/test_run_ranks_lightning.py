@@ -8,7 +8,7 @@ Within seconds Lightning's ``_ChildProcessObserver`` SIGKILLs every process, the
 in it after that. The summary must come anyway, from the runner's watcher (capture/rescue.py), naming rank 1, its
 signal, the watchdog's words and its last batches' sample indices, read from what the ranks left on disk.
 Runs in the frameworks environment:
-``PYTHONPATH=$PWD /work/venvs/fw/bin/python -m pytest -m frameworks tests/test_run_ranks_lightning.py``.
+``.venv-fw/bin/python -m pytest -m frameworks tests/test_run_ranks_lightning.py``.
 """
 
 from __future__ import annotations
