@@ -54,18 +54,35 @@ data/ can all use it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Launch, Reader, Stack, Step
-from cudaassert_ipy.frameworks.registry import (
-    ADAPTERS,
-    Gathered,
-    active,
-    class_head_near,
-    class_head_of,
-    cleanup_step,
-    gather,
-    launch_of,
-    own_text,
-)
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.frameworks.registry import (
+        ADAPTERS,
+        Gathered,
+        active,
+        class_head_near,
+        class_head_of,
+        cleanup_step,
+        gather,
+        launch_of,
+        own_text,
+    )
+
+#: imported on first use: ``%load_ext`` loads ``frameworks.base`` (the bookmark's data/loaders use it) but no
+#: adapter; the registry and every adapter come with the first failure or validator stop that needs them
+_REGISTRY_NAMES = frozenset({"ADAPTERS", "Gathered", "active", "class_head_near", "class_head_of", "cleanup_step",
+                             "gather", "launch_of", "own_text"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REGISTRY_NAMES:
+        from cudaassert_ipy.frameworks import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ADAPTERS",
