@@ -84,6 +84,10 @@ def __getattr__(name: str) -> Any:
         return getattr(registry, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_REGISTRY_NAMES})
+
 __all__ = [
     "ADAPTERS",
     "Adapter",
