@@ -240,8 +240,12 @@ def test_lightning_with_a_loader_of_unknown_length_names_the_batch_before_the_pr
 
 
 def test_lightning_under_ddp_iterates_a_rebuilt_loader_whose_records_still_name_the_users_loader_and_sample(
-        bookmark, tmp_path):
+        bookmark, tmp_path, monkeypatch):
     import lightning as L
+
+    # Lightning decides "interactive" once, when it is imported (sys.ps1): an in-process IPython shell of an
+    # earlier test would make it refuse strategy="ddp" here; this test runs as a script would
+    monkeypatch.setattr("lightning.pytorch.trainer.connectors.accelerator_connector._IS_INTERACTIVE", False)
 
     class Classifier(L.LightningModule):
         def __init__(self) -> None:
