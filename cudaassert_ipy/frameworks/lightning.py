@@ -90,7 +90,7 @@ def _out_features(module: Any, read: Reader, name: str) -> set[int]:
 
 def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
     if is_trainer(obj):
-        obj = read.get(obj, "lightning_module", "trainer")
+        obj, name = read.get(obj, "lightning_module", name), f"{name}.lightning_module"
     if obj is None or not is_lightning_module(obj):
         return None
     found = _hparam(obj, read, name)
