@@ -150,3 +150,27 @@ def test_in_a_real_kernel_the_teardown_is_a_follow_on_and_the_first_error_is_exp
         assert f"Likely fix: {PL_FIX}." in plain
         assert "Your code: line 23: self.losses.append(loss.item())" in plain
         assert "model.hparams: num_classes=3" in plain and "model.head: out_features=3" in plain
+
+
+def test_hparams_that_raise_when_read_are_one_could_not_read_line_and_the_rest_stands(lit, loaded, capsys):
+    """A read an adapter makes through a call (the hparams container's ``get``) reaches the report's "Could not
+    read" line like an attribute that raises (frameworks/lightning.py reads it through ``Reader.call``)."""
+    result = lit.run_cell("""
+class ClosedStore(dict):
+    def get(self, key, default=None):
+        raise RuntimeError("hparams store closed")
+
+model._hparams = ClosedStore(num_classes=3)
+""", store_history=True)
+    assert result.error_in_exec is None, result.error_in_exec
+    capsys.readouterr()
+    result = lit.run_cell("trainer.fit(model, loader)", store_history=True)
+    assert isinstance(result.error_in_exec, IndexError)
+    out = capsys.readouterr().out
+    assert ("Note: Could not read model.hparams (RuntimeError: hparams store closed), trainer.lightning_module.hparams "
+            "(RuntimeError: hparams store closed); the rest of this report stands.") in out
+    assert ("Cause: cross_entropy got class label 3, but the model's last layer `model.head` has out_features=3, so "
+            "labels must be 0..2.") in out
+    assert "  model.head: out_features=3" in out and "model.hparams:" not in out
+    assert "Likely fix: the labels reach 3 with 3 classes: if you have 4 classes, make the last layer output 4 " \
+           "logits (out_features=4)" in out  # no hparam read: the generic words

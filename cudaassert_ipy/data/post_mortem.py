@@ -13,7 +13,7 @@ import sys
 from typing import Any, Mapping
 
 from cudaassert_ipy.data.bookmark import BatchRecord, Bookmark
-from cudaassert_ipy.data.loaders import fastai
+from cudaassert_ipy.data.loaders import is_loader
 from cudaassert_ipy.data.reproduce import plan_entry
 from cudaassert_ipy.data.samples import SampleCheck, check_batches, fields, loop_names
 from cudaassert_ipy.data.valid_range import valid_range
@@ -50,7 +50,7 @@ def loader_names(user_ns: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, 
                 loaders.setdefault(id(value._index_sampler), name)
                 loaders.setdefault(id(value.dataset), name)  # a copy of it (Lightning's DDP re-builds it) iterates
                 owned.setdefault(id(value.dataset), datasets.setdefault(id(value.dataset), f"{name}.dataset"))
-            elif fastai.is_loader(value):  # its records are filed under the loader itself (data/loaders)
+            elif is_loader(value):  # its records are filed under the loader itself (data/loaders)
                 loaders.setdefault(id(value), name)
                 datasets.setdefault(id(value.dataset), f"{name}.dataset")
             elif isinstance(value, data.Dataset):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from cudaassert_ipy.data.bookmark import BatchRecord
-from cudaassert_ipy.data.loaders import Ahead, ultralytics
+from cudaassert_ipy.data.loaders import Ahead, float_labels, image_of
 from cudaassert_ipy.data.valid_range import CLASS, IDS, UNIT, ValidRange
 from cudaassert_ipy.wording import plural
 
@@ -98,8 +98,9 @@ def _candidates(batch: Any, rng: ValidRange) -> list[tuple[str, Any, tuple[Any, 
         cands = [f for f in all_fields if f[1].is_floating_point()]
         words, avoid = _LABEL_WORDS, ("input", "pixel", "image")
     else:
+        named_labels = float_labels() if rng.kind == CLASS else ()
         cands = [f for f in all_fields if str(f[1].dtype) in _INT or (
-            rng.kind == CLASS and f[2][-1:] and str(f[2][-1]) in ultralytics.FLOAT_LABELS)]
+            named_labels and f[2][-1:] and str(f[2][-1]) in named_labels)]
         words, avoid = (_LABEL_WORDS, _NOT_LABELS) if rng.kind == CLASS else (_ID_WORDS, _NOT_IDS)
     named = [f for f in cands if _name_words(f[2])]
     if named:
@@ -137,7 +138,7 @@ def _check_record(rec: BatchRecord, rng: ValidRange, names: Mapping[int, str], a
             pos = tuple(int(p) for p in bad[row].nonzero()[0].tolist()) if bad.dim() > 1 else ()
             value = t[row][pos].item() if pos else t[row].item()
             index = indices[row] if indices is not None and len(indices) == bad.shape[0] else None
-            image = ultralytics.image_of(rec.batch_object, row, bad.shape[0]) if index is None else None
+            image = image_of(rec.batch_object, row, bad.shape[0]) if index is None else None
             if image is not None and indices is not None and 0 <= image[0] < len(indices):
                 index = indices[image[0]]  # a per-box field: the box's image
             sample = _sample_name(rec.dataset, index, names, loader) if index is not None else \

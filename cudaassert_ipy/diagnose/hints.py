@@ -10,9 +10,9 @@ Standard library only: ``diagnose`` imports neither torch nor IPython.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequence, Union
 
-if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapters are not needed for the words
+if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapters only with a framework's words
     from cudaassert_ipy.frameworks.base import ClassHead
 
 __all__ = ["CLASS_TEMPLATES_AS", "FRAMEWORK_ADVICE", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "Facts",
@@ -251,39 +251,43 @@ def bce(f: BceFacts) -> str:
 
 # ---------------------------------------------------------------- framework words (frameworks/ adapters: ClassHead)
 # Where the model's class count is set in the user's framework, the fix says it in that framework's terms
-# instead of "out_features=N". An adapter reports what it saw (ClassHead); the words are here.
+# instead of "out_features=N". An adapter reports what it saw (ClassHead) and keeps its framework's words; the
+# sentences are composed here.
 #: The generic phrases the framework words replace, as ONE_MORE_CLASS / REMAP_LABELS / DECLARED_CLASSES say them.
 GENERIC_CLASS_WORDS: dict[str, str] = {
     "output": "make the last layer output {n} logits (out_features={n})",
     "set": "set out_features={n}",
 }
-#: How each framework sets a model's class count; {n}: the count wanted, {now}: the count now, {setting}: the
-#: knob's name, {owner}: who holds it (ClassHead's fields).
-HEAD_WORDS: dict[str, str] = {
-    "transformers": (
-        "load the model with from_pretrained(..., num_labels={n}, ignore_mismatched_sizes=True) and give it "
-        "id2label/label2id with {n} entries"
-    ),
-    "lightning": "build `{owner}` with {setting}={n} (its hparams.{setting}={now} sizes the last layer)",
-    "timm": "create the model with timm.create_model(..., num_classes={n})",
-    "fastai": (
-        "give the DataBlock all {n} classes (the CategoryBlock's vocab, or the MaskBlock's codes for masks; "
-        "dls.c is {now} and the Learner's head is built from it)"
-    ),
-    "fastai_model": (
-        "build the Learner's model with {n} outputs ({owner} outputs {now}; vision_learner(dls, ...) sizes the "
-        "head from dls.c, or pass n_out={n})"
-    ),
-    "ultralytics": "set nc: {n} in the data YAML and list {n} names",
-    "keras": "make the last layer Dense({n})",
-}
+
+
+class _FrameworkWords(Mapping[str, str]):
+    """Every framework's words of one kind, read-only: each framework keeps its own in its module
+    (``Adapter.head_words`` / ``advice_words`` in frameworks/<name>.py); the sentences are composed here. The
+    adapters are loaded at the first read (a fix with a class head, an adapter's note), not with the hints."""
+
+    def __init__(self, kind: str) -> None:
+        self._kind = kind
+
+    def _words(self) -> Mapping[str, str]:
+        from cudaassert_ipy.frameworks.registry import WORDS
+
+        return WORDS[self._kind]
+
+    def __getitem__(self, key: str) -> str:
+        return self._words()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._words())
+
+    def __len__(self) -> int:
+        return len(self._words())
+
+
+#: How each framework sets a model's class count, by ``ClassHead.framework``; {n}: the count wanted, {now}: the
+#: count now, {setting}: the knob's name, {owner}: who holds it (ClassHead's fields).
+HEAD_WORDS: Mapping[str, str] = _FrameworkWords("head_words")
 #: Notes a framework adapter asks for by key (``Found.advice``): said once under the report.
-FRAMEWORK_ADVICE: dict[str, str] = {
-    "keras_filtered": (
-        "Keras removed its own frames from this traceback and re-created the error: to see them, run "
-        "keras.config.disable_traceback_filtering() and run the cell again."
-    ),
-}
+FRAMEWORK_ADVICE: Mapping[str, str] = _FrameworkWords("advice_words")
 #: ONE_MORE_CLASS, REMAP_LABELS and DECLARED_CLASSES with {set_classes} (the framework's words) in place of the
 #: generic phrase; a test holds them equal to those templates when given GENERIC_CLASS_WORDS.
 CLASS_TEMPLATES_AS: dict[str, str] = {

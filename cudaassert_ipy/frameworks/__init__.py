@@ -7,7 +7,8 @@ packages is in ``sys.modules``, and works on frames and on objects found in them
 namespace, duck-typed by class names (``type(obj).__mro__``, never ``obj.__class__``) and attributes.
 
 The adapter shape (:class:`Adapter`, in ``base.py``): one module per framework, ``frameworks/<import
-name>.py``, defining ``ADAPTER = Adapter(name=..., packages=(...), ...)`` with any of these hooks:
+name>.py``, defining ``ADAPTER = Adapter(name=..., packages=(...), ...)`` with any of these hooks, and one row
+in ``table.py`` naming the packages that turn it on and the hooks it defines:
 
 ``owns(stack) -> bool``
     Does this stack belong to me? Default: a frame runs code from one of ``packages``.
@@ -19,13 +20,13 @@ name>.py``, defining ``ADAPTER = Adapter(name=..., packages=(...), ...)`` with a
     The host facts I know where to find, from the first error's frames (``stack.frames``, outermost first)
     and the user's namespace: ``objects`` for the generic fact scanner (models, tokenizers, configs, batch
     tensors, each under the name the user knows), ``facts`` lines only I know (``("model.hparams",
-    "num_classes=3")``), ``declared`` class counts of the data, ``head``, and ``advice``: keys of notes worded in
-    diagnose/hints.py ``FRAMEWORK_ADVICE`` (Keras: how to see the frames it filtered).
+    "num_classes=3")``), ``declared`` class counts of the data, ``head``, and ``advice``: keys of my
+    ``advice_words`` (Keras: how to see the frames it filtered).
 ``head(obj, name, read) -> ClassHead | None``
-    Where this object (a model, a trainer) sets its class count: the parameters of my fix words. The
-    words themselves live in diagnose/hints.py (``HEAD_WORDS[framework]``), the one source of advice, so the
-    post-mortem, the validators (:func:`class_head_near`) and ``preflight(model=...)``
-    (:func:`class_head_of`) say the same sentence.
+    Where this object (a model, a trainer) sets its class count: the parameters of my fix words, my
+    ``head_words`` (by ``ClassHead.framework``). diagnose/hints.py, the one place that composes fix sentences,
+    reads them (``hints.HEAD_WORDS``), so the post-mortem, the validators (:func:`class_head_near`) and
+    ``preflight(model=...)`` (:func:`class_head_of`) say the same sentence.
 ``step(frames) -> Step | None``
     Which of my steps raised a LATER CUDA error (teardown, checkpoint on exception, a cache clear), from
     that error's frames: the report names it in one follow-on line, and ``Step.lost`` says what is missing.
@@ -36,17 +37,34 @@ name>.py``, defining ``ADAPTER = Adapter(name=..., packages=(...), ...)`` with a
     from the child's error and the kernel lines it wrote (the fd tap sees children: they inherit fd 1/2),
     read through launcher prefixes (capture/child_lines.py), and says the child's context died, not this
     kernel's (diagnose/launched.py). Launchers and engines: ``launchers.py``, ``engines.py``.
+``head_words``, ``advice_words``
+    My words, as plain data: how my framework sets a class count (``{n}``, ``{now}``, ``{setting}``,
+    ``{owner}``), and the notes ``found`` asks for by key.
+
+What my loaders add to a torch DataLoader iteration (data/loaders asks, once per iteration, only the modules
+whose packages are imported):
+
+``ahead(obj, frame) -> Ahead | None``
+    How many batches my loader (a frame's ``self`` above the iteration's first ``__next__``) had fetched beyond
+    the one being processed (accelerate's ``DataLoaderShard``, Lightning's fetcher, timm's ``PrefetchLoader``).
+``batches(dataset) -> BatchIndices | None``
+    Batch k's dataset indices, where my loader drives torch's iterator over a counter (fastai).
+``is_loader(obj) -> bool``, ``image_of(batch, row, rows)``, ``float_labels``
+    My own loader objects (the records are filed under them); which image a per-box row belongs to, and the
+    float fields that hold class labels (Ultralytics' ``batch_idx``, ``im_file``, ``cls``).
 
 Rules every hook follows: read attributes through the :class:`Reader` (``read.get(obj, "config.num_labels",
-"model", needed=True)``): a property that raises, or a needed value that is absent, becomes part of ONE
-"could not read" line and the rest of the report stands. Never touch GPU memory: shapes, dtypes, module
-attributes and CPU tensors only. A hook that raises anyway costs one "[internal]" note (registry.py).
+"model", needed=True)``), and anything else that can raise (a call, iterating a container) through
+``read.call(fn, what)``, never a silent ``except``: a property that raises, or a needed value that is absent,
+becomes part of ONE "could not read" line and the rest of the report stands. Never touch GPU memory: shapes,
+dtypes, module attributes and CPU tensors only. A hook that raises anyway costs one "[internal]" note
+(registry.py).
 
 To add a framework: write ``frameworks/<name>.py`` (copy ``lightning.py``: ``PACKAGES``, duck-typed
-``is_...`` checks, the hooks), append its ``ADAPTER`` to :data:`ADAPTERS` in ``registry.py`` (before
-``generic``), add its fix words to ``HEAD_WORDS`` in diagnose/hints.py, and test it with the real
-framework on the CPU (tests marked ``frameworks``). How a framework's loaders map a yielded batch to dataset
-indices is the DataLoader bookmark's business (data/); it may use :func:`active` and the helpers in ``base``.
+``is_...`` checks with :func:`~cudaassert_ipy.frameworks.base.is_class`, the hooks, the words) and add its row
+to ``ROWS`` in ``table.py`` (before ``generic``); nothing else names a framework (tests/test_frameworks_table.py
+holds the table and the modules to each other). Test it with the real framework on the CPU (tests marked
+``frameworks``).
 
 Layer: just above ``wording`` and below ``diagnose`` (standard library only), so diagnose/, checks/ and
 data/ can all use it.

@@ -15,6 +15,8 @@ from cudaassert_ipy.wording import error_line
 
 __all__ = [
     "Adapter",
+    "Ahead",
+    "BatchIndices",
     "ClassHead",
     "Found",
     "Launch",
@@ -25,6 +27,7 @@ __all__ = [
     "frame_module",
     "frame_self",
     "in_packages",
+    "is_class",
     "made_by",
 ]
 
@@ -33,10 +36,10 @@ __all__ = [
 class ClassHead:
     """Where the user's framework sets the model's number of classes: the parameters of the fix's words.
 
-    ``diagnose/hints.py`` words the fix from it (``HEAD_WORDS[framework]``); an adapter only says what it saw.
+    ``diagnose/hints.py`` words the fix from it with the adapter's ``head_words[framework]``.
     """
 
-    framework: str  # a key of hints.HEAD_WORDS: "transformers", "lightning", "timm", "fastai", "ultralytics", "keras"
+    framework: str  # a key of its adapter's head_words: "transformers", "lightning", "fastai_model", "keras"
     now: Optional[int] = None  # the class count the head has now (config.num_labels=3)
     setting: str = ""  # the framework's knob: "num_labels", "num_classes", "nc", "units"
     owner: str = ""  # who holds the knob, as the user knows it: "LitClassifier", "model.config"
@@ -80,8 +83,26 @@ class Found:
     head: Optional[ClassHead] = None
     #: how many classes the data declares, by where: ("trainer.train_dataset.features['label']", 4)
     declared: tuple[tuple[str, int], ...] = ()
-    #: notes to add, as keys of diagnose/hints.py FRAMEWORK_ADVICE (the words live there): ("keras_filtered",)
+    #: notes to add, as keys of the adapter's ``advice_words`` (hints.FRAMEWORK_ADVICE): ("keras_filtered",)
     advice: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """How many batches a loader had yielded after the one being processed at the error: low..high (what a
+    framework's ``ahead`` hook says of one iteration; data/loaders sums them and sizes the bookmark by them)."""
+
+    low: int
+    high: int
+    why: tuple[str, ...]  # one clause per framework that fetches ahead
+
+    def __add__(self, other: Ahead) -> Ahead:
+        return Ahead(self.low + other.low, self.high + other.high, self.why + other.why)
+
+
+#: What a ``batches`` hook says of an iteration whose torch "indices" are not dataset indices (fastai's counter):
+#: (batch number (0-based) -> the dataset indices it holds, the dataset they index, the framework's loader object).
+BatchIndices = tuple[Callable[[int], Optional[Sequence[Any]]], Any, Any]
 
 
 @dataclass(frozen=True)
@@ -153,10 +174,11 @@ class Reader:
 
 @dataclass(frozen=True)
 class Adapter:
-    """One framework's knowledge: a set of guarded functions with one shape (each optional).
+    """One framework's knowledge: a set of guarded functions with one shape (each optional), and its words.
 
     Every hook runs only while one of ``packages`` is in ``sys.modules``, under a guard: an exception in a
-    hook becomes one "[internal]" note and the generic path goes on.
+    hook becomes one "[internal]" note and the generic path goes on. Which hooks a module defines is also
+    written in its row of ``table.py`` (``ROWS``), so that data/ can load only the modules it needs.
     """
 
     name: str  # the module name under cudaassert_ipy/frameworks/: "transformers"
@@ -173,6 +195,25 @@ class Adapter:
     step: Optional[Callable[[Sequence[types.FrameType]], Optional[Step]]] = None
     #: this exception is only my launcher's (engine's) wrapper around another process's failure: what it says
     launch: Optional[Callable[[BaseException], Optional[Launch]]] = None
+    # -- words: plain data that diagnose/hints.py composes into its sentences (hints stays the one place that
+    #    words a fix; the framework's own terms live with the framework)
+    #: how I set a model's class count, by ``ClassHead.framework``; {n}: the count wanted, {now}: the count now,
+    #: {setting}: the knob's name, {owner}: who holds it (``hints.HEAD_WORDS`` reads them)
+    head_words: Mapping[str, str] = field(default_factory=dict, compare=False)
+    #: notes my ``found`` asks for by key (``Found.advice``), said once under the report (``hints.FRAMEWORK_ADVICE``)
+    advice_words: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # -- what my loaders add to a torch DataLoader iteration (read by data/loaders, once per iteration)
+    #: how many batches my loader (``obj``, the ``self`` of a frame of mine that asked for a batch; the frame) had
+    #: fetched beyond the one it is processing
+    ahead: Optional[Callable[[Any, types.FrameType], Optional[Ahead]]] = None
+    #: the dataset indices behind each batch, from the iterator's ``_dataset``, where torch's indices are not them
+    batches: Optional[Callable[[Any], Optional[BatchIndices]]] = None
+    #: this object is one of my loaders (not a torch one): the records of its iterations are filed under it
+    is_loader: Optional[Callable[[Any], bool]] = None
+    #: (the image's position in the batch, its file) for row ``row`` of a per-box field with ``rows`` rows
+    image_of: Optional[Callable[[Any, int, int], Optional[tuple[int, Optional[str]]]]] = None
+    #: float batch fields that hold whole-number class labels (checked as labels by name)
+    float_labels: tuple[str, ...] = ()
 
     def active(self, modules: Mapping[str, Any] = sys.modules) -> bool:
         return any(p in modules for p in self.packages)
@@ -216,6 +257,15 @@ def made_by(obj: Any, packages: Sequence[str]) -> bool:
 
 def in_packages(module: str, packages: Sequence[str]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def is_class(obj: Any, name: str, packages: Sequence[str]) -> bool:
+    """Whether ``type(obj)`` or one of its bases is the class ``name`` of ``packages`` (``is_class(obj, "Trainer",
+    ("lightning", "pytorch_lightning"))``: a user's subclass counts); never raises."""
+    try:
+        return any(t.__name__ == name and in_packages(t.__module__, packages) for t in type(obj).__mro__)
+    except Exception:
+        return False
 
 
 def class_names(obj: Any) -> tuple[str, ...]:

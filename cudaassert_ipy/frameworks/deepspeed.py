@@ -15,6 +15,8 @@ only while ``deepspeed`` is imported.
 
 from __future__ import annotations
 
+import functools
+import types
 from typing import Any, Optional
 
 from cudaassert_ipy.frameworks.base import Adapter, Found, Reader, Stack, class_names, frame_self, made_by
@@ -30,7 +32,11 @@ def is_engine(obj: Any) -> bool:
     return made_by(obj, PACKAGES) and bool(_ENGINES.intersection(class_names(obj)))
 
 
-def _engine(stack: Stack) -> Any:
+def _locals(frame: types.FrameType) -> list[Any]:
+    return list(frame.f_locals.values())
+
+
+def _engine(stack: Stack, read: Reader) -> Any:
     """The engine of the failing call: a frame running one of its methods, else one a frame holds (the user's
     loop keeps ``model_engine``); one merely in the namespace says nothing about this failure."""
     for frame in reversed(stack.frames):
@@ -38,9 +44,8 @@ def _engine(stack: Stack) -> Any:
         if is_engine(obj):
             return obj
     for frame in reversed(stack.frames):
-        try:
-            values = list(frame.f_locals.values())
-        except Exception:  # a frame whose locals cannot be read
+        values = read.call(functools.partial(_locals, frame), f"the locals of {frame.f_code.co_name}")
+        if values is None:  # a frame whose locals cannot be read
             continue
         found = next((v for v in values if is_engine(v)), None)
         if found is not None:
@@ -49,7 +54,7 @@ def _engine(stack: Stack) -> Any:
 
 
 def _found(stack: Stack, read: Reader) -> Optional[Found]:
-    engine = _engine(stack)
+    engine = _engine(stack, read)
     if engine is None:
         return None
     name = stack.name_of(engine, "engine")

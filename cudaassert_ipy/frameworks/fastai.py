@@ -18,17 +18,21 @@ from typing import Any, Optional, Sequence
 
 from cudaassert_ipy.frameworks.base import (
     Adapter,
+    BatchIndices,
     ClassHead,
     Found,
     Reader,
     Stack,
     Step,
+    class_names,
     frame_module,
     frame_self,
     in_packages,
+    is_class,
+    made_by,
 )
 
-__all__ = ["ADAPTER", "is_callback", "is_learner"]
+__all__ = ["ADAPTER", "is_callback", "is_learner", "is_loader"]
 
 PACKAGES = ("fastai",)
 #: fastai's prefix (its spelling, "occured"), once per callback the error passed through.
@@ -37,19 +41,12 @@ _PREFIX = re.compile(r"\AException occured in `[^`\n]*` when calling event `[^`\
 _VOCAB_SHOWN = 5
 
 
-def _is(obj: Any, name: str) -> bool:
-    try:
-        return any(t.__name__ == name and in_packages(t.__module__, PACKAGES) for t in type(obj).__mro__)
-    except Exception:
-        return False
-
-
 def is_learner(obj: Any) -> bool:
-    return _is(obj, "Learner")
+    return is_class(obj, "Learner", PACKAGES)
 
 
 def is_callback(obj: Any) -> bool:
-    return _is(obj, "Callback")
+    return is_class(obj, "Callback", PACKAGES)
 
 
 def _unwrap(exc: BaseException, text: str) -> Optional[str]:
@@ -76,12 +73,10 @@ def _learner(stack: Stack) -> Any:
     return next((v for k, v in list(stack.user_ns.items()) if not k.startswith("_") and is_learner(v)), None)
 
 
-def _out_features(model: Any) -> Optional[int]:
+def _out_features(model: Any, read: Reader, name: str) -> Optional[int]:
     """The last layer's ``out_features`` (duck-typed: the last submodule that has one)."""
-    try:
-        sizes = [m.out_features for m in model.modules() if isinstance(getattr(m, "out_features", None), int)]
-    except Exception:
-        return None
+    sizes = read.call(lambda: [m.out_features for m in model.modules()
+                               if isinstance(getattr(m, "out_features", None), int)], f"{name}.modules()")
     return sizes[-1] if sizes else None
 
 
@@ -96,21 +91,23 @@ def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
         return None
     c = _int(read.get(obj, "dls.c", name, needed=True))
     model = read.get(obj, "model", name)
-    out = _out_features(model) if model is not None else None
+    out = _out_features(model, read, f"{name}.model") if model is not None else None
     if out is not None and c is not None and out != c:
         return ClassHead("fastai_model", now=out, setting="n_out", owner=f"{name}.model")
     return ClassHead("fastai", now=c, setting="c", owner=f"{name}.dls")
 
 
-def _labels(vocab: Any) -> Optional[list[Any]]:
+def _labels(vocab: Any, read: Reader, name: str) -> Optional[list[Any]]:
     """The label names of ``dls.vocab`` (a ``CategoryMap``; for a (x vocab, y vocab) pair, the last one)."""
-    try:
+
+    def items() -> list[Any]:
         items = list(vocab)
         if items and (isinstance(items[0], (list, tuple)) or type(items[0]).__name__ == "CategoryMap"):
             items = list(items[-1])
-    except Exception:
-        return None
-    return items
+        return items
+
+    found: Optional[list[Any]] = read.call(items, name)
+    return found
 
 
 def _vocab_line(items: list[Any]) -> str:
@@ -146,7 +143,7 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     vocab = read.get(learn, "dls.vocab", name)
     if c is not None:
         facts.append((f"{name}.dls", f"c={c}"))
-    labels = _labels(vocab) if vocab is not None else None
+    labels = _labels(vocab, read, f"{name}.dls.vocab") if vocab is not None else None
     if labels:
         facts.append((f"{name}.dls.vocab", _vocab_line(labels)))
         declared.append((f"{name}.dls.vocab", len(labels)))
@@ -194,4 +191,45 @@ def _step(frames: Sequence[types.FrameType]) -> Optional[Step]:
     return Step("fastai's after_epoch/after_fit callbacks (run by `Learner.__exit__` as the failure unwound)")
 
 
-ADAPTER = Adapter(name="fastai", packages=PACKAGES, unwrap=_unwrap, found=_found, head=_head, step=_step)
+# -- the DataLoader bookmark (data/loaders): fastai's ``DataLoader`` runs torch's iterator classes over a
+#    ``_FakeLoader`` whose "sampler" is a counter (``Inf.count``): torch's indices are batch numbers. The dataset
+#    indices of an epoch are the list its ``__iter__`` drew (``self.__idxs``, name-mangled ``_DataLoader__idxs``)
+#    before it made the iterator; batch k holds ``idxs[k*bs:(k+1)*bs]`` (with workers too: batch k comes from
+#    worker k % n and torch yields them in order).
+def _batches(fake: Any) -> Optional[BatchIndices]:
+    """(batch number -> dataset indices, the dataset, the fastai DataLoader) for a fastai iteration; else None."""
+    if fake is None or "_FakeLoader" not in class_names(fake) or not made_by(fake, PACKAGES):
+        return None
+    dl = getattr(fake, "d", None)
+    idxs = getattr(dl, "_DataLoader__idxs", None)  # this epoch's list: the next epoch draws a new one
+    bs = getattr(dl, "bs", None) or 1
+    if idxs is None or not getattr(dl, "indexed", True) or getattr(dl, "prebatched", False):
+        return None
+
+    def of(k: int) -> Optional[Sequence[Any]]:
+        chunk = idxs[k * bs:(k + 1) * bs]
+        return list(chunk) if len(chunk) else None
+
+    return of, getattr(dl, "dataset", None), dl
+
+
+def is_loader(obj: Any) -> bool:
+    """A fastai ``DataLoader`` (not a torch one): the records of its iterations are filed under it."""
+    return made_by(obj, PACKAGES) and "DataLoader" in class_names(obj) and hasattr(obj, "fake_l")
+
+
+#: How the class count is set: by the DataBlock (the Learner's head is built from ``dls.c``), or by a model built
+#: apart from it (hints.py composes the fix from these).
+HEAD_WORDS = {
+    "fastai": (
+        "give the DataBlock all {n} classes (the CategoryBlock's vocab, or the MaskBlock's codes for masks; "
+        "dls.c is {now} and the Learner's head is built from it)"
+    ),
+    "fastai_model": (
+        "build the Learner's model with {n} outputs ({owner} outputs {now}; vision_learner(dls, ...) sizes the "
+        "head from dls.c, or pass n_out={n})"
+    ),
+}
+
+ADAPTER = Adapter(name="fastai", packages=PACKAGES, unwrap=_unwrap, found=_found, head=_head, step=_step,
+                  head_words=HEAD_WORDS, batches=_batches, is_loader=is_loader)

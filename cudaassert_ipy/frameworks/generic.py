@@ -12,7 +12,7 @@ from __future__ import annotations
 import types
 from typing import Any, Mapping, Optional, Sequence
 
-from cudaassert_ipy.frameworks.base import Adapter, Step, class_names, frame_module, frame_self
+from cudaassert_ipy.frameworks.base import Adapter, Reader, Step, class_names, frame_module, frame_self
 
 __all__ = ["ADAPTER", "declared_classes", "true_shape", "unwrap_model"]
 
@@ -35,22 +35,25 @@ def unwrap_model(model: Any, limit: int = 8) -> Any:
     return model
 
 
-def declared_classes(dataset: Any, name: str) -> Optional[tuple[str, int]]:
+def declared_classes(dataset: Any, name: str, read: Optional[Reader] = None) -> Optional[tuple[str, int]]:
     """How many classes a dataset declares, and what lists them (its ``.classes``): a torchvision-style
     ``classes`` list (``train_ds``), or a Hugging Face ``datasets`` ``ClassLabel`` feature
-    (``train_ds.features['label']``). None when it declares none (or cannot be read)."""
-    try:
-        classes = getattr(dataset, "classes", None)
-        if isinstance(classes, (list, tuple)) and classes:
-            return name, len(classes)
-        features = getattr(dataset, "features", None)
-        if isinstance(features, Mapping):
-            for key, feature in features.items():
-                n = getattr(feature, "num_classes", None)
-                if isinstance(n, int) and n > 0 and type(feature).__name__ == "ClassLabel":
-                    return f"{name}.features[{key!r}]", n
-    except Exception:  # a dataset whose attributes raise declares nothing we can read
-        return None
+    (``train_ds.features['label']``). None when it declares none, or cannot be read (said by ``read``, when
+    given: an adapter's "could not read" line)."""
+    found: Optional[tuple[str, int]] = (read or Reader()).call(lambda: _declared(dataset, name), name)
+    return found
+
+
+def _declared(dataset: Any, name: str) -> Optional[tuple[str, int]]:
+    classes = getattr(dataset, "classes", None)
+    if isinstance(classes, (list, tuple)) and classes:
+        return name, len(classes)
+    features = getattr(dataset, "features", None)
+    if isinstance(features, Mapping):
+        for key, feature in features.items():
+            n = getattr(feature, "num_classes", None)
+            if isinstance(n, int) and n > 0 and type(feature).__name__ == "ClassLabel":
+                return f"{name}.features[{key!r}]", n
     return None
 
 

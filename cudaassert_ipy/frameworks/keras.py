@@ -17,7 +17,7 @@ import re
 import sys
 from typing import Any, Optional
 
-from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, frame_module, in_packages
+from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, frame_module, is_class
 
 __all__ = ["ADAPTER", "is_model"]
 
@@ -33,10 +33,7 @@ _FILTER = "keras.src.utils.traceback_utils"
 
 def is_model(obj: Any) -> bool:
     """A ``keras.Model`` (``Sequential``, functional, a user's subclass)."""
-    try:
-        return any(t.__name__ == "Model" and in_packages(t.__module__, PACKAGES) for t in type(obj).__mro__)
-    except Exception:
-        return False
+    return is_class(obj, "Model", PACKAGES)
 
 
 def _unwrap(exc: BaseException, text: str) -> Optional[str]:
@@ -55,12 +52,14 @@ def _model(stack: Stack) -> Any:
     return next((v for k, v in list(stack.user_ns.items()) if not k.startswith("_") and is_model(v)), None)
 
 
-def _units(model: Any, read: Reader, name: str) -> Optional[int]:
+def _last_layer(model: Any, read: Reader, name: str) -> Any:
+    """``model.layers[-1]``, or None (a read that raises is one "could not read" entry)."""
     layers = read.get(model, "layers", name)
-    try:
-        last = layers[-1] if layers else None
-    except Exception:
-        return None
+    return read.call(lambda: layers[-1] if layers else None, f"{name}.layers[-1]")
+
+
+def _units(model: Any, read: Reader, name: str) -> Optional[int]:
+    last = _last_layer(model, read, name)
     units = read.get(last, "units", f"{name}.layers[-1]") if last is not None else None
     return units if isinstance(units, int) and not isinstance(units, bool) else None
 
@@ -75,11 +74,7 @@ def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
 
 
 def _layer_line(model: Any, read: Reader, name: str) -> Optional[tuple[str, str]]:
-    layers = read.get(model, "layers", name)
-    try:
-        last = layers[-1] if layers else None
-    except Exception:
-        return None
+    last = _last_layer(model, read, name)
     if last is None:
         return None
     parts = []
@@ -112,21 +107,21 @@ def _loss_line(model: Any, read: Reader, name: str) -> Optional[tuple[str, str]]
     return f"{name}.loss", f"{label}({shown})"
 
 
-def _filtered(stack: Stack) -> bool:
+def _filtered(stack: Stack, read: Reader) -> bool:
     """Whether Keras filtered the frames the user sees: its traceback filter ran (an ``error_handler`` frame) and
     filtering is on (``keras.config.is_traceback_filtering_enabled()``, read where Keras keeps it)."""
     if not any(frame_module(f) == _FILTER for f in stack.frames):
         return False
     enabled = getattr(sys.modules.get(_FILTER), "is_traceback_filtering_enabled", None)
-    try:
-        return bool(enabled()) if callable(enabled) else True
-    except Exception:  # cannot tell: the frames are there, so say how to see them all
+    if not callable(enabled):
         return True
+    on = read.call(enabled, "keras.config.is_traceback_filtering_enabled()")
+    return True if on is None else bool(on)  # cannot tell: the frames are there, so say how to see them all
 
 
 def _found(stack: Stack, read: Reader) -> Optional[Found]:
     model = _model(stack)
-    advice = ("keras_filtered",) if _filtered(stack) else ()
+    advice = ("keras_filtered",) if _filtered(stack, read) else ()
     if model is None:
         return Found(advice=advice) if advice else None
     name = stack.name_of(model, "model")
@@ -134,4 +129,15 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     return Found(objects=((name, model),), facts=tuple(facts), advice=advice)
 
 
-ADAPTER = Adapter(name="keras", packages=PACKAGES, unwrap=_unwrap, found=_found, head=_head)
+#: How a Keras model's class count is set (hints.py composes the fix from it).
+HEAD_WORDS = {"keras": "make the last layer Dense({n})"}
+#: The notes ``_found`` asks for by key (``Found.advice``), said once under the report.
+ADVICE_WORDS = {
+    "keras_filtered": (
+        "Keras removed its own frames from this traceback and re-created the error: to see them, run "
+        "keras.config.disable_traceback_filtering() and run the cell again."
+    ),
+}
+
+ADAPTER = Adapter(name="keras", packages=PACKAGES, unwrap=_unwrap, found=_found, head=_head, head_words=HEAD_WORDS,
+                  advice_words=ADVICE_WORDS)

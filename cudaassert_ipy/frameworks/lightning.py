@@ -9,19 +9,24 @@ context and raises a second CUDA error; the first one is only in ``__context__``
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any, Mapping, Optional, Sequence
 
 from cudaassert_ipy.frameworks.base import (
     Adapter,
+    Ahead,
     ClassHead,
     Found,
     Reader,
     Stack,
     Step,
+    class_names,
     frame_module,
     frame_self,
     in_packages,
+    is_class,
+    made_by,
 )
 
 __all__ = ["ADAPTER", "is_lightning_module", "is_trainer"]
@@ -38,16 +43,12 @@ _TEARDOWN_PARTS = {
 }
 
 
-def _is(obj: Any, name: str) -> bool:
-    return any(t.__name__ == name and in_packages(t.__module__, PACKAGES) for t in type(obj).__mro__)
-
-
 def is_trainer(obj: Any) -> bool:
-    return _is(obj, "Trainer")
+    return is_class(obj, "Trainer", PACKAGES)
 
 
 def is_lightning_module(obj: Any) -> bool:
-    return _is(obj, "LightningModule")
+    return is_class(obj, "LightningModule", PACKAGES)
 
 
 def _trainer(stack: Stack) -> Any:
@@ -69,34 +70,34 @@ def _hparam(module: Any, read: Reader, name: str) -> Optional[tuple[str, int]]:
     hparams = read.get(module, "hparams", name)
     if hparams is None:
         return None
-    for key in CLASS_HPARAMS:
-        try:
-            value = hparams.get(key) if hasattr(hparams, "get") else getattr(hparams, key, None)
-        except Exception:  # an odd hparams container
-            value = None
+    for key in CLASS_HPARAMS:  # an odd hparams container that raises: one "could not read" entry (the same text)
+        value = read.call(functools.partial(_hparam_value, hparams, key), f"{name}.hparams")
         if isinstance(value, int) and not isinstance(value, bool):
             return key, value
     return None
 
 
-def _out_features(module: Any) -> set[int]:
+def _hparam_value(hparams: Any, key: str) -> Any:
+    return hparams.get(key) if hasattr(hparams, "get") else getattr(hparams, key, None)
+
+
+def _out_features(module: Any, read: Reader, name: str) -> set[int]:
     """Every ``out_features`` of the module's layers (duck-typed: any submodule with that attribute)."""
-    try:
-        return {m.out_features for m in module.modules() if isinstance(getattr(m, "out_features", None), int)}
-    except Exception:
-        return set()
+    sizes = read.call(lambda: {m.out_features for m in module.modules()
+                               if isinstance(getattr(m, "out_features", None), int)}, f"{name}.modules()")
+    return sizes if isinstance(sizes, set) else set()
 
 
 def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
     if is_trainer(obj):
-        obj = read.get(obj, "lightning_module", "trainer")
+        obj, name = read.get(obj, "lightning_module", name), f"{name}.lightning_module"
     if obj is None or not is_lightning_module(obj):
         return None
     found = _hparam(obj, read, name)
     if found is None:
         return None
     key, n = found
-    if n not in _out_features(obj):  # the hparam does not size any layer: the generic words fit better
+    if n not in _out_features(obj, read, name):  # the hparam does not size any layer: the generic words fit better
         return None
     return ClassHead("lightning", now=n, setting=key, owner=type(obj).__name__)
 
@@ -177,4 +178,28 @@ def _step(frames: Sequence[types.FrameType]) -> Optional[Step]:
     return None
 
 
-ADAPTER = Adapter(name="lightning", packages=PACKAGES, found=_found, head=_head, step=_step)
+# -- the DataLoader bookmark (data/loaders): for a loader of unknown length, the training loop's
+#    ``_PrefetchDataFetcher`` fetches ``prefetch_batches`` (default 1) batches ahead to know when the epoch ends;
+#    for a sized loader it fetches none.
+PREFETCH = "Lightning's data fetcher fetches {n} ahead for a loader of unknown length"
+
+
+def _ahead(obj: Any, frame: types.FrameType) -> Optional[Ahead]:
+    """How far ahead when ``obj`` is Lightning's prefetching data fetcher over an unsized loader; else None."""
+    if not made_by(obj, PACKAGES) or "_PrefetchDataFetcher" not in class_names(obj):
+        return None
+    if getattr(obj, "length", None) is not None:
+        return None  # sized: Lightning skips the prefetch
+    n = getattr(obj, "prefetch_batches", 1)
+    if not isinstance(n, int) or n <= 0:
+        return None
+    return Ahead(n, n, (PREFETCH.format(n="the next batch" if n == 1 else f"{n} batches"),))
+
+
+#: How a LightningModule's class count is set (hints.py composes the fix from it).
+HEAD_WORDS = {
+    "lightning": "build `{owner}` with {setting}={n} (its hparams.{setting}={now} sizes the last layer)",
+}
+
+ADAPTER = Adapter(name="lightning", packages=PACKAGES, found=_found, head=_head, step=_step, head_words=HEAD_WORDS,
+                  ahead=_ahead)

@@ -8,31 +8,23 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
-from cudaassert_ipy.frameworks import (
-    accelerate,
-    deepspeed,
-    engines,
-    fastai,
-    generic,
-    keras,
-    launchers,
-    lightning,
-    timm,
-    transformers,
-    ultralytics,
-)
+from cudaassert_ipy.frameworks import table
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Launch, Reader, Stack, Step, frame_self
 from cudaassert_ipy.wording import error_line
 
-__all__ = ["ADAPTERS", "ADAPTER_FAILED", "Gathered", "active", "class_head_near", "class_head_of", "cleanup_step",
-           "failure_notes", "gather", "launch_of", "own_text"]
+__all__ = ["ADAPTERS", "ADAPTER_FAILED", "WORDS", "Gathered", "active", "class_head_near", "class_head_of",
+           "cleanup_step", "failure_notes", "gather", "launch_of", "own_text"]
 
-#: Every adapter, framework ones first; the generic (torch-level) one last.
-ADAPTERS: tuple[Adapter, ...] = (transformers.ADAPTER, accelerate.ADAPTER, lightning.ADAPTER, fastai.ADAPTER,
-                                  keras.ADAPTER, timm.ADAPTER, ultralytics.ADAPTER, deepspeed.ADAPTER,
-                                  launchers.ADAPTER, engines.ADAPTER, generic.ADAPTER)
+#: Every adapter, in the table's order (table.py): framework ones first; the generic (torch-level) one last.
+ADAPTERS: tuple[Adapter, ...] = tuple(table.load(row.module) for row in table.ROWS)
+#: Every adapter's words, merged, by kind: "head_words" (``ClassHead.framework`` -> how that framework sets a
+#: class count) and "advice_words" (``Found.advice`` key -> a note); diagnose/hints.py composes the sentences.
+WORDS: Mapping[str, Mapping[str, str]] = {
+    "head_words": {key: text for a in ADAPTERS for key, text in a.head_words.items()},
+    "advice_words": {key: text for a in ADAPTERS for key, text in a.advice_words.items()},
+}
 
 #: An adapter hook that raised, as a note in the report (like a crashing rule).
 ADAPTER_FAILED = "[internal] the {adapter} adapter failed in {hook}: {error}; the rest of this report stands."

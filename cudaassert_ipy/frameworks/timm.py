@@ -11,9 +11,10 @@ A timm model knows its class count (``model.num_classes``, ``model.get_classifie
 
 from __future__ import annotations
 
+import types
 from typing import Any, Optional
 
-from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, made_by
+from cudaassert_ipy.frameworks.base import Adapter, Ahead, ClassHead, Found, Reader, Stack, class_names, made_by
 from cudaassert_ipy.frameworks.generic import unwrap_model
 
 __all__ = ["ADAPTER", "LABEL_LOSSES", "timm_model"]
@@ -56,17 +57,15 @@ def _classifier_line(model: Any, read: Reader, name: str) -> str:
     head = read.call(lambda: model.get_classifier(), f"{name}.get_classifier()")
     out = getattr(head, "out_features", None)
     if head is not None:
-        where = _child_name(model, head)
+        where = _child_name(model, head, read, name)
         parts.append(f"classifier{f' `{where}`' if where else ''}: {type(head).__name__}"
                      + (f"(out_features={out})" if isinstance(out, int) else ""))
     return ", ".join(parts)
 
 
-def _child_name(model: Any, child: Any) -> str:
-    try:
-        return next((n for n, m in model.named_modules() if m is child), "")
-    except Exception:
-        return ""
+def _child_name(model: Any, child: Any, read: Reader, name: str) -> str:
+    found = read.call(lambda: next((n for n, m in model.named_modules() if m is child), ""), f"{name}.named_modules()")
+    return found if isinstance(found, str) else ""
 
 
 def _loss_line(obj: Any, read: Reader, name: str) -> str:
@@ -113,4 +112,18 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     return Found(objects=tuple(objects), facts=tuple(facts))
 
 
-ADAPTER = Adapter(name="timm", packages=PACKAGES, found=_found, head=_head)
+# -- the DataLoader bookmark (data/loaders): ``PrefetchLoader`` moves batch k+1 to the device on a side stream before
+#    it yields batch k.
+PREFETCH = "timm's PrefetchLoader fetches the next batch before it yields one"
+
+
+def _ahead(obj: Any, frame: types.FrameType) -> Optional[Ahead]:
+    if made_by(obj, PACKAGES) and "PrefetchLoader" in class_names(obj):
+        return Ahead(1, 1, (PREFETCH,))
+    return None
+
+
+#: How a timm model's class count is set (hints.py composes the fix from it).
+HEAD_WORDS = {"timm": "create the model with timm.create_model(..., num_classes={n})"}
+
+ADAPTER = Adapter(name="timm", packages=PACKAGES, found=_found, head=_head, head_words=HEAD_WORDS, ahead=_ahead)

@@ -15,12 +15,13 @@ from typing import Any, Mapping, Optional, Sequence
 
 from cudaassert_ipy.frameworks.base import (
     Adapter,
+    Ahead,
     ClassHead,
     Found,
     Reader,
     Stack,
     class_names,
-    in_packages,
+    is_class,
     made_by,
 )
 from cudaassert_ipy.frameworks.generic import declared_classes, unwrap_model
@@ -34,7 +35,7 @@ _BATCH_LOCALS = ("inputs",)
 
 def is_trainer(obj: Any) -> bool:
     """A ``transformers.Trainer`` (or a subclass such as ``Seq2SeqTrainer``, TRL's trainers)."""
-    return any(t.__name__ == "Trainer" and in_packages(t.__module__, ("transformers",)) for t in type(obj).__mro__)
+    return is_class(obj, "Trainer", ("transformers",))
 
 
 def hf_model(obj: Any) -> Any:
@@ -142,7 +143,7 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
         if line is not None:
             facts.append(line)
         dataset = read.get(trainer, "train_dataset", "trainer", needed=True)
-        found = declared_classes(dataset, stack.name_of(dataset, "trainer.train_dataset")) \
+        found = declared_classes(dataset, stack.name_of(dataset, "trainer.train_dataset"), read) \
             if dataset is not None else None
         declared += [found] if found is not None else []
         objects += _batch(stack.frames)
@@ -159,4 +160,28 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     return Found(objects=tuple(objects), facts=tuple(facts), declared=tuple(declared))
 
 
-ADAPTER = Adapter(name="transformers", packages=PACKAGES, found=_found, head=_head)
+# -- the DataLoader bookmark (data/loaders): the Trainer pulls all ``gradient_accumulation_steps`` micro-batches of
+#    an optimizer step (``get_batch_samples``) before the first forward; when micro-batch i of N fails, N-1-i more
+#    were fetched.
+MICRO = "the Trainer fetches its {n} gradient-accumulation micro-batches together before the first forward"
+
+
+def _ahead(obj: Any, frame: types.FrameType) -> Optional[Ahead]:
+    if frame.f_code.co_name != "get_batch_samples" or not made_by(obj, ("transformers",)):
+        return None
+    n = getattr(getattr(obj, "args", None), "gradient_accumulation_steps", 1)
+    if not isinstance(n, int) or n <= 1:
+        return None
+    return Ahead(0, n - 1, (MICRO.format(n=n),))
+
+
+#: How a transformers model's class count is set (hints.py composes the fix from it).
+HEAD_WORDS = {
+    "transformers": (
+        "load the model with from_pretrained(..., num_labels={n}, ignore_mismatched_sizes=True) and give it "
+        "id2label/label2id with {n} entries"
+    ),
+}
+
+ADAPTER = Adapter(name="transformers", packages=PACKAGES, found=_found, head=_head, head_words=HEAD_WORDS,
+                  ahead=_ahead)

@@ -23,10 +23,11 @@ from cudaassert_ipy.frameworks.base import (
     Stack,
     frame_module,
     in_packages,
+    is_class,
 )
 from cudaassert_ipy.frameworks.generic import unwrap_model
 
-__all__ = ["ADAPTER", "is_trainer", "yolo_model"]
+__all__ = ["ADAPTER", "FLOAT_LABELS", "image_of", "is_trainer", "yolo_model"]
 
 PACKAGES = ("ultralytics",)
 #: Image files shown from a batch's ``im_file``.
@@ -34,10 +35,7 @@ _FILES_SHOWN = 4
 
 
 def _is(obj: Any, name: str) -> bool:
-    try:
-        return any(t.__name__ == name and in_packages(t.__module__, PACKAGES) for t in type(obj).__mro__)
-    except Exception:
-        return False
+    return is_class(obj, name, PACKAGES)
 
 
 def is_trainer(obj: Any) -> bool:
@@ -158,4 +156,28 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     return Found(objects=tuple(objects), facts=tuple(facts), declared=tuple(declared))
 
 
-ADAPTER = Adapter(name="ultralytics", packages=PACKAGES, found=_found, head=_head)
+# -- the DataLoader bookmark's sample lookup (data/samples.py): a detection batch is a dict whose per-box fields
+#    (``cls``, ``bboxes``) have one row per box; ``batch_idx`` says which image of the batch each box belongs to and
+#    ``im_file`` names that image's file. Its class labels are float tensors (``cls``), so they are checked as
+#    labels by name.
+FLOAT_LABELS = ("cls",)  # float fields holding whole-number class labels
+
+
+def image_of(batch: Any, row: int, rows: int) -> Optional[tuple[int, Optional[str]]]:
+    """(the image's position in the batch, its file) for box ``row`` of a per-box field with ``rows`` rows."""
+    if not isinstance(batch, Mapping) or "batch_idx" not in batch:
+        return None
+    owner = batch["batch_idx"]
+    if getattr(owner, "shape", (None,))[:1] != (rows,):
+        return None
+    image = int(owner.reshape(-1)[row].item())
+    files = batch.get("im_file")
+    name = str(files[image]) if isinstance(files, (list, tuple)) and 0 <= image < len(files) else None
+    return image, name
+
+
+#: How a YOLO model's class count is set (hints.py composes the fix from it).
+HEAD_WORDS = {"ultralytics": "set nc: {n} in the data YAML and list {n} names"}
+
+ADAPTER = Adapter(name="ultralytics", packages=PACKAGES, found=_found, head=_head, head_words=HEAD_WORDS,
+                  image_of=image_of, float_labels=FLOAT_LABELS)

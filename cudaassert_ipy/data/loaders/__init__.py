@@ -4,46 +4,36 @@ Why here and not in the bookmark: the bookmark's hot path stays generic (torch's
 iteration (the first ``__next__`` of a new iterator) :func:`inspect` looks at the frames that asked for the batch
 and at the iterator's dataset, and says
 
-- how many batches the framework fetches beyond the one it is processing (accelerate's ``DataLoaderShard``
-  runs one ahead, the Trainer pulls all gradient-accumulation micro-batches of a step before the first
-  forward, timm's ``PrefetchLoader`` one ahead, Lightning's fetcher one ahead for a loader of unknown length):
-  the bookmark keeps that many more batches, and the report
-  names the batch being processed at the error, or the candidates when it cannot know which;
-- for fastai, whose loader drives torch's iterator over a counter, the dataset indices of batch ``k``.
+- how many batches the frameworks fetch beyond the one being processed (the adapters' ``ahead`` hooks): the
+  bookmark keeps that many more batches, and the report names the batch being processed at the error, or the
+  candidates when it cannot know which;
+- the dataset indices of batch ``k``, where a framework drives torch's iterator over a counter (``batches``).
 
-Each framework's knowledge sits in a small module beside this one; none imports its framework (classes are
-recognised by the modules of their bases, :func:`cudaassert_ipy.frameworks.base.made_by`).
+The post-mortem asks :func:`is_loader` which objects are a framework's own loaders (their records are filed under
+them), and the sample lookup asks :func:`float_labels` and :func:`image_of` about a framework's batch fields.
+
+Each framework's knowledge sits in its own module, ``frameworks/<name>.py`` (its ``ADAPTER``'s loader hooks); this
+module knows none of them: it asks the table (``frameworks/table.py``) for the adapters whose row names a hook
+and whose packages are imported, and only those are loaded.
 """
 
 from __future__ import annotations
 
-import sys
 import types
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from cudaassert_ipy.data.loaders import accelerate, fastai, lightning, timm, transformers
-from cudaassert_ipy.frameworks.base import frame_module, frame_self, in_packages
+from cudaassert_ipy.frameworks.base import Ahead, frame_module, frame_self, in_packages
+from cudaassert_ipy.frameworks.table import adapters_with, packages_with
 
-__all__ = ["DEFAULT_KEEP", "Ahead", "View", "inspect"]
+__all__ = ["DEFAULT_KEEP", "Ahead", "View", "float_labels", "image_of", "inspect", "is_loader"]
 
 DEFAULT_KEEP = 3  # batches kept per iterator when no framework fetches ahead: the failing one and 2 before it
 _FRAMES = 24  # frames looked at above the first __next__ of an iteration
-#: only these packages' frames are asked for their ``self``: reading a frame's locals on Python < 3.13 leaves a
-#: snapshot of them on the frame (the user's loop frame would hold its last batch and loss until it runs on)
-_PACKAGES = ("accelerate", "lightning", "pytorch_lightning", "timm", "transformers")
-
-
-@dataclass(frozen=True)
-class Ahead:
-    """How many batches the loader had yielded after the one being processed at the error: low..high."""
-
-    low: int
-    high: int
-    why: tuple[str, ...]  # one clause per framework that fetches ahead
-
-    def __add__(self, other: Ahead) -> Ahead:
-        return Ahead(self.low + other.low, self.high + other.high, self.why + other.why)
+#: only these packages' frames are asked for their ``self`` (the packages of the modules with an ``ahead`` hook):
+#: reading a frame's locals on Python < 3.13 leaves a snapshot of them on the frame (the user's loop frame would
+#: hold its last batch and loss until it runs on)
+_PACKAGES = packages_with("ahead")
 
 
 @dataclass(frozen=True)
@@ -70,18 +60,43 @@ def inspect(it: Any, frame: types.FrameType | None, default_keep: int = DEFAULT_
 
 
 def _inspect(it: Any, frame: types.FrameType | None, default_keep: int) -> View:
+    hooks = [a.ahead for a in adapters_with("ahead") if a.ahead is not None]
     ahead = Ahead(0, 0, ())
     seen: set[int] = set()
     n = 0
-    while frame is not None and n < _FRAMES:
+    while hooks and frame is not None and n < _FRAMES:
         obj = frame_self(frame) if in_packages(frame_module(frame), _PACKAGES) else None
         if obj is not None and id(obj) not in seen:
             seen.add(id(obj))
-            for found in (accelerate.ahead(obj), lightning.ahead(obj), timm.ahead(obj),
-                          transformers.ahead(obj, frame)):
+            for hook in hooks:
+                found = hook(obj, frame)
                 if found is not None:
-                    ahead = ahead + Ahead(*found)
+                    ahead = ahead + found
         frame, n = frame.f_back, n + 1
-    fast = fastai.batches(getattr(it, "_dataset", None)) if "fastai" in sys.modules else None
+    fast = None
+    for adapter in adapters_with("batches"):
+        fast = adapter.batches(getattr(it, "_dataset", None)) if adapter.batches is not None else None
+        if fast is not None:
+            break
     keep = max(default_keep, ahead.high + 2)  # the processed batch, what came after it, and 2 before it
     return View(ahead if ahead.high else None, keep, *(fast or (None, None, None)))
+
+
+def is_loader(obj: Any) -> bool:
+    """A framework's own loader (not a torch one): the records of its iterations are filed under it."""
+    return any(a.is_loader(obj) for a in adapters_with("is_loader") if a.is_loader is not None)
+
+
+def float_labels() -> tuple[str, ...]:
+    """The float batch fields the imported frameworks fill with whole-number class labels (``cls``)."""
+    return tuple(name for a in adapters_with("float_labels") for name in a.float_labels)
+
+
+def image_of(batch: Any, row: int, rows: int) -> tuple[int, str | None] | None:
+    """(the image's position in the batch, its file) for row ``row`` of a per-box field with ``rows`` rows, where a
+    framework's batch says which image each box belongs to; else None."""
+    for adapter in adapters_with("image_of"):
+        found = adapter.image_of(batch, row, rows) if adapter.image_of is not None else None
+        if found is not None:
+            return found
+    return None
