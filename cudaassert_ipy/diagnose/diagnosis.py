@@ -141,6 +141,9 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
             specific = f"{said} {LIKELY_FIX.format(fix=fixed)}" if fixed else said
         likely_fix = likely_fix or fixed
         notes += [late] if late else []
+    if not likely_fix and which.value is not None and which.id in _LABEL_CAUSES:
+        likely_fix = hints.label_value(which.value)
+        specific = f"{specific or VALUE_NAMED.format(value=which.value)} {LIKELY_FIX.format(fix=likely_fix)}"
     candidates = _candidates(ev, which) if point is None and finding is None else ()
     if det.stop is not None:
         facts = _one_count(facts)
@@ -269,6 +272,8 @@ def _one_count(facts: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 _GENERIC_IDS = (GENERIC_ID, None)
+_LABEL_CAUSES = frozenset(k for k, v in hints.FAMILIES.items() if v is hints.LabelFacts)
+VALUE_NAMED = "The error names the label value {value}."
 #: Which causes a failure point may name: a generic failure (no line, a generic index check), or its own cause.
 _POINT_KINDS = (Kind.DEVICE_ASSERT, Kind.CPU_TWIN, Kind.FOLLOW_ON, Kind.STICKY)
 _SIZE_IN_TEXT = re.compile(r"(?:with size|out of table with|table with|num_embeddings\s*=?)\s*(\d+)")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapters are not needed for the words
     from cudaassert_ipy.frameworks.base import ClassHead
 
-__all__ = ["CLASS_TEMPLATES_AS", "FRAMEWORK_ADVICE", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "Facts",
+__all__ = ["FRAME_FIXES", "frame_fix", "label_value", "CLASS_TEMPLATES_AS", "FRAMEWORK_ADVICE", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "Facts",
            "LabelFacts", "TokenFacts", "bce", "class_labels", "fix", "set_classes", "token_ids"]
 
 # ---------------------------------------------------------------- class labels (cross_entropy, nll_loss, preflight)
@@ -478,6 +478,15 @@ FRAME_FIXES: dict[str, str] = {
         "class (num_classes / out_features), map 1-based labels to 0-based, and pass ignore_index= for padding"
     ),
     "bce_logits": BCE_LOGITS,
+    "one_hot": (
+        "class values must be 0..num_classes-1 before one_hot / a one-hot scatter: make num_classes (n_classes, "
+        "n_labels) the number of classes the labels use, map 1-based labels to 0-based, and drop or ignore void "
+        "values such as 255"
+    ),
+    "detr_num_classes": (
+        "num_classes must be larger than the largest category id (DETR-style models add a no-object class at index "
+        "num_classes): set num_classes from the dataset's categories, or map category ids to 0..N-1"
+    ),
     "node_index": (
         "every index must be below the size of the dimension it indexes: compare index.max() with that size "
         "before the call"
@@ -492,3 +501,28 @@ def frame_fix(key: str, bound: Optional[int] = None) -> Optional[str]:
     if template is None:
         return None
     return template.format(bound=f" ({bound})" if bound is not None else "") if "{bound}" in template else template
+
+
+# The value a label error names (``Target 255 is out of bounds``), when no host facts are there to say more: a pasted
+# report or a log. Worded from the value alone; the post-mortem's class_labels() says more when it has the model.
+LABEL_255 = (
+    "255 in a mask is either the 'void' label of VOC-style masks (pass ignore_index=255 to the loss) or the white of "
+    "a 0/255 binary mask (map it to class 1: mask = mask // 255, and resize masks with nearest-neighbour only)"
+)
+LABEL_TOO_BIG = (
+    "the labels reach {value}: the model must output at least {more} classes (num_classes / out_features={more}), "
+    "or the labels must be mapped to 0..num_classes-1 (1-based labels: subtract 1)"
+)
+LABEL_NEGATIVE = (
+    "the labels hold {value}: if {value} marks padding, pass ignore_index={value} to the loss or replace it by -100, "
+    "the default ignore_index (older releases of some libraries, transformers among them, padded labels with -1)"
+)
+
+
+def label_value(value: int) -> str:
+    """The fix a label error's own value points to, when nothing else is known of the model or the data."""
+    if value == 255:
+        return LABEL_255
+    if value < 0:
+        return LABEL_NEGATIVE.format(value=value) if value != -100 else NEGATIVE_LABELS
+    return LABEL_TOO_BIG.format(value=value, more=value + 1)

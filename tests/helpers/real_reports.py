@@ -28,6 +28,7 @@ FAMILY_CAUSES: dict[str, tuple[str, ...]] = {
         "nll_loss_target_out_of_range_uint8", "nll_loss_target_out_of_range_no_reduce_uint8",
         "thcunn_class_nll_target_out_of_range", "multi_margin_target_out_of_range", "nll_loss2d_target_out_of_range",
         "nll_loss2d_target_out_of_range_no_reduce", "thcunn_spatial_class_nll_target_out_of_range",
+        "one_hot_class_out_of_range",
     ),
     "token_id": ("index_select_out_of_range", "thc_index_select_out_of_range", "embedding_bag_index_out_of_range",
                  "embedding_renorm_index_out_of_range", "embedding_renorm_wrap_index_out_of_range"),

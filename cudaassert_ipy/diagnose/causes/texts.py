@@ -824,6 +824,13 @@ EXTRA_TEXTS: dict[str, Text] = {
         "Make every class id in the labels 0..nc-1 (or 1..num_classes-1 with background 0 for torchvision models), "
         "and set the model's number of classes from the same list of names as the data.",
     ),
+    "one_hot_class_out_of_range": Text(
+        "class value out of range in one_hot",
+        "F.one_hot (or a one-hot built with scatter_) got a class value >= num_classes or negative: the labels hold "
+        "more classes than the count given, 1-based labels, or a void value such as 255.",
+        "Make every label 0..num_classes-1 before one-hot encoding (num_classes = the number of classes the labels "
+        "use), and mask void values out first.",
+    ),
     "graph_node_index_out_of_range": Text(
         "node id out of range in a graph",
         "A message-passing or scatter step indexed node features with a node id >= the number of nodes: the "
