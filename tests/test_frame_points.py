@@ -21,7 +21,7 @@ def _trace(*frames: tuple[str, int, str, str], error: str = ASSERT) -> str:
     return "Traceback (most recent call last):\n" + body + error
 
 
-def _first(text: str):  # noqa: ANN202
+def _first(text: str):
     return explain_text(text).groups[0].diagnoses[0]
 
 

@@ -15,7 +15,7 @@ from helpers.real_reports import load, score, split
 MISSES: dict[str, dict[str, frozenset[str]]] = {}
 
 
-def _scores(part: str) -> list:  # noqa: ANN201
+def _scores(part: str) -> list:
     parts = split()
     return [score(r) for r in load() if parts[r.id] == part]
 

@@ -18,7 +18,7 @@ IndexError                                Traceback (most recent call last)
 Cell In[4], line 1
 ----> 1 results = model.train(data="data.yaml", epochs=50)
 
-File /opt/conda/lib/python3.10/site-packages/ultralytics/utils/loss.py:220, in v8DetectionLoss.__call__(self, preds, batch)
+File /opt/conda/site-packages/ultralytics/utils/loss.py:220, in v8DetectionLoss.__call__(self, preds, batch)
     218 targets = self.preprocess(targets, batch_size, scale_tensor=imgsz[[1, 0, 1, 0]])
 --> 220 target_scores[idx, cls] = 1.0
 
@@ -49,7 +49,7 @@ def test_ipython8_frames_take_the_arrow_line() -> None:
     frames = frames_in_text(IPYTHON8)
     assert [(f.path, f.line, f.func, f.code) for f in frames] == [
         ("Cell In[4]", 1, "<module>", 'results = model.train(data="data.yaml", epochs=50)'),
-        ("/opt/conda/lib/python3.10/site-packages/ultralytics/utils/loss.py", 220, "v8DetectionLoss.__call__",
+        ("/opt/conda/site-packages/ultralytics/utils/loss.py", 220, "v8DetectionLoss.__call__",
          "target_scores[idx, cls] = 1.0"),
     ]
 
@@ -66,7 +66,7 @@ def test_launcher_prefixes_colour_codes_and_wrapped_lines_are_read_through() -> 
     text = ('[rank1]: Traceback (most recent call last):\n'
             '[rank1]:   File "/x/site-packages/torch_geometric/nn/conv/message_passing.py", line 2\n'
             '[rank1]: 31, in _lift\n'
-            '\x1b[0;31m  File "/a/site-packages/transformers/models/llama/modeling_llama.py", line 49, in _make_causal_m\n'
+            '\x1b[0;31m  File "/a/transformers/models/llama/modeling_llama.py", line 49, in _make_causal_m\n'
             'ask\n'
             '    mask = torch.full((n, n), 0)\n')
     frames = frames_in_text(text)

@@ -15,8 +15,24 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapters are not needed for the words
     from cudaassert_ipy.frameworks.base import ClassHead
 
-__all__ = ["FRAME_FIXES", "frame_fix", "label_value", "CLASS_TEMPLATES_AS", "FRAMEWORK_ADVICE", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "Facts",
-           "LabelFacts", "TokenFacts", "bce", "class_labels", "fix", "set_classes", "token_ids"]
+__all__ = [
+    "CLASS_TEMPLATES_AS",
+    "FRAMEWORK_ADVICE",
+    "FRAME_FIXES",
+    "GENERIC_CLASS_WORDS",
+    "HEAD_WORDS",
+    "BceFacts",
+    "Facts",
+    "LabelFacts",
+    "TokenFacts",
+    "bce",
+    "class_labels",
+    "fix",
+    "frame_fix",
+    "label_value",
+    "set_classes",
+    "token_ids",
+]
 
 # ---------------------------------------------------------------- class labels (cross_entropy, nll_loss, preflight)
 VOC_VOID = "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss"
