@@ -127,3 +127,16 @@ def test_the_catalogue_loads_on_the_first_report_not_on_import() -> None:
     code = ("import sys, cudaassert_ipy.diagnose.diagnosis, cudaassert_ipy.logs.explain;"
             "assert 'cudaassert_ipy.diagnose.frame_points' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_broken_catalogue_costs_one_note_not_the_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cudaassert_ipy.diagnose import frame_points
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise re.error("unbalanced parenthesis")
+
+    monkeypatch.setattr(frame_points, "find_point", broken)
+    d = _first(_trace((SITE + "transformers/models/bert/modeling_bert.py", 202, "forward",
+                       "position_embeddings = self.position_embeddings(position_ids)")))
+    assert d.cause_id == GENERIC_ID
+    assert any(n.startswith("[internal] rule frame_points failed: error: unbalanced parenthesis") for n in d.notes)

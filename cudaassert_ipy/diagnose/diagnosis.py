@@ -19,7 +19,7 @@ from cudaassert_ipy.diagnose.causes import (
     unknown_site_sentence,
 )
 from cudaassert_ipy.diagnose.causes.rule_base import LIKELY_FIX
-from cudaassert_ipy.diagnose.causes.rules import RULES, Case, Finding, RuleEntry, find
+from cudaassert_ipy.diagnose.causes.rules import RULE_FAILED, RULES, Case, Finding, RuleEntry, find
 from cudaassert_ipy.diagnose.causes.texts import (
     FOLLOW_ON,
     FRAME_LATE,
@@ -119,7 +119,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     det = ev.detection
     which = _which_cause(ev)
     basis = _basis(ev, which)
-    point = _frame_point(ev, which)
+    point, point_note = _guarded_point(ev, which)
     if point is not None:
         cause = get_cause(point.point.cause)
         which = _Cause(cause, _words(cause), which.value)
@@ -127,6 +127,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     op, specific, facts = _validator_facts(det.stop)
     likely_fix = specific
     notes = [ASYNC_NOTE[det.kind]] if det.kind in ASYNC_NOTE else []
+    notes += [point_note] if point_note else []
     finding, rule_notes = _run_rules(ev, which, rules)
     notes += rule_notes
     if finding is not None and (det.stop is None or finding.fix):
@@ -291,6 +292,14 @@ def _basis(ev: Evidence, which: _Cause) -> str:
     if det.kind is Kind.CPU_TWIN:
         return "the error text"
     return ""
+
+
+def _guarded_point(ev: Evidence, which: _Cause) -> tuple[FrameFinding | None, str | None]:
+    """The frame point, or the one note that says reading the frames failed (the rest of the report stands)."""
+    try:
+        return _frame_point(ev, which), None
+    except Exception as e:  # a broken catalogue entry or pattern costs one note, not the report
+        return None, RULE_FAILED.format(rule="frame_points", error=f"{type(e).__name__}: {e}")
 
 
 def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:

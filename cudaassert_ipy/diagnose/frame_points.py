@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -53,13 +53,22 @@ class Point:
     rank: int = 0  # a higher rank wins over a lower one (framework internals over the user's own line)
     refines: tuple[str, ...] = ()  # causes the point may replace: a generic index error becomes a named one
 
+    @cached_property
+    def _code(self) -> re.Pattern[str] | None:
+        return re.compile(self.code) if self.code is not None else None
+
+    @cached_property
+    def _paths(self) -> tuple[str, ...]:
+        return tuple(p.replace("\\", "/") for p in self.paths)
+
     def matches(self, frame: Frame) -> bool:
-        path = frame.norm_path
-        if self.paths and not any(p.replace("\\", "/") in path for p in self.paths):
-            return False
+        if self._paths:
+            path = frame.norm_path
+            if not any(p in path for p in self._paths):
+                return False
         if self.funcs and frame.func.rsplit(".", 1)[-1] not in self.funcs:
             return False
-        if self.code is not None and not (frame.code and re.search(self.code, frame.code)):
+        if self._code is not None and not (frame.code and self._code.search(frame.code)):
             return False
         return bool(self.paths or self.funcs or self.code)
 
@@ -116,11 +125,20 @@ def is_late_frame(frame: Frame) -> bool:
     return bool(frame.code and _LATE_CODE.search(frame.code)) or frame.func.rsplit(".", 1)[-1] in _SURFACED_ONLY
 
 
+_MAX_FRAMES = 400  # a log with thousands of tracebacks: the first and last frames are the ones that tell
+
+
 def find_point(frames: Sequence[Frame], message: str = "",
                catalogue: Iterable[Point] | None = None) -> FrameFinding | None:
     """The best failure point the frames (and the error's message) show: the highest rank, then the innermost
     frame of the first traceback printed (a chained error's later tracebacks are cleanup). None when none does."""
-    catalogue = tuple(points() if catalogue is None else catalogue)
+    if len(frames) > _MAX_FRAMES:
+        frames = (*frames[: _MAX_FRAMES // 2], *frames[-_MAX_FRAMES // 2:])
+    return _find(tuple(frames), message, tuple(points() if catalogue is None else catalogue))
+
+
+@lru_cache(maxsize=8)  # a log's diagnoses (one per rank and cause) read the same frames
+def _find(frames: tuple[Frame, ...], message: str, catalogue: tuple[Point, ...]) -> FrameFinding | None:
     first_block = min((f.block for f in frames), default=0)
     ordered = [f for f in frames if f.block == first_block] + [f for f in frames if f.block != first_block]
     best: tuple[int, int, Point, Frame | None] | None = None
