@@ -119,16 +119,20 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     det = ev.detection
     which = _which_cause(ev)
     basis = _basis(ev, which)
-    point, point_note = _guarded_point(ev, which)
-    if point is not None:
-        cause = get_cause(point.point.cause)
-        which = _Cause(cause, _words(cause), which.value)
-        basis = f"a frame: {point.where}" if point.frame is not None else f"the error text ({point.point.id})"
     op, specific, facts = _validator_facts(det.stop)
     likely_fix = specific
     notes = [ASYNC_NOTE[det.kind]] if det.kind in ASYNC_NOTE else []
-    notes += [point_note] if point_note else []
     finding, rule_notes = _run_rules(ev, which, rules)
+    point: FrameFinding | None = None
+    if finding is None or not finding.fix:  # host facts that decided the fix stand; else the frames may name more
+        point, point_note = _guarded_point(ev, which)
+        notes += [point_note] if point_note else []
+    if point is not None:
+        cause = get_cause(point.point.cause)
+        if cause.id != which.id:
+            which = _Cause(cause, _words(cause), which.value)
+            finding, rule_notes = _run_rules(ev, which, rules)
+        basis = f"a frame: {point.where}" if point.frame is not None else f"the error text ({point.point.id})"
     notes += rule_notes
     if finding is not None and (det.stop is None or finding.fix):
         specific, likely_fix = finding.specific, finding.fix
@@ -138,7 +142,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
             basis = f"{basis}, and host facts" if basis else "host facts"
     if point is not None:
         said, fixed, late = _frame_words(point, det.message, det.twin.size if det.twin is not None else None)
-        if not specific:
+        if not likely_fix:
             specific = f"{said} {LIKELY_FIX.format(fix=fixed)}" if fixed else said
         likely_fix = likely_fix or fixed
         notes += [late] if late else []
