@@ -64,6 +64,9 @@ _STICKY_RE = re.compile(
 _FOLLOW_ON_RE = re.compile(
     r"CUBLAS_STATUS_EXECUTION_FAILED|CUBLAS_STATUS_INTERNAL_ERROR|CUDNN_STATUS_EXECUTION_FAILED|"
     r"CUDNN_STATUS_MAPPING_ERROR|cublas runtime error : the GPU program failed to execute|"
+    # cuBLAS cannot even create its handle on a context an earlier kernel killed (the well-known symptom of an
+    # embedding lookup past the vocabulary; a full GPU reads the same, hence a follow-on with both named)
+    r"CUBLAS_STATUS_NOT_INITIALIZED|cublas runtime error : library not initialized|"
     r"ncclUnhandledCudaError|NCCL error[^\n]*unhandled cuda error",
     re.IGNORECASE,
 )

@@ -5,16 +5,36 @@ Renderers (report, panel) hold no logic: everything they show is decided here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from cudaassert_ipy.diagnose import hints
-from cudaassert_ipy.diagnose.causes import GENERIC_ID, Cause, get_cause, match_assert, unknown_site_sentence
-from cudaassert_ipy.diagnose.causes.rules import RULES, Case, Finding, RuleEntry, find
-from cudaassert_ipy.diagnose.causes.texts import FOLLOW_ON, STICKY_TEXTS, Text, no_line_text
+from cudaassert_ipy.diagnose.causes import (
+    GENERIC_ID,
+    Cause,
+    get_cause,
+    match_assert,
+    match_file,
+    unknown_site_sentence,
+)
+from cudaassert_ipy.diagnose.causes.rule_base import LIKELY_FIX
+from cudaassert_ipy.diagnose.causes.rules import RULE_FAILED, RULES, Case, Finding, RuleEntry, find
+from cudaassert_ipy.diagnose.causes.texts import (
+    FOLLOW_ON,
+    FRAME_LATE,
+    STICKY_TEXTS,
+    UNSURE,
+    UNSURE_LEAD,
+    Text,
+    no_line_text,
+)
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.evidence import Evidence
 from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
+
+if TYPE_CHECKING:  # the frame catalogue loads on the first report that has frames to read
+    from cudaassert_ipy.diagnose.frame_points import FrameFinding, Point
 
 __all__ = ["DEAD_CONTEXT", "Diagnosis", "diagnose"]
 
@@ -52,6 +72,10 @@ class Diagnosis:
     samples: tuple[str, ...] = ()  # the DataLoader bookmark's lines: which dataset samples hold the bad values
     #: one line per later error that cleanup raised after the first one ("Lightning's teardown touched ...")
     follow_ons: tuple[str, ...] = ()
+    #: what the cause rests on: "the kernel's assertion line", "the error text", "a frame: ...", "host facts"
+    basis: str = ""
+    #: when nothing decides: the likely causes, most common first, each with what to check
+    candidates: tuple[str, ...] = ()
 
 
 def _sticky_text(message: str) -> Text:
@@ -94,15 +118,38 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     """
     det = ev.detection
     which = _which_cause(ev)
+    basis = _basis(ev, which)
     op, specific, facts = _validator_facts(det.stop)
     likely_fix = specific
     notes = [ASYNC_NOTE[det.kind]] if det.kind in ASYNC_NOTE else []
     finding, rule_notes = _run_rules(ev, which, rules)
+    point: FrameFinding | None = None
+    if finding is None or not finding.fix:  # host facts that decided the fix stand; else the frames may name more
+        point, point_note = _guarded_point(ev, which)
+        notes += [point_note] if point_note else []
+    if point is not None:
+        cause = get_cause(point.point.cause)
+        if cause.id != which.id:
+            which = _Cause(cause, _words(cause), which.value)
+            finding, rule_notes = _run_rules(ev, which, rules)
+        basis = f"a frame: {point.where}" if point.frame is not None else f"the error text ({point.point.id})"
     notes += rule_notes
     if finding is not None and (det.stop is None or finding.fix):
         specific, likely_fix = finding.specific, finding.fix
         op = op or finding.op
         facts += finding.facts
+        if finding.fix and det.stop is None:
+            basis = f"{basis}, and host facts" if basis else "host facts"
+    if point is not None:
+        said, fixed, late = _frame_words(point, det.message, det.twin.size if det.twin is not None else None)
+        if not likely_fix:
+            specific = f"{said} {LIKELY_FIX.format(fix=fixed)}" if fixed else said
+        likely_fix = likely_fix or fixed
+        notes += [late] if late else []
+    if not likely_fix and which.value is not None and which.id in _LABEL_CAUSES:
+        likely_fix = hints.label_value(which.value)
+        specific = f"{specific or VALUE_NAMED.format(value=which.value)} {LIKELY_FIX.format(fix=likely_fix)}"
+    candidates = _candidates(ev, which) if point is None and finding is None else ()
     if det.stop is not None:
         facts = _one_count(facts)
     facts = _framework_facts(facts, ev.framework_facts)
@@ -137,6 +184,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         cuda_device=_cuda_device(ev),
         likely_fix=likely_fix,
         follow_ons=ev.follow_ons,
+        basis=basis,
+        candidates=candidates,
     )
 
 
@@ -148,6 +197,9 @@ def _which_cause(ev: Evidence) -> _Cause:
             cause = match_assert(site.condition, site.file, site.function)
             if cause is not None:
                 return _Cause(cause, _words(cause))
+        named = None if ev.sites else match_file(det.message)  # an old text names the kernel's file
+        if named is not None:
+            return _Cause(named, _words(named))
         generic = get_cause(GENERIC_ID)
         return _Cause(generic, (None if ev.sites else no_line_text(det.message)) or _words(generic))
     if det.kind is Kind.STICKY:
@@ -222,3 +274,98 @@ def _one_count(facts: list[tuple[str, str]]) -> list[tuple[str, str]]:
     if not names:
         return facts
     return [(k, f"{v} (in `{names[0]}`)" if k == "bad values" else v) for k, v in facts if v != same]
+
+
+_GENERIC_IDS = (GENERIC_ID, None)
+_LABEL_CAUSES = frozenset(k for k, v in hints.FAMILIES.items() if v is hints.LabelFacts)
+VALUE_NAMED = "The error names the label value {value}."
+#: Which causes a failure point may name: a generic failure (no line, a generic index check), or its own cause.
+_POINT_KINDS = (Kind.DEVICE_ASSERT, Kind.CPU_TWIN, Kind.FOLLOW_ON, Kind.STICKY)
+_SIZE_IN_TEXT = re.compile(r"(?:with size|out of table with|table with|num_embeddings\s*=?)\s*(\d+)")
+
+
+def _basis(ev: Evidence, which: _Cause) -> str:
+    """What the cause rests on, before frames and host facts are read."""
+    det = ev.detection
+    if det.stop is not None:
+        return "a validator's check of the inputs"
+    if ev.sites and which.id not in _GENERIC_IDS:
+        return "the kernel's assertion line"
+    if which.id not in _GENERIC_IDS and det.kind is Kind.DEVICE_ASSERT:
+        return "the kernel file the error text names"
+    if det.kind is Kind.CPU_TWIN:
+        return "the error text"
+    return ""
+
+
+def _guarded_point(ev: Evidence, which: _Cause) -> tuple[FrameFinding | None, str | None]:
+    """The frame point, or the one note that says reading the frames failed (the rest of the report stands)."""
+    try:
+        return _frame_point(ev, which), None
+    except Exception as e:  # a broken catalogue entry or pattern costs one note, not the report
+        return None, RULE_FAILED.format(rule="frame_points", error=f"{type(e).__name__}: {e}")
+
+
+def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:
+    """The failure point the traceback passes through, when it may name (or sharpen) the cause."""
+    det = ev.detection
+    if det.stop is not None or det.kind not in _POINT_KINDS:
+        return None
+    if ev.sites and which.id not in _GENERIC_IDS and not any(
+            which.id in p.refines for p in _points()):
+        return None
+    from cudaassert_ipy.diagnose.frame_points import find_point
+
+    found = find_point(ev.frames, det.message)
+    if found is None:
+        return None
+    cause = found.point.cause
+    if which.id in _GENERIC_IDS or which.id == cause or which.id in found.point.refines:
+        return found
+    return None
+
+
+def _points() -> tuple[Point, ...]:
+    from cudaassert_ipy.diagnose.frame_points import points
+
+    return points()
+
+
+def _frame_words(found: FrameFinding, message: str, size: int | None) -> tuple[str, str | None, str | None]:
+    """The point's sentence, its fix in its framework's words, and the note when the frame is a late one."""
+    point = found.point
+    if size is None:
+        m = _SIZE_IN_TEXT.search(message)
+        size = int(m.group(1)) if m else None
+    named = f" (the error names a size of {size}: {point.bound}={size}?)" if size is not None and point.bound else ""
+    if found.frame is None:
+        said = f"{point.says[0].upper()}{point.says[1:]}{named}."
+    else:
+        code = f" (`{found.frame.code}`)" if found.frame.code else ""
+        said = f"The traceback passes through {found.where}{code}: {point.says}{named}."
+    fixed = hints.frame_fix(point.fix, size) if point.fix else None
+    late = None
+    if found.late_frame is not None:
+        frame = found.late_frame
+        where = f"{frame.func}: `{frame.code}`" if frame.code else frame.func
+        earlier = point.says.split(":", 1)[0]
+        late = FRAME_LATE.format(where=where, earlier=earlier)
+    return said, fixed, late
+
+
+def _candidates(ev: Evidence, which: _Cause) -> tuple[str, ...]:
+    """Honest when unsure: two or three likely causes with what to check, when nothing decided the cause."""
+    if which.id not in _GENERIC_IDS or ev.detection.stop is not None or ev.detection.kind is Kind.CPU_TWIN:
+        return ()
+    if ev.sites and which.cause is not None and which.cause.id != GENERIC_ID:
+        return ()
+    paths = " ".join(f.norm_path for f in ev.frames)
+    key = "any"
+    if "transformers/" in paths or "peft/" in paths or "trl/" in paths:
+        key = "transformers"
+    elif any(p in paths for p in ("ultralytics/", "yolov5", "detection/", "mmdet/", "detectron2/")):
+        key = "detection"
+    elif any(p in paths for p in ("torch_geometric/", "dgl/", "torch_scatter/")):
+        key = "graph"
+    return (UNSURE_LEAD, *UNSURE[key])
+

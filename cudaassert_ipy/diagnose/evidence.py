@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Container, Iterable, Mapping, Sequence
 
 from cudaassert_ipy.capture.assert_lines import AssertSite
+from cudaassert_ipy.capture.tracebacks import Frame
 from cudaassert_ipy.diagnose.chain import failure_place, first_error_frames, follow_on_lines
 from cudaassert_ipy.diagnose.detection import Detection
 from cudaassert_ipy.diagnose.facts import CallFacts, FloatValues, LabelValues, ModuleFact, TensorFact
@@ -53,6 +54,8 @@ class Evidence:
     unread: tuple[str, ...] = ()  # what the adapters could not read: "trainer.train_dataset (none)"
     notes: tuple[str, ...] = ()  # "[internal]" notes of adapters that failed
     advice: tuple[str, ...] = ()  # keys of hints.FRAMEWORK_ADVICE the adapters asked for ("keras_filtered")
+    #: the first error's frames as printed (file, line, function, source line): what a pasted report holds
+    frames: tuple[Frame, ...] = ()
 
 
 def collect(
@@ -113,7 +116,21 @@ def collect(
         unread=found.missing,
         notes=(*detection.notes, *failure_notes(found.failures), *follow_notes),
         advice=found.advice,
+        frames=printed_frames(frames),
     )
+
+
+def printed_frames(frames: Sequence[types.FrameType]) -> tuple[Frame, ...]:
+    """The live frames as a traceback prints them, so live errors and pasted text meet the same frame catalogue."""
+    import linecache
+
+    out = []
+    for frame in frames:
+        code = frame.f_code
+        name = code.co_filename
+        out.append(Frame(name, frame.f_lineno, getattr(code, "co_qualname", code.co_name),
+                         linecache.getline(name, frame.f_lineno).strip()))
+    return tuple(out)
 
 
 def _user_frame(frames: list[types.FrameType], user_files: Container[str] = ()) -> tuple[str, int, str] | None:

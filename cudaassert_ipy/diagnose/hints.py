@@ -15,8 +15,24 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequenc
 if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapters only with a framework's words
     from cudaassert_ipy.frameworks.base import ClassHead
 
-__all__ = ["CLASS_TEMPLATES_AS", "FRAMEWORK_ADVICE", "GENERIC_CLASS_WORDS", "HEAD_WORDS", "BceFacts", "Facts",
-           "LabelFacts", "TokenFacts", "bce", "class_labels", "fix", "set_classes", "token_ids"]
+__all__ = [
+    "CLASS_TEMPLATES_AS",
+    "FRAMEWORK_ADVICE",
+    "FRAME_FIXES",
+    "GENERIC_CLASS_WORDS",
+    "HEAD_WORDS",
+    "BceFacts",
+    "Facts",
+    "LabelFacts",
+    "TokenFacts",
+    "bce",
+    "class_labels",
+    "fix",
+    "frame_fix",
+    "label_value",
+    "set_classes",
+    "token_ids",
+]
 
 # ---------------------------------------------------------------- class labels (cross_entropy, nll_loss, preflight)
 VOC_VOID = "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss"
@@ -402,3 +418,131 @@ def scatter_index(name: str, low: int, top: int, rows_of: str | None = None, row
     if low < 0:
         clauses.append(SCATTER_NEGATIVE.format(name=name, low=low))
     return _join(clauses)
+
+
+# ==================================================================================================================
+# Failure points read from a traceback's frames (diagnose/frame_points.py, data in causes/frame_points.json): the
+# fix in the words of the framework whose code the frame is in, keyed by the point's ``fix`` key. {bound}: " (512)"
+# when the error or the host facts named the number, else empty.
+# ==================================================================================================================
+FRAME_FIXES: dict[str, str] = {
+    "truncate": (
+        "truncate the inputs to the model's max_position_embeddings{bound}: tokenizer(..., truncation=True, "
+        "max_length=model.config.max_position_embeddings), and check that position_ids (or a long-context config) "
+        "stay below it"
+    ),
+    "token_type": (
+        "token_type_ids must be below the config's type_vocab_size{bound}: pass return_token_type_ids=False "
+        "(or all zeros) for models trained without segment ids (RoBERTa, DistilBERT), or use the tokenizer of the "
+        "same checkpoint"
+    ),
+    "token_ids": (
+        "every input id must be below the embedding's size{bound}: load tokenizer and model from the same "
+        "checkpoint, call model.resize_token_embeddings(len(tokenizer)) after adding tokens, and check "
+        "pad_token_id and vocab_size in the config"
+    ),
+    "hf_num_labels": (
+        "labels must be 0..num_labels-1: load the model with from_pretrained(..., num_labels=<number of classes>, "
+        "ignore_mismatched_sizes=True) (and id2label/label2id), map labels to 0-based ids, and mark padding with "
+        "-100"
+    ),
+    "hf_lm_labels": (
+        "labels of a language-model head must be token ids below the config's vocab_size, with -100 (not -1 or "
+        "the pad id of another vocabulary) for positions to ignore: build them with DataCollatorForLanguageModeling "
+        "or replace padding with -100, and call model.resize_token_embeddings(len(tokenizer)) after adding tokens"
+    ),
+    "hf_token_labels": (
+        "token-classification labels must be 0..num_labels-1 with -100 on sub-word and padding positions: set "
+        "num_labels (and id2label/label2id) to the number of tags, and align labels with word_ids()"
+    ),
+    "generation_probs": (
+        "the sampling probabilities hold NaN/inf or negatives, usually from fp16 overflow in the logits: load the "
+        "model in bfloat16 or float32, keep temperature > 0 (or do_sample=False for greedy decoding), and check "
+        "that pad_token_id/eos_token_id are inside the vocabulary"
+    ),
+    "detection_nc": (
+        "every class id in the label files must be 0..nc-1: set nc: (and names:) in the data YAML to the number "
+        "of classes the labels use, or correct the label files that hold a larger id"
+    ),
+    "torchvision_background": (
+        "torchvision detection models count the background as class 0: num_classes must be the number of object "
+        "classes + 1, and box labels must be 1..num_classes-1"
+    ),
+    "mmdet_num_classes": (
+        "set num_classes in the model's bbox_head/roi_head (every head of a cascade) to the number of classes "
+        "listed in the dataset's metainfo/classes, and keep the annotation category ids inside it"
+    ),
+    "detectron2_num_classes": (
+        "set cfg.MODEL.ROI_HEADS.NUM_CLASSES (and RETINANET.NUM_CLASSES / SEM_SEG_HEAD.NUM_CLASSES) to the number of "
+        "registered thing classes, and make the dataset's category ids contiguous 0..N-1"
+    ),
+    "pyg_nodes": (
+        "every node id in edge_index must be below the number of nodes (x.size(0), data.num_nodes): re-index the "
+        "edges after filtering or batching nodes (torch_geometric.utils.subgraph(..., relabel_nodes=True)), and "
+        "check data.validate()"
+    ),
+    "dgl_nodes": (
+        "every node id in the edges must be below the graph's number of nodes (g.num_nodes()): build the graph with "
+        "num_nodes= set, and re-index node ids after filtering"
+    ),
+    "nnunet_labels": (
+        "nnU-Net needs consecutive label values 0..N-1 in every segmentation, matching the labels in dataset.json: "
+        "remap the label files (e.g. 255 -> 1) and run the plan-and-preprocess step again"
+    ),
+    "seg_labels": (
+        "every mask value must be 0..classes-1 or the loss's ignore_index: pass ignore_index=255 for void borders, "
+        "set the model's number of classes to the mask's, and resize masks with nearest-neighbour interpolation"
+    ),
+    "class_labels": (
+        "labels must be 0..C-1 where C is the number of model outputs: make the last layer output one logit per "
+        "class (num_classes / out_features), map 1-based labels to 0-based, and pass ignore_index= for padding"
+    ),
+    "bce_logits": BCE_LOGITS,
+    "one_hot": (
+        "class values must be 0..num_classes-1 before one_hot / a one-hot scatter: make num_classes (n_classes, "
+        "n_labels) the number of classes the labels use, map 1-based labels to 0-based, and drop or ignore void "
+        "values such as 255"
+    ),
+    "detr_num_classes": (
+        "num_classes must be larger than the largest category id (DETR-style models add a no-object class at index "
+        "num_classes): set num_classes from the dataset's categories, or map category ids to 0..N-1"
+    ),
+    "node_index": (
+        "every index must be below the size of the dimension it indexes: compare index.max() with that size "
+        "before the call"
+    ),
+}
+
+
+
+def frame_fix(key: str, bound: Optional[int] = None) -> Optional[str]:
+    """The fix for a failure point read from a frame, in its framework's words (None: no such key)."""
+    template = FRAME_FIXES.get(key)
+    if template is None:
+        return None
+    return template.format(bound=f" ({bound})" if bound is not None else "") if "{bound}" in template else template
+
+
+# The value a label error names (``Target 255 is out of bounds``), when no host facts are there to say more: a pasted
+# report or a log. Worded from the value alone; the post-mortem's class_labels() says more when it has the model.
+LABEL_255 = (
+    "255 in a mask is either the 'void' label of VOC-style masks (pass ignore_index=255 to the loss) or the white of "
+    "a 0/255 binary mask (map it to class 1: mask = mask // 255, and resize masks with nearest-neighbour only)"
+)
+LABEL_TOO_BIG = (
+    "the labels reach {value}: the model must output at least {more} classes (num_classes / out_features={more}), "
+    "or the labels must be mapped to 0..num_classes-1 (1-based labels: subtract 1)"
+)
+LABEL_NEGATIVE = (
+    "the labels hold {value}: if {value} marks padding, pass ignore_index={value} to the loss or replace it by -100, "
+    "the default ignore_index (older releases of some libraries, transformers among them, padded labels with -1)"
+)
+
+
+def label_value(value: int) -> str:
+    """The fix a label error's own value points to, when nothing else is known of the model or the data."""
+    if value == 255:
+        return LABEL_255
+    if value < 0:
+        return LABEL_NEGATIVE.format(value=value) if value != -100 else NEGATIVE_LABELS
+    return LABEL_TOO_BIG.format(value=value, more=value + 1)

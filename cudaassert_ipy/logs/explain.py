@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from cudaassert_ipy.capture.assert_lines import AssertSite, Orphan, scan_all
 from cudaassert_ipy.capture.child_lines import first_failure, readable
+from cudaassert_ipy.capture.tracebacks import Frame, frames_in_text
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, match_assert
 from cudaassert_ipy.diagnose.detection import Detection, Kind, classify_text, logged_exception
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
@@ -96,7 +97,8 @@ def _cause_key(site: AssertSite) -> str:
     return cause.id if cause is not None else f"{GENERIC_ID}:{site.condition}"
 
 
-def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_notes: list[str]) -> list[Diagnosis]:
+def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_notes: list[str],
+                    frames: tuple[Frame, ...] = ()) -> list[Diagnosis]:
     """One diagnosis per cause; the first direct device-assert error is its exception, follow-ons are notes."""
     main = next((d for d in detections if d.kind is Kind.DEVICE_ASSERT and not d.follow_on), None)
     main = main or next((d for d in detections if d.kind is Kind.DEVICE_ASSERT), None)
@@ -107,7 +109,7 @@ def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_
     out = []
     for cluster in clusters.values():
         det = main or Detection(Kind.DEVICE_ASSERT, logged_exception("", cluster[0].first.raw), cluster[0].first.raw)
-        d = diagnose(Evidence(detection=det, sites=tuple(cluster)))
+        d = diagnose(Evidence(detection=det, sites=tuple(cluster), frames=frames))
         all_notes = (*extra_notes, *((main.note,) if main and main.note else ()), *notes, *d.notes)
         if main is None:
             out.append(dataclasses.replace(d, notes=all_notes, exception_line=NO_EXCEPTION, exception_text=""))
@@ -116,8 +118,8 @@ def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_
     return out
 
 
-def _error_diagnoses(detections: list[Detection]) -> list[Diagnosis]:
-    return [diagnose(Evidence(detection=d)) for d in detections]
+def _error_diagnoses(detections: list[Detection], frames: tuple[Frame, ...] = ()) -> list[Diagnosis]:
+    return [diagnose(Evidence(detection=d, frames=frames)) for d in detections]
 
 
 def _in_log_words(d: Diagnosis) -> Diagnosis:
@@ -165,6 +167,7 @@ def explain_text(text: str, source: str = "log") -> Explanation:
             untagged = []
     groups: list[Group] = []
     explained: set[tuple[str, str]] = set()
+    frames = frames_in_text(text)  # a pasted report's evidence is often only its traceback
     for label in labels:
         own = sites.get(label, [])
         shared = own or (untagged if label is not None else [])
@@ -174,11 +177,11 @@ def explain_text(text: str, source: str = "log") -> Explanation:
                 dets.append(d)
                 explained.add((e.type_name.rsplit(".", 1)[-1], e.message))
         if own:
-            diagnoses = _site_diagnoses(own, dets, notes[label])
+            diagnoses = _site_diagnoses(own, dets, notes[label], frames)
         elif shared and dets:
-            diagnoses = _site_diagnoses(shared, dets, [SHARED_SITES])
+            diagnoses = _site_diagnoses(shared, dets, [SHARED_SITES], frames)
         else:
-            diagnoses = _error_diagnoses(dets)
+            diagnoses = _error_diagnoses(dets, frames)
         if diagnoses:
             if not groups:  # said once, under the first diagnosis
                 extra = tuple(_launcher_notes(text))

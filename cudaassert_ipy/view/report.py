@@ -24,6 +24,7 @@ GpuInput = Union[str, "GpuState", None]
 DETAILS = "Details"
 SAMPLES = "Bad samples"
 FOLLOW_ON = "Follow-on:"
+BASIS = "Based on:"  # what the cause rests on: the kernel's line, the error text, a frame, host facts
 
 BANNER = (
     "{prefix} This failure is a consequence of the dead GPU context (since cell {cell}: {title}). "
@@ -70,6 +71,10 @@ def to_text(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     if d.specific:
         lines += [f"Cause: {d.specific}", ""]
     lines += [f"What it means: {d.explanation}", "", f"Fix: {d.fix}"]
+    if d.candidates:
+        lines += ["", d.candidates[0]] + [f"  {i}. {c}" for i, c in enumerate(d.candidates[1:], 1)]
+    if d.basis:
+        lines += ["", f"{BASIS} {d.basis}."]
     if _user_line(d):
         lines += ["", f"Your code: {_user_line(d)}"]
     if d.samples:
@@ -92,6 +97,10 @@ def to_markdown(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     if d.specific:
         out += [f"**Cause:** {d.specific}", ""]
     out += [f"**What it means:** {d.explanation}", "", f"**Fix:** {d.fix}", ""]
+    if d.candidates:
+        out += [d.candidates[0], ""] + [f"{i}. {c}" for i, c in enumerate(d.candidates[1:], 1)] + [""]
+    if d.basis:
+        out += [f"_{BASIS} {d.basis}._", ""]
     if _user_line(d):
         out += [f"**Your code:** `{_user_line(d)}`", ""]
     if d.samples:
@@ -131,6 +140,11 @@ def cause_html(d: Diagnosis, with_cause: bool = True) -> str:
     """Cause (the explanation when nothing specific is known), fix, and the user's line."""
     parts = [_cause(d)] if with_cause or not d.specific else []
     parts.append(f"<p><b>Fix:</b> {escape(d.fix)}</p>")
+    if d.candidates:
+        items = "".join(f"<li>{escape(c)}</li>" for c in d.candidates[1:])
+        parts.append(f"<p>{escape(d.candidates[0])}</p><ol>{items}</ol>")
+    if d.basis:
+        parts.append(f'<p class="ca-muted">{escape(BASIS)} {escape(d.basis)}.</p>')
     if d.user_line is not None:
         _, lineno, code = d.user_line
         parts.append(f"<p><b>Your code</b> (line {lineno}):</p><pre>{escape(code)}</pre>")

@@ -27,6 +27,7 @@ from cudaassert_ipy.diagnose.causes.texts import (
 
 __all__ = [
     "GENERIC_ID", "Cause", "all_causes", "canonical_condition", "catalogue_table", "get_cause", "match_assert",
+    "match_file",
     "normalise_condition", "summary_table", "unknown_site_sentence",
 ]
 
@@ -213,6 +214,24 @@ def match_assert(condition: str, file: str = "", function: str | None = None) ->
         if pattern.fullmatch(cond) and (file_pattern is None or file_pattern.search(path)):
             return cause
     return None
+
+
+_FILE_IN_TEXT = re.compile(r"(?:\bat |file=)(\S+?\.(?:cu|cuh|cpp|hip|h))(?::\d+| line=)")
+
+
+def match_file(text: str) -> Cause | None:
+    """The cause an error text points at by naming a kernel's file (``cuda runtime error (59) : device-side assert
+    triggered at .../ClassNLLCriterion.cu:110``, ``THCudaCheck FAIL file=...``): when every catalogued cause
+    compiled from that file belongs to one family, the first of them; None when the file is a generic place the
+    failure only surfaced at (a copy, a comparison) or holds causes of several families."""
+    m = _FILE_IN_TEXT.search(text)
+    if m is None:
+        return None
+    stem = _stem(m.group(1))
+    found = [c for c in _index().causes.values() if stem in c.file_stems and not c.internal]
+    if not found or len({c.family for c in found}) != 1:
+        return None
+    return found[0]
 
 
 def _pick(candidates: Sequence[Cause], condition: str, file: str, function: str | None) -> Cause | None:

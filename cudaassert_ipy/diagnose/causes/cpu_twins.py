@@ -27,9 +27,14 @@ class CpuTwin:
 _TWINS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = tuple(
     (re.compile(p), types, cause)
     for p, types, cause in (
-        (r"^Target (?P<value>-?\d+) is out of bounds\.", ("IndexError", "RuntimeError"),
+        (r"^Target (?P<value>-?\d+) is out(?:\s+of\s+bounds|\s*$)", ("IndexError", "RuntimeError"),
          "nll_loss_target_out_of_range"),
         (r"^index out of range in self", ("IndexError", "RuntimeError"), "index_select_out_of_range"),
+        # 1.0-1.4's CPU embedding / index_select: names the table's rows
+        (r"^index out of range: Tried to access index (?P<value>-?\d+) out of table with (?P<size>\d+) rows",
+         ("IndexError", "RuntimeError"), "index_select_out_of_range"),
+        # 1.x's CPU scatter_add_ (TH): no value printed
+        (r"^Invalid index in scatter(?:Add)?", ("RuntimeError",), "scatter_gather_index_out_of_range_v1"),
         (r"^Index \d+ of input takes value (?P<value>-?\d+) which is not in the valid range \[0, (?P<size>\d+)\)",
          ("RuntimeError",), "embedding_bag_index_out_of_range"),
         (r"^offsets\[-1\] can not be greater than input's length", ("RuntimeError",),
@@ -43,10 +48,10 @@ _TWINS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = tuple(
         (r"^out of range: tried to access index (?P<value>-?\d+) on a tensor of (?P<size>\d+) elements",
          ("IndexError", "RuntimeError"), "take_put_out_of_range"),
         (r"^Class values must be (non-negative|smaller than num_classes)\.", ("RuntimeError",),
-         "scatter_gather_index_out_of_range_v1"),
+         "one_hot_class_out_of_range"),
         (r"^all elements of input should be between 0 and 1", ("RuntimeError",), "bce_input_out_of_range"),
         (r"^all elements of target should be between 0 and 1", ("RuntimeError",), "bce_target_out_of_range"),
-        (r"^probability tensor contains either `inf`, `nan` or element < 0", ("RuntimeError",),
+        (r"^probability tensor contains either `?inf`?, `?nan`? or element < 0", ("RuntimeError",),
          "multinomial_invalid_probs_async"),
         (r"^invalid multinomial distribution \(sum of probabilities <= 0\)", ("RuntimeError",),
          "multinomial_zero_sum_async"),
@@ -64,6 +69,10 @@ _TWINS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = tuple(
          "embedding_bag_index_out_of_range"),
         (r"^embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be (?P<value>-?\d+)",
          ("RuntimeError",), "embedding_bag_index_out_of_range"),
+        # frameworks' own checks of the same data, on the CPU before any kernel: PyG's validate(), YOLOv5's labels
+        (r"^'edge_index' (?:point|contain)s? .*valid indices in the interval \[0, (?P<size>\d+)\)",
+         ("ValueError", "IndexError"), "graph_node_index_out_of_range"),
+        (r"^Label class (?P<value>\d+) exceeds nc=(?P<size>\d+)", ("AssertionError",), "detection_class_out_of_range"),
         (r"^Expected Tensor with single nonzero value, but got zero", ("RuntimeError",), "assert_async_false"),
         (r"^Number of elements of source < number of ones in mask", ("RuntimeError",),
          "masked_scatter_source_too_small"),

@@ -25,7 +25,7 @@ _CLASS = Text(
     "the model outputs (C = the size of the class dimension of its input), and the label is not "
     "the loss's ignore_index.",
     "Make the labels 0-based integers in 0..C-1 and make the model output exactly as many logits "
-    "as there are classes (the out_features of its last layer). Mark padding or 'void' labels with "
+    "as there are classes (num_classes: the out_features of its last layer). Mark padding or 'void' labels with "
     "the loss's ignore_index (default -100).",
 )
 _SEG = Text(
@@ -734,6 +734,37 @@ NO_LINE = Text(
     "outputs, token ids >= the vocabulary size, and BCELoss on values outside [0, 1].",
 )
 
+#: Honest when unsure: with no assertion line and no failure point in the frames, the likely causes in the order
+#: they are seen in reports, each with what to check; keyed by what the frames show (a framework) or "any".
+UNSURE: dict[str, tuple[str, ...]] = {
+    "transformers": (
+        "token ids >= the embedding's size: compare input_ids.max() with model.config.vocab_size and len(tokenizer)",
+        "labels outside 0..num_labels-1: compare labels.min()/max() with model.config.num_labels (-100 marks "
+        "ignored positions)",
+        "sequences longer than max_position_embeddings: compare input_ids.shape[1] with "
+        "model.config.max_position_embeddings",
+    ),
+    "detection": (
+        "a class id >= the number of classes: compare the largest class id in the label files with nc / num_classes",
+        "boxes outside the image or with zero size: check the label files' coordinates",
+    ),
+    "graph": (
+        "an edge_index node id >= the number of nodes: compare edge_index.max() with x.size(0)",
+        "a batch vector or index from another graph: check data.validate()",
+    ),
+    "any": (
+        "class labels outside 0..C-1: compare labels.min()/max() with the model's number of outputs",
+        "embedding ids >= num_embeddings: compare the ids' max with the embedding's size",
+        "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
+    ),
+}
+#: A failure point seen only at a later call that used the result (frame_points: late frames).
+FRAME_LATE = (
+    "The frame where it surfaced ({where}) only used the result: without CUDA_LAUNCH_BLOCKING=1 CUDA reports a "
+    "failure at a later call. The likely op is {earlier}."
+)
+UNSURE_LEAD = "Nothing in the text decides between these; the likely causes, most common first:"
+
 # ROCm builds: PyTorch's kernel checks call abort() and print nothing (unless PyTorch was built with
 # C10_USE_ROCM_KERNEL_ASSERT or TORCH_USE_HIP_DSA); the error then reads "HIP error: unspecified launch failure"
 # (hipErrorLaunchFailure, 719) or "device-side assert triggered", and no assertion line exists in any log.
@@ -767,6 +798,47 @@ def no_line_text(message: str, sticky: bool = False) -> Text | None:
 # Causes with no kernel assertion of their own (so not in device_asserts.json), which the
 # validators can still name before launch.
 EXTRA_TEXTS: dict[str, Text] = {
+    # named from a traceback's frames (diagnose/frame_points.py): the kernel is an embedding's or a loss's, the
+    # frame says which quantity the index counts
+    "position_ids_out_of_range": Text(
+        "position id out of range (sequence too long)",
+        "A position embedding got a position id >= its size (the config's max_position_embeddings): a sequence is "
+        "longer than the model accepts, or position_ids were built for a longer context. On the GPU the lookup's "
+        "kernel asserts; on the CPU it reads 'index out of range in self'.",
+        "Truncate the inputs to the model's maximum length (tokenizer(..., truncation=True, max_length=...)), or "
+        "use a model made for longer contexts.",
+    ),
+    "token_type_ids_out_of_range": Text(
+        "token type id out of range",
+        "The token-type (segment) embedding got an id >= the config's type_vocab_size: the tokenizer returned "
+        "segment ids the model was not trained with (RoBERTa and DistilBERT have one segment), or token_type_ids "
+        "were built by hand.",
+        "Pass token_type_ids only when the model has segments (return_token_type_ids=False otherwise), and use the "
+        "tokenizer of the same checkpoint.",
+    ),
+    "detection_class_out_of_range": Text(
+        "detection class id out of range",
+        "A detection loss or label assigner indexed its class scores with a class id >= the number of classes the "
+        "model was built with: a label file holds a larger id than the data's nc, or num_classes leaves out the "
+        "background class the model counts.",
+        "Make every class id in the labels 0..nc-1 (or 1..num_classes-1 with background 0 for torchvision models), "
+        "and set the model's number of classes from the same list of names as the data.",
+    ),
+    "one_hot_class_out_of_range": Text(
+        "class value out of range in one_hot",
+        "F.one_hot (or a one-hot built with scatter_) got a class value >= num_classes or negative: the labels hold "
+        "more classes than the count given, 1-based labels, or a void value such as 255.",
+        "Make every label 0..num_classes-1 before one-hot encoding (num_classes = the number of classes the labels "
+        "use), and mask void values out first.",
+    ),
+    "graph_node_index_out_of_range": Text(
+        "node id out of range in a graph",
+        "A message-passing or scatter step indexed node features with a node id >= the number of nodes: the "
+        "edge_index refers to nodes that are not in x (nodes filtered or batched without re-indexing, or a graph "
+        "built with the wrong num_nodes).",
+        "Keep every edge_index entry below x.size(0): re-index edges after filtering nodes, and let the loader batch "
+        "graphs (it offsets edge_index for each graph).",
+    ),
     "ctc_loss_target_out_of_range": Text(
         "CTC target out of range",
         "ctc_loss got a target label that is negative, equal to the blank index, or not smaller than the "
