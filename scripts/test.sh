@@ -60,7 +60,9 @@ fi
 if wants dist; then
     begin dist "wheel + sdist with setuptools 77.0.3, twine check, the wheel in a clean venv"
     ensure_tools
-    if (
+    # not `if ( ... )`: bash ignores `set -e` inside a condition, so only the last command would count
+    set +e
+    (
         set -e
         rm -rf dist build
         .venv-dist/bin/python -m build --no-isolation --outdir dist . >/dev/null
@@ -79,7 +81,10 @@ EOF
         "$PY" -m venv .venv-wheel
         .venv-wheel/bin/python -m pip install -q "$TORCH_SPEC" dist/*.whl 2> >(grep -v "^WARNING: Location" >&2)
         (cd "$(mktemp -d)" && "$ROOT/.venv-wheel/bin/python" "$ROOT/scripts/smoke_dist.py")
-    ); then :; else status=1; echo "=== [dist] FAILED"; fi
+    )
+    dist_rc=$?
+    set -e
+    if [ "$dist_rc" != 0 ]; then status=1; echo "=== [dist] FAILED"; fi
     end "dist (build, check, smoke)"
 fi
 
