@@ -7,12 +7,11 @@ and LBFGS re-evaluates the loss in its closure: a bad label there must still be 
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from helpers.own_frames import PY310_KEEPS_OUR_FRAME, no_frame_of_ours
 
 from cudaassert_ipy.checks import ValidationError, validators, validators_enabled
 
@@ -54,8 +53,7 @@ def test_a_good_closure_runs_checked_and_the_step_itself_unchecked():
     assert torch.isfinite(loss)
 
 
-@pytest.mark.xfail(sys.version_info < (3, 11), strict=True,
-                   reason="Python 3.10's bare `raise` restores the traceback the handler caught, our frame included")
+@PY310_KEEPS_OUR_FRAME
 def test_an_ordinary_error_in_a_checked_closure_shows_no_frame_of_ours():
     model = nn.Linear(4, 3)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -65,5 +63,4 @@ def test_an_ordinary_error_in_a_checked_closure_shows_no_frame_of_ours():
 
     with validators(), pytest.raises(KeyError) as raised:
         optimizer.step(closure)
-    files = [entry.path for entry in raised.traceback]
-    assert not [f for f in files if "cudaassert_ipy" in str(f)], files
+    no_frame_of_ours([str(entry.path) for entry in raised.traceback])

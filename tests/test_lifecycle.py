@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -50,13 +51,20 @@ def test_loading_twice_under_both_names_installs_one_set_of_hooks(shell):
     assert _count_hooks(shell) == 2  # one pre_run_cell, one post_run_cell
 
 
-def test_reload_ext_leaves_one_set_of_hooks(shell):
+BAD_LABEL = "import torch, torch.nn.functional as F\nF.cross_entropy(torch.zeros(2, 3), torch.tensor([0, 3]))"
+REPORTED = "[cudaassert] CPU error · class label out of range in cross_entropy"
+
+
+def test_reload_ext_leaves_one_set_of_hooks_that_reports_once(shell, capsys):
     shell.config.CudaAssert.tap = False
     shell.run_line_magic("load_ext", "cudaassert")
     shell.run_line_magic("reload_ext", "cudaassert")
     shell.run_line_magic("reload_ext", "cudaassert")
     assert _count_hooks(shell) == 2
     assert registry.count() == 1
+    capsys.readouterr()
+    shell.run_cell(BAD_LABEL)
+    assert capsys.readouterr().out.count(REPORTED) == 1
 
 
 def test_unload_is_idempotent(shell):
@@ -68,13 +76,19 @@ def test_unload_is_idempotent(shell):
     assert _snapshot(shell) == before
 
 
-def test_load_unload_load_works_again(shell):
+def test_load_unload_load_works_again(shell, capsys):
     shell.config.CudaAssert.tap = False
     for _ in range(2):
         shell.run_line_magic("load_ext", "cudaassert")
         assert extension.current(shell) is not None
+        capsys.readouterr()
+        shell.run_cell(BAD_LABEL)
+        assert capsys.readouterr().out.count(REPORTED) == 1
         shell.run_line_magic("unload_ext", "cudaassert")
         assert extension.current(shell) is None
+        shell.run_cell(BAD_LABEL)
+        shown = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # IPython's own traceback, colours off
+        assert "IndexError: Target 3 is out of bounds." in shown and "[cudaassert]" not in shown
 
 
 def test_settings_are_traitlets_reachable_with_config_magic(loaded, shell, capsys):

@@ -3,9 +3,11 @@
 Every catalogue entry's assertion line (device_asserts.json ``sample_stderr_line``, or the gpu double's
 line) goes through each phenomenon the issue names: launcher prefixes, a tqdm bar with no newline,
 text glued after, a Windows build path, another process's line spliced in, console wrapping, ROCm's
-format, Triton without debug info, and paste damage. Two figures come out, printed and held:
-the share of assertion lines folded into a site of a known cause, and the share of logs whose cause
-is right (the same explanation as the entry's own).
+format, Triton without debug info, and paste damage. Two figures come out, printed: the share of
+assertion lines folded into a site of a known cause, and the share of logs whose cause is right (the
+entry's own cause, or one that gives the same title, explanation and fix). What is held is the set of
+logs allowed to miss each, named one by one: any other log that misses fails, and so does one of these
+that starts to pass (shrink the set).
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ from cudaassert_ipy.diagnose.causes import get_cause, match_assert
 from cudaassert_ipy.logs.explain import explain_text
 
 THREADS = 3
+FLASHMLA = ("tp_vllm_flashmla_my_num_splits", "tp_vllm_flashmla_now_req_idx", "tp_vllm_flashmla_actual_num_splits",
+            "tp_vllm_flashmla_now_idx")
+#: vLLM FlashMLA's printf lines glued to, wrapped or linked with other text: nothing marks their end.
+CAUSE_MISSED = {(e, p) for e in FLASHMLA
+                for p in ("text glued after", "console wrap", "markdown: link around the path")}
+#: Those, and one line of a 5-character condition (`false`, `b < B`, ...) spliced mid-path by another process.
+NOT_ALL_FOLDED = CAUSE_MISSED | {(e, "spliced head") for e in (
+    "thc_topk_find_pattern_failed", "tp_mmcv_assign_score_withk_b", "tp_mmcv_assign_score_withk_kn",
+    "tp_mmcv_assign_score_withk_cn", "tp_mmcv_assign_score_withk_o", "tp_mmcv_assign_score_withk_n", *FLASHMLA,
+    "tp_vllm_deepselect_nan")}
 OTHER = LOSS.format(b=9, t=9)  # the other process's line
 
 
@@ -110,12 +122,18 @@ def _measure(entry_id: str, phenomenon: str) -> tuple[int, int, bool]:
     """(assertion lines, lines folded into a site of a known cause, cause right)."""
     text, lines = _case(entry_id, phenomenon)
     ex = explain_text(text)
-    expected = get_cause(entry_id).title
     known = ex.repeats + sum(s.count for s in ex.folded if match_assert(s.condition, s.file, s.function) is not None)
     if phenomenon == "spliced head":
         known -= 1  # the other process's whole line is not this entry's to count
-    titles = [d.title for g in ex.groups for d in g.diagnoses]
-    return lines, known, expected in titles
+    return lines, known, any(_same_words(d.cause_id, entry_id) for g in ex.groups for d in g.diagnoses)
+
+
+def _same_words(found: str | None, expected: str) -> bool:
+    """The entry's own cause, or a sibling the user cannot tell from it (an old THC text read as its ATen twin)."""
+    if found is None:
+        return False
+    a, b = get_cause(found), get_cause(expected)
+    return found == expected or (a.title, a.explanation, a.fix) == (b.title, b.explanation, b.fix)
 
 
 CASES = [(e, p) for e in ALL_IDS for p in PHENOMENA]
@@ -127,7 +145,8 @@ def test_the_corpus_covers_every_catalogue_entry_and_phenomenon():
 
 def test_corpus_figures_lines_folded_to_a_known_site_and_causes_right(capsys):
     total = folded = right = 0
-    wrong: list[tuple[str, str]] = []
+    wrong: set[tuple[str, str]] = set()
+    not_folded: set[tuple[str, str]] = set()
     per: dict[str, list[int]] = {}
     for entry_id, phenomenon in CASES:
         lines, known, ok = _measure(entry_id, phenomenon)
@@ -137,14 +156,16 @@ def test_corpus_figures_lines_folded_to_a_known_site_and_causes_right(capsys):
         per.setdefault(phenomenon, [0, 0])[0] += ok
         per[phenomenon][1] += 1
         if not ok:
-            wrong.append((entry_id, phenomenon))
+            wrong.add((entry_id, phenomenon))
+        if known != lines:
+            not_folded.add((entry_id, phenomenon))
     with capsys.disabled():
         print(f"\ncorpus: {len(CASES)} logs, {total} assertion lines; folded to a known site {folded / total:.1%}; "
               f"causes right {right / len(CASES):.1%}")
         for phenomenon, (ok, n) in per.items():
             print(f"  {phenomenon:32s} causes right {ok}/{n}")
-    assert folded / total >= 0.99
-    assert right / len(CASES) >= 0.99, wrong[:10]
+    assert wrong == CAUSE_MISSED
+    assert not_folded == NOT_ALL_FOLDED
 
 
 @pytest.mark.parametrize("phenomenon", sorted(PHENOMENA))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from cudaassert_ipy.shell import extension
 
 SETUP_196 = """
@@ -203,11 +205,19 @@ def test_explain_shows_the_last_diagnosis_again(loaded, shell, capsys):
     assert "class label out of range in cross_entropy" in capsys.readouterr().out
 
 
-def test_reports_off_shows_nothing(loaded, shell, capsys):
+def test_reports_off_shows_the_plain_error_only_and_on_brings_the_report_back(loaded, shell, capsys):
     shell.run_line_magic("cudaassert", "off")
     _run(shell, SETUP_196)
+    capsys.readouterr()
+    result = _run(shell, "F.cross_entropy(model(torch.randn(4, 8)), labels)")
+    assert isinstance(result.error_in_exec, IndexError)
+    shown = capsys.readouterr()
+    assert "IndexError: Target 195 is out of bounds." in re.sub(r"\x1b\[[0-9;]*m", "", shown.out)  # IPython's own
+    assert "[cudaassert]" not in shown.out + shown.err
+    assert loaded.last is None  # nothing diagnosed either
+    shell.run_line_magic("cudaassert", "on")
     _run(shell, "F.cross_entropy(model(torch.randn(4, 8)), labels)")
-    assert "class label out of range" not in capsys.readouterr().out
+    assert "[cudaassert] CPU error · class label out of range in cross_entropy" in capsys.readouterr().out
 
 
 def test_the_report_has_text_html_and_markdown(loaded, shell):

@@ -85,10 +85,10 @@ def run_stub(tmp_path, runtime):
 
 
 def test_without_a_plan_the_stub_costs_a_listing_and_imports_nothing_heavy(tmp_path):
-    ms, replay_loaded, torch_loaded, ours_loaded, printed, names = run_stub(tmp_path, tmp_path / "rt")
+    _, replay_loaded, torch_loaded, ours_loaded, printed, names = run_stub(tmp_path, tmp_path / "rt")
     assert not replay_loaded and not torch_loaded and not ours_loaded
     assert printed == "''" and names == "[]"  # prints nothing, leaves no names behind
-    assert ms < 200  # mostly importing jupyter_core, which a kernel has done before its startup files
+    # its time (mostly importing jupyter_core, which a kernel has done before its startup files): bench_stub.py
 
 
 def test_a_stub_that_fails_neither_raises_nor_prints_and_logs_instead(tmp_path):

@@ -72,8 +72,8 @@ def test_a_bad_label_on_rank_1_reaches_torchruns_root_cause_with_the_rank_cause_
 
 
 def test_a_device_assert_on_rank_1_reports_the_folded_line_and_the_job_ends(tmp_path):
-    result, seconds = torchrun(tmp_path, USE_DOUBLE="1")
-    assert result.returncode == 1 and seconds < 120
+    result, _ = torchrun(tmp_path, USE_DOUBLE="1")  # a job that hung would run into torchrun()'s 240-s timeout
+    assert result.returncode == 1  # its speed: benchmarks/bench_run.py (failure to job exit)
     summary = root_cause(result.stderr)
     assert "AcceleratorError: CUDA error: device-side assert triggered" in summary
     assert "[cudaassert] GPU context dead · class label out of range" in summary

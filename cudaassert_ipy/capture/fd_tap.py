@@ -475,7 +475,7 @@ class TapSet:
         for tap in self.taps:
             tap.drain()
 
-    def settle(self, mark: Tuple[int, ...]) -> None:
+    def settle(self, mark: Tuple[int, ...], timeout: float = _SETTLE_S) -> None:
         """``FdTap.settle`` when anything was written since ``mark``; a quiet cell costs one ``poll()``."""
         # quiet: nothing in our pipes, no reader between taking a chunk out and recording it (it holds its lock
         # meanwhile), and nothing recorded; asked in this order, a chunk in flight is seen by one of them
@@ -486,7 +486,7 @@ class TapSet:
         ):
             return
         for tap in self.taps:
-            tap.settle()
+            tap.settle(timeout)
 
     def unread(self) -> bool:
         return any(tap.unread() for tap in self.taps)
