@@ -535,7 +535,7 @@ LABEL_TOO_BIG = (
 )
 LABEL_NEGATIVE = (
     "the labels hold {value}: if {value} marks padding, pass ignore_index={value} to the loss or replace it by -100, "
-    "the default ignore_index (older releases of some libraries, transformers among them, padded labels with -1)"
+    "the default ignore_index (older releases of some libraries padded labels with -1)"
 )
 
 
