@@ -13,10 +13,12 @@ from __future__ import annotations
 import torch
 from gpu_double import DEVICE_ASSERT_WORDINGS, assertion_lines
 
-from cudaassert_ipy.capture.child_lines import child_error, first_failure, plain_lines, readable
+from cudaassert_ipy.capture.child_lines import child_error, error_process, first_failure, plain_lines, readable
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
+from cudaassert_ipy.frameworks.engines import ENGINE_DEAD
 from cudaassert_ipy.logs.explain import CLEAR_CACHE, explain_text
+from cudaassert_ipy.logs.render import render
 from cudaassert_ipy.view.report import to_text
 
 NLL = assertion_lines("nll_loss_target_out_of_range", threads=2).decode()
@@ -26,6 +28,14 @@ ASSERT_MESSAGE = DEVICE_ASSERT_WORDINGS["2.9+"][1]
 VLLM_LOG = NLL + "".join(f"(EngineCore pid=339) ERROR 08-19 10:11:55 [core.py:1348] {line}\n" for line in (
     "    self.copy_event.synchronize()", f"torch.AcceleratorError: {ASSERT_MESSAGE}")) + (
     "(APIServer pid=1) ERROR 08-19 10:11:55 [async_llm.py:744] AsyncLLM output_handler failed.\n"
+    "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
+    "root cause.\n")
+# A tensor-parallel vLLM's worker rank 1: the worker's prefix and multiproc_executor.py's "WorkerProc hit an exception."
+# as public vLLM bug reports show them; then the engine core reports the dead worker.
+VLLM_TP_LOG = NLL + "".join(f"(VllmWorker rank=1 pid=1386049) ERROR 07-23 10:22:47 [multiproc_executor.py:546] {line}\n"
+                            for line in ("WorkerProc hit an exception.", "Traceback (most recent call last):",
+                                         f"torch.AcceleratorError: {ASSERT_MESSAGE}")) + (
+    "ERROR 07-23 10:22:47 [core.py:586] EngineCore encountered a fatal error.\n"
     "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
     "root cause.\n")
 # huggingface/text-generation-inference#3301
@@ -70,6 +80,10 @@ Root Cause (first observed failure):
 """
 
 
+class EngineDeadError(Exception):
+    """vLLM's class of that name (``vllm.v1.engine.exceptions``), raised ``from None`` as ``core_client.py`` does."""
+
+
 class GenerationError(Exception):
     """What a text-generation client raises with the server's error text (huggingface_hub's class of that name)."""
 
@@ -77,6 +91,10 @@ class GenerationError(Exception):
 def test_prefixes_are_stripped_before_matching() -> None:
     assert plain_lines("\x1b[31m[rank1]:\x1b[0m RuntimeError: CUDA error: x") == ["RuntimeError: CUDA error: x"]
     assert plain_lines("(EngineCore pid=339) ERROR 08-19 10:11:55 [core.py:1348] Traceback") == ["Traceback"]
+    assert plain_lines("(VllmWorker rank=1 pid=219) ERROR 07-23 10:22:47 [multiproc_executor.py:546] Traceback") == [
+        "Traceback"]
+    assert plain_lines("(VllmWorker TP1 pid=22110) ERROR 11-14 22:48:02 [multiproc_executor.py:596] x") == ["x"]
+    assert plain_lines("(Worker_PP0_TP1 pid=88242) ERROR 08-14 11:24:36 [multiproc_executor.py:1232] x") == ["x"]
     assert plain_lines("E1126 20:45:48.278000 6892 torch/distributed/elastic/multiprocessing/api.py:836] x") == ["x"]
     assert plain_lines('{"message":"a\\nRuntimeError: b"}') == ['{"message":"a', 'RuntimeError: b"}']
     assert plain_lines("2024-09-12T10:00:00.3Z ERROR text_generation_launcher: Method ClearCache") == [
@@ -100,6 +118,19 @@ def test_the_childs_error_and_the_first_failing_process_are_read_from_text() -> 
     assert first_failure("no launcher here") is None
 
 
+def test_a_vllm_worker_that_died_is_named_by_its_rank() -> None:
+    try:
+        raise EngineDeadError(ENGINE_DEAD) from None
+    except EngineDeadError as error:
+        detection, sites = read_failure(error, VLLM_TP_LOG)
+    assert detection is not None and detection.launch is not None and sites
+    _, diagnosis = diagnose_failure(detection, sites)
+    process = "vLLM's worker rank 1 (VllmWorker rank=1 pid=1386049)"
+    assert diagnosis.headline.startswith(f"GPU context dead in {process} · ")
+    assert diagnosis.status.startswith(f"The GPU context that died was in {process}, which is gone;")
+    assert error_process(VLLM_LOG) is None, "the engine core's own line names no worker"
+
+
 def test_a_tgi_relay_is_the_shards_error_and_names_the_shard() -> None:
     try:
         raise GenerationError("Server error: Unexpected <class 'RuntimeError'>: CUDA error: device-side assert "
@@ -118,6 +149,11 @@ def test_logs_explain_vllm_tgi_and_deepspeed_through_their_prefixes() -> None:
     vllm = explain_text(VLLM_LOG)
     assert [g.label for g in vllm.groups] == ["EngineCore pid=339"]
     assert vllm.groups[0].diagnoses[0].cause_id == "nll_loss_target_out_of_range"
+    tp = explain_text(VLLM_TP_LOG)
+    assert "rank 1" in [g.label for g in tp.groups], "the worker's tag is its rank"
+    rank1 = next(g for g in tp.groups if g.label == "rank 1")
+    assert rank1.diagnoses[0].cause_id == "nll_loss_target_out_of_range"
+    assert "=== rank 1 ===" in render(tp)
 
     tgi = explain_text(TGI_LOG)
     assert tgi.errors == 1, "the router's relay is the shard's error, counted once"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from cudaassert_ipy.capture.child_lines import child_error, first_failure
+from cudaassert_ipy.capture.child_lines import child_error, error_process, first_failure
 from cudaassert_ipy.diagnose.detection import Detection, Kind, classify, classify_text, logged_exception
 from cudaassert_ipy.diagnose.diagnosis import ASYNC_NOTE, Diagnosis
 from cudaassert_ipy.frameworks.registry import failure_notes, launch_of
@@ -66,7 +66,9 @@ def read_launched(error: BaseException, text: str, context_dead: bool = False,
         det = None
     if det is None or not det.kills_context:
         return None, child_text
-    process = launch.process or first_failure(launch.text) or first_failure(text) or DEFAULT_PROCESS
+    # a vLLM worker's tag on the error's own line names the process better than "the engine"
+    worker = error_process(launch.text) or error_process(text) if carried is None else None
+    process = worker or launch.process or first_failure(launch.text) or first_failure(text) or DEFAULT_PROCESS
     launch = dataclasses.replace(launch, process=process)
     note = LAUNCHED_NOTE.format(wrapper=launch.wrapper, process=process,
                                 source=SOURCE_CARRIED if carried is not None else SOURCE_CAPTURED)
