@@ -10,8 +10,13 @@ ZeRO-3 is read from a real torch module whose parameter is freed the way DeepSpe
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import torch
-from gpu_double import DEVICE_ASSERT_WORDINGS, assertion_lines
+from gpu_double import DEVICE_ASSERT_WORDINGS, assertion_lines, make_exception
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+from torch.distributed.elastic.multiprocessing.errors.error_handler import ErrorHandler
 
 from cudaassert_ipy.capture.child_lines import child_error, error_process, first_failure, plain_lines, readable
 from cudaassert_ipy.diagnose.detection import Kind
@@ -129,6 +134,50 @@ def test_a_vllm_worker_that_died_is_named_by_its_rank() -> None:
     assert diagnosis.headline.startswith(f"GPU context dead in {process} · ")
     assert diagnosis.status.startswith(f"The GPU context that died was in {process}, which is gone;")
     assert error_process(VLLM_LOG) is None, "the engine core's own line names no worker"
+
+
+# What gloo raised in the healthy rank of a real 2-process notebook_launcher run (torch 2.14.1) when its peer went away
+GLOO_LOST = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:19368: "
+             "Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the "
+             "application. Check the logs of the remote worker before reporting an error. GLHF! 🏖️")
+
+
+def _recorded(error: BaseException, path: Path, local_rank: int) -> ProcessFailure:
+    """A rank's failure as torchelastic records it: its ErrorHandler writes the error file, the agent reads it."""
+    os.environ["TORCHELASTIC_ERROR_FILE"] = str(path)
+    try:
+        try:
+            raise error
+        except BaseException as raised:
+            ErrorHandler().record_exception(raised)
+    finally:
+        del os.environ["TORCHELASTIC_ERROR_FILE"]
+    return ProcessFailure(local_rank=local_rank, pid=1000 + local_rank, exitcode=1, error_file=str(path))
+
+
+def test_a_rank_that_lost_its_peer_is_not_the_root_cause(tmp_path: Path) -> None:
+    lost = _recorded(RuntimeError(GLOO_LOST), tmp_path / "0.json", 0)
+    dying = _recorded(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), tmp_path / "1.json", 1)
+    error = ChildFailedError("train", {0: lost, 1: dying})
+    assert error.get_first_failure()[0] == 0, "torchelastic's root cause is the rank that exited first"
+    detection, sites = read_failure(error, NLL)
+    assert detection is not None and sites
+    _, diagnosis = diagnose_failure(detection, sites)
+    assert diagnosis.headline.startswith("GPU context dead in rank 1 (local_rank 1) · class label out of range")
+    assert diagnosis.notes[0] == (
+        "What reached this process is torch.distributed.elastic's `ChildFailedError` (torchrun, accelerate's "
+        "`notebook_launcher` or `launch`): its root cause, rank 0 (first observed failure, local_rank 0), failed with "
+        "a connection error (\"Connection reset by peer\"): it lost its connection to rank 1 (local_rank 1), which "
+        "was dying of a CUDA error, so that connection error is a consequence. This report is built from the CUDA "
+        "error and kernel assertion lines of rank 1 (local_rank 1) (carried by the wrapper); the traceback above is "
+        "the launcher's, in this process.")
+
+    # the dying rank was stopped before it recorded its error: its kernel lines alone name the cause
+    detection, sites = read_failure(ChildFailedError("train", {0: lost}), NLL)
+    assert detection is not None and sites
+    _, diagnosis = diagnose_failure(detection, sites)
+    assert diagnosis.headline.startswith("GPU context dead in a rank other than rank 0 · class label out of range")
+    assert read_failure(ChildFailedError("train", {0: lost}), "") == (None, []), "no CUDA failure: not ours"
 
 
 def test_a_tgi_relay_is_the_shards_error_and_names_the_shard() -> None:

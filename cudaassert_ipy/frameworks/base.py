@@ -66,6 +66,9 @@ class Launch:
     #: what runs the child, for the words of what to do after the fix (diagnose/launched.py ``AGAIN``):
     #: "launcher" (launch it again), "engine" (an inference engine object to create again), "server"
     relaunch: str = "launcher"
+    #: the launcher's other failed processes, in the order they failed, with the error each carries:
+    #: (process, (type name, message)); the root cause may only have lost its connection to one of them
+    others: tuple[tuple[str, tuple[str, str]], ...] = ()
 
 
 @dataclass(frozen=True)
