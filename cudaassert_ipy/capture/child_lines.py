@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["VLLM_WORKER", "child_error", "error_process", "first_failure", "plain_lines", "readable", "worker_label"]
+__all__ = ["VLLM_WORKER", "child_error", "error_frames", "error_process", "first_failure", "plain_lines", "readable",
+           "worker_label"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: vLLM's worker processes tag their lines with their rank, in the words of successive releases:
@@ -31,6 +32,7 @@ VLLM_WORKER = (r"\((?:VllmWorker rank=(?P<vllm_rank>\d+)|(?:VllmWorker|Worker|En
                r"(?P<vllm_groups>(?:[ _](?:DP|PP|PCP|TP|DCP|EP)\d+)+)) pid=\d+\)")
 _WORKER = re.compile(VLLM_WORKER, re.ASCII)
 _GROUP = re.compile(r"([A-Z]+)(\d+)", re.ASCII)
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in ')
 #: prefixes in front of a child's line, any number of them, in any order
 _PREFIX = re.compile(
     r"^(?:\s*(?:"
@@ -128,6 +130,27 @@ def worker_label(m: re.Match[str]) -> str:
     if m.group("vllm_rank") is not None:
         return f"rank {int(m.group('vllm_rank'))}"
     return ", ".join(f"{group} rank {int(rank)}" for group, rank in _GROUP.findall(m.group("vllm_groups")))
+
+
+def error_frames(text: str) -> list[tuple[str, int, str]]:
+    """The frames of the child's traceback that ends in its first CUDA error, outermost first: (file, line number,
+    the code line printed under it); empty when ``text`` holds no such traceback."""
+    if "Traceback" not in text:
+        return []
+    lines = plain_lines(text)
+    frames: list[tuple[str, int, str]] = []
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("Traceback (most recent call last)"):
+            frames = []
+            continue
+        m = _FRAME.match(line)
+        if m is not None:
+            after = lines[i + 1] if i + 1 < len(lines) else ""
+            code = "" if _FRAME.match(after) else after.strip()
+            frames.append((m.group(1), int(m.group(2)), code))
+        elif frames and _error_in(line, lines[i + 1:], lines[:i]) is not None:
+            return frames
+    return []
 
 
 def _first_error(text: str) -> tuple[tuple[str, str], str] | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Container, Iterable, Mapping, Sequence
 
 from cudaassert_ipy.capture.assert_lines import AssertSite
+from cudaassert_ipy.capture.child_lines import error_frames
 from cudaassert_ipy.diagnose.chain import failure_place, first_error_frames, follow_on_lines
 from cudaassert_ipy.diagnose.detection import Detection
 from cudaassert_ipy.diagnose.facts import CallFacts, FloatValues, LabelValues, ModuleFact, TensorFact
@@ -72,6 +73,8 @@ def collect(
     torch = sys.modules.get("torch")
     frames = list(first_error_frames(detection))  # the first error's, when cleanup raised a later one
     user_frame = _user_frame(frames, user_files)
+    if user_frame is None and detection.launch is not None:  # a launcher's frames only: the child's traceback
+        user_frame = _child_user_frame((detection.launch.text, stderr_text), user_files)
     found = gather(Stack(tuple(frames), user_ns if user_ns is not None else {}), adapters)
     follow_ons, follow_notes = follow_on_lines(detection, failure_place(frames, user_files), adapters)
     # The names the user knows first: the notebook's globals, then cell frames outermost to
@@ -125,6 +128,17 @@ def _user_frame(frames: list[types.FrameType], user_files: Container[str] = ()) 
         if is_cell_filename(name, user_files):
             lineno = frame.f_lineno
             return name, lineno, linecache.getline(name, lineno).strip()
+    return None
+
+
+def _child_user_frame(texts: Iterable[str], user_files: Container[str]) -> tuple[str, int, str] | None:
+    """The innermost frame in the user's files of the traceback a launched child printed with its CUDA error."""
+    import linecache
+
+    for text in texts:
+        for name, lineno, code in reversed(error_frames(text)):
+            if is_cell_filename(name, user_files):
+                return name, lineno, code or linecache.getline(name, lineno).strip()
     return None
 
 
