@@ -278,7 +278,8 @@ class _Facts:
 
     def _config(self, name: str, value: Any) -> None:
         if type(value).__name__.endswith("Config") and hasattr(value, "vocab_size"):
-            attrs = tuple((k, getattr(value, k)) for k in ("vocab_size", "num_labels", "max_position_embeddings")
+            attrs = tuple((k, getattr(value, k)) for k in ("vocab_size", "num_labels", "max_position_embeddings",
+                                                           "type_vocab_size")
                           if isinstance(getattr(value, k, None), int))
             self.configs.setdefault(name, ModuleFact(name, type(value).__name__, attrs))
 

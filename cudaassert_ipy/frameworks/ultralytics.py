@@ -25,6 +25,7 @@ from cudaassert_ipy.frameworks.base import (
     in_packages,
 )
 from cudaassert_ipy.frameworks.generic import unwrap_model
+from cudaassert_ipy.frameworks.ultralytics_labels import bad_label
 
 __all__ = ["ADAPTER", "is_trainer", "yolo_model"]
 
@@ -155,6 +156,10 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
         files = _files_line(batch)
         if files is not None:
             facts.append(("batch['im_file']", files))
+        nc = _model_nc(model, read, name) if model is not None else None
+        bad = bad_label(batch, nc) if nc else None  # the one box, its image and label file line
+        if bad is not None:
+            facts.append(bad)
     return Found(objects=tuple(objects), facts=tuple(facts), declared=tuple(declared))
 
 
