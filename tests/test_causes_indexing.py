@@ -87,3 +87,24 @@ def test_intel_xpu_spellings_with_a_trailing_underscore_name_the_cuda_causes() -
         assert cause is not None and cause.id == cause_id, cond
     (site,) = scan(XPU.format(file="EmbeddingBag.h", line=104, cond="weight_index < num_row_"))
     assert _id(site.condition, site.file, site.function) == "embedding_bag_invalid_index_v2"
+
+
+class TinyConfig:
+    """A model config as transformers keeps it (only the class name's ``Config`` and the sizes are read)."""
+
+    vocab_size = 100
+    max_position_embeddings = 16
+    type_vocab_size = 2
+
+
+def test_an_index_error_whose_size_is_a_named_quantity_says_what_the_index_is() -> None:
+    embeddings = torch.zeros(2, 4)
+    try:
+        embeddings[torch.tensor([0, 2])]  # a token type id 2 with two segment types
+    except IndexError as error:
+        detection = classify(error)
+    assert detection is not None
+    d = diagnose(collect(detection, user_ns={"config": TinyConfig()}))
+    assert d.specific == ("The index 2 is a token type id: `config.type_vocab_size` is 2, so token type ids must be "
+                          "0..1. Likely fix: " + hints.sized_index("token type id", 2, 2) + ".")
+    assert diagnose(collect(detection, user_ns={})).specific is None, "no quantity of that size: no guess"

@@ -43,6 +43,12 @@ def train():
 
 notebook_launcher(train, num_processes=2, use_port=str(free_port()))
 """
+# the healthy rank exits first, with gloo's connection error: torchelastic's root cause is that rank
+RACE_CELL = """
+from accelerate import notebook_launcher
+from helpers.launched import free_port, peer_lost
+notebook_launcher(peer_lost, num_processes=2, use_port=str(free_port()))
+"""
 SPAWN_CELL = """
 import torch.multiprocessing as mp
 from helpers.launched import spawned
@@ -79,6 +85,8 @@ except subprocess.CalledProcessError:
     raise EngineDeadError() from None
 """
 
+TP_ENGINE_CELL = ENGINE_CELL.replace('"engine_core"', '"tp_worker"')
+
 
 @pytest.fixture(scope="module")
 def kernel() -> Iterator[Any]:
@@ -114,6 +122,19 @@ def test_notebook_launcher_child_failed_error_names_the_childs_cause_and_its_ran
             "`notebook_launcher` or `launch`): it only says that rank 1 (first observed failure, local_rank 1) "
             "failed.") in plain
     assert "(carried by the wrapper)" in plain
+    _alive(kernel)
+
+
+def test_a_rank_that_lost_its_peer_first_does_not_hide_the_ranks_cuda_failure(kernel: Any) -> None:
+    plain = _report(kernel, RACE_CELL, "ChildFailedError")
+    assert plain.startswith("[cudaassert] The GPU context that died was in a rank other than rank 0, " + ALIVE)
+    assert "GPU context dead in a rank other than rank 0 · class label out of range in cross_entropy" in plain
+    assert NLL_SITE in plain
+    # gloo words it "Connection closed by peer" or "Read error ...: Connection reset by peer", whichever side saw it
+    assert ("its root cause, rank 0 (first observed failure, local_rank 0), failed with a connection error "
+            "(\"Connection ") in plain
+    assert ("by peer\"): it lost its connection to a rank other than rank 0, which was dying of a CUDA error, so "
+            "that connection error is a consequence.") in plain
     _alive(kernel)
 
 
@@ -169,6 +190,15 @@ def test_vllm_engine_dead_error_is_explained_from_the_engine_cores_log_lines(ker
     assert "Indexing.cu:1292 indexSelectLargeIndex: `srcIndex < srcSelectDimSize` failed in 2 threads" in plain
     assert "Exception: AcceleratorError: CUDA error: device-side assert triggered" in plain
     assert "vLLM's `EngineDeadError` (the engine process died)" in plain
+    _alive(kernel)
+
+
+def test_a_tensor_parallel_vllm_worker_is_named_by_its_rank(kernel: Any) -> None:
+    plain = _report(kernel, TP_ENGINE_CELL, "EngineDeadError")
+    assert plain.startswith("[cudaassert] The GPU context that died was in vLLM's worker rank 1 (VllmWorker rank=1 "
+                            "pid=")
+    assert ") · index out of range in an embedding or index_select" in plain
+    assert "Indexing.cu:1292 indexSelectLargeIndex: `srcIndex < srcSelectDimSize` failed in 2 threads" in plain
     _alive(kernel)
 
 

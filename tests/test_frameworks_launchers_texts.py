@@ -10,13 +10,20 @@ ZeRO-3 is read from a real torch module whose parameter is freed the way DeepSpe
 
 from __future__ import annotations
 
-import torch
-from gpu_double import DEVICE_ASSERT_WORDINGS, assertion_lines
+import os
+from pathlib import Path
 
-from cudaassert_ipy.capture.child_lines import child_error, first_failure, plain_lines, readable
+import torch
+from gpu_double import DEVICE_ASSERT_WORDINGS, assertion_lines, make_exception
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+from torch.distributed.elastic.multiprocessing.errors.error_handler import ErrorHandler
+
+from cudaassert_ipy.capture.child_lines import child_error, error_process, first_failure, plain_lines, readable
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
+from cudaassert_ipy.frameworks.engines import ENGINE_DEAD
 from cudaassert_ipy.logs.explain import CLEAR_CACHE, explain_text
+from cudaassert_ipy.logs.render import render
 from cudaassert_ipy.view.report import to_text
 
 NLL = assertion_lines("nll_loss_target_out_of_range", threads=2).decode()
@@ -26,6 +33,14 @@ ASSERT_MESSAGE = DEVICE_ASSERT_WORDINGS["2.9+"][1]
 VLLM_LOG = NLL + "".join(f"(EngineCore pid=339) ERROR 08-19 10:11:55 [core.py:1348] {line}\n" for line in (
     "    self.copy_event.synchronize()", f"torch.AcceleratorError: {ASSERT_MESSAGE}")) + (
     "(APIServer pid=1) ERROR 08-19 10:11:55 [async_llm.py:744] AsyncLLM output_handler failed.\n"
+    "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
+    "root cause.\n")
+# A tensor-parallel vLLM's worker rank 1: the worker's prefix and multiproc_executor.py's "WorkerProc hit an exception."
+# as public vLLM bug reports show them; then the engine core reports the dead worker.
+VLLM_TP_LOG = NLL + "".join(f"(VllmWorker rank=1 pid=1386049) ERROR 07-23 10:22:47 [multiproc_executor.py:546] {line}\n"
+                            for line in ("WorkerProc hit an exception.", "Traceback (most recent call last):",
+                                         f"torch.AcceleratorError: {ASSERT_MESSAGE}")) + (
+    "ERROR 07-23 10:22:47 [core.py:586] EngineCore encountered a fatal error.\n"
     "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
     "root cause.\n")
 # huggingface/text-generation-inference#3301
@@ -70,6 +85,10 @@ Root Cause (first observed failure):
 """
 
 
+class EngineDeadError(Exception):
+    """vLLM's class of that name (``vllm.v1.engine.exceptions``), raised ``from None`` as ``core_client.py`` does."""
+
+
 class GenerationError(Exception):
     """What a text-generation client raises with the server's error text (huggingface_hub's class of that name)."""
 
@@ -77,6 +96,10 @@ class GenerationError(Exception):
 def test_prefixes_are_stripped_before_matching() -> None:
     assert plain_lines("\x1b[31m[rank1]:\x1b[0m RuntimeError: CUDA error: x") == ["RuntimeError: CUDA error: x"]
     assert plain_lines("(EngineCore pid=339) ERROR 08-19 10:11:55 [core.py:1348] Traceback") == ["Traceback"]
+    assert plain_lines("(VllmWorker rank=1 pid=219) ERROR 07-23 10:22:47 [multiproc_executor.py:546] Traceback") == [
+        "Traceback"]
+    assert plain_lines("(VllmWorker TP1 pid=22110) ERROR 11-14 22:48:02 [multiproc_executor.py:596] x") == ["x"]
+    assert plain_lines("(Worker_PP0_TP1 pid=88242) ERROR 08-14 11:24:36 [multiproc_executor.py:1232] x") == ["x"]
     assert plain_lines("E1126 20:45:48.278000 6892 torch/distributed/elastic/multiprocessing/api.py:836] x") == ["x"]
     assert plain_lines('{"message":"a\\nRuntimeError: b"}') == ['{"message":"a', 'RuntimeError: b"}']
     assert plain_lines("2024-09-12T10:00:00.3Z ERROR text_generation_launcher: Method ClearCache") == [
@@ -100,6 +123,63 @@ def test_the_childs_error_and_the_first_failing_process_are_read_from_text() -> 
     assert first_failure("no launcher here") is None
 
 
+def test_a_vllm_worker_that_died_is_named_by_its_rank() -> None:
+    try:
+        raise EngineDeadError(ENGINE_DEAD) from None
+    except EngineDeadError as error:
+        detection, sites = read_failure(error, VLLM_TP_LOG)
+    assert detection is not None and detection.launch is not None and sites
+    _, diagnosis = diagnose_failure(detection, sites)
+    process = "vLLM's worker rank 1 (VllmWorker rank=1 pid=1386049)"
+    assert diagnosis.headline.startswith(f"GPU context dead in {process} · ")
+    assert diagnosis.status.startswith(f"The GPU context that died was in {process}, which is gone;")
+    assert error_process(VLLM_LOG) is None, "the engine core's own line names no worker"
+
+
+# What gloo raised in the healthy rank of a real 2-process notebook_launcher run (torch 2.14.1) when its peer went away
+GLOO_LOST = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:19368: "
+             "Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the "
+             "application. Check the logs of the remote worker before reporting an error. GLHF! 🏖️")
+
+
+def _recorded(error: BaseException, path: Path, local_rank: int) -> ProcessFailure:
+    """A rank's failure as torchelastic records it: its ErrorHandler writes the error file, the agent reads it."""
+    os.environ["TORCHELASTIC_ERROR_FILE"] = str(path)
+    try:
+        try:
+            raise error
+        except BaseException as raised:
+            ErrorHandler().record_exception(raised)
+    finally:
+        del os.environ["TORCHELASTIC_ERROR_FILE"]
+    return ProcessFailure(local_rank=local_rank, pid=1000 + local_rank, exitcode=1, error_file=str(path))
+
+
+def test_a_rank_that_lost_its_peer_is_not_the_root_cause(tmp_path: Path) -> None:
+    lost = _recorded(RuntimeError(GLOO_LOST), tmp_path / "0.json", 0)
+    dying = _recorded(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), tmp_path / "1.json", 1)
+    error = ChildFailedError("train", {0: lost, 1: dying})
+    assert error.get_first_failure()[0] == 0, "torchelastic's root cause is the rank that exited first"
+    detection, sites = read_failure(error, NLL)
+    assert detection is not None and sites
+    _, diagnosis = diagnose_failure(detection, sites)
+    assert diagnosis.headline.startswith("GPU context dead in rank 1 (local_rank 1) · class label out of range")
+    assert diagnosis.notes[0] == (
+        "What reached this process is torch.distributed.elastic's `ChildFailedError` (torchrun, accelerate's "
+        "`notebook_launcher` or `launch`): its root cause, rank 0 (first observed failure, local_rank 0), failed with "
+        "a connection error (\"Connection reset by peer\"): it lost its connection to rank 1 (local_rank 1), which "
+        "was dying of a CUDA error, so that connection error is a consequence. This report is built from the CUDA "
+        "error and kernel assertion lines of rank 1 (local_rank 1) (carried by the wrapper); the traceback above is "
+        "the launcher's, in this process.")
+
+    # the dying rank was stopped before it recorded its error: its kernel lines alone name the cause
+    detection, sites = read_failure(ChildFailedError("train", {0: lost}), NLL)
+    assert detection is not None and sites
+    _, diagnosis = diagnose_failure(detection, sites)
+    assert diagnosis.headline.startswith("GPU context dead in a rank other than rank 0 · class label out of range")
+    assert read_failure(ChildFailedError("train", {0: lost}), "") == (None, []), "no CUDA failure: not ours"
+
+
 def test_a_tgi_relay_is_the_shards_error_and_names_the_shard() -> None:
     try:
         raise GenerationError("Server error: Unexpected <class 'RuntimeError'>: CUDA error: device-side assert "
@@ -118,6 +198,11 @@ def test_logs_explain_vllm_tgi_and_deepspeed_through_their_prefixes() -> None:
     vllm = explain_text(VLLM_LOG)
     assert [g.label for g in vllm.groups] == ["EngineCore pid=339"]
     assert vllm.groups[0].diagnoses[0].cause_id == "nll_loss_target_out_of_range"
+    tp = explain_text(VLLM_TP_LOG)
+    assert "rank 1" in [g.label for g in tp.groups], "the worker's tag is its rank"
+    rank1 = next(g for g in tp.groups if g.label == "rank 1")
+    assert rank1.diagnoses[0].cause_id == "nll_loss_target_out_of_range"
+    assert "=== rank 1 ===" in render(tp)
 
     tgi = explain_text(TGI_LOG)
     assert tgi.errors == 1, "the router's relay is the shard's error, counted once"

@@ -75,7 +75,23 @@ def gpu_post_mortem_fix(census_id: str, user_ns: Dict[str, Any] | None = None, c
 
 
 TOPK_LINE = "this line (`TensorTopK.cu:131: `writeIndex < outputSliceSize``)"
+def explained_fix(text: str) -> str:
+    """The likely fix a pasted report gets (python -m cudaassert_ipy explain): no host facts, only the text."""
+    from cudaassert_ipy.logs.explain import explain_text
+
+    fix = explain_text(text).groups[0].diagnoses[0].likely_fix
+    assert fix is not None
+    return fix
+
+
 CASES: Dict[str, tuple[str, Dict[str, Any], Callable[[], Any]]] = {
+    "pasted 255": ("LABEL_255", {}, lambda: explained_fix("IndexError: Target 255 is out of bounds.\n")),
+    "pasted label too big": ("LABEL_TOO_BIG", {"value": 5, "more": 6},
+                             lambda: explained_fix("IndexError: Target 5 is out of bounds.\n")),
+    "pasted padding": ("LABEL_NEGATIVE", {"value": -1},
+                       lambda: explained_fix("IndexError: Target -1 is out of bounds.\n")),
+    # shown for real by tests/test_frameworks_ultralytics_labels.py (needs Ultralytics); here its wording's fields
+    "yolo class id": ("YOLO_CLASS_ID", {"more": 3, "last": 1}, lambda: hints.yolo_class_id(2, 2)),
     "voc void": ("VOC_VOID", {}, lambda: F.cross_entropy(torch.randn(1, 3, 2), torch.tensor([[0, 255]]))),
     "one more class": ("ONE_MORE_CLASS", {"top": 3, "n_classes": 3, "more": 4},
                        lambda: F.cross_entropy(torch.randn(2, 3), torch.tensor([0, 3]))),

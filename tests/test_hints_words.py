@@ -10,6 +10,7 @@ the docs table.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import pytest
@@ -108,6 +109,41 @@ HINT_WORDS: dict[str, Words] = {
     "CLASS_TEMPLATES_AS[REMAP_LABELS]": says("remap the labels to 0..{last}", "{set_classes}",
                                              never=("subtract 1", "out_features")),
     "CLASS_TEMPLATES_AS[DECLARED_CLASSES]": says("{declared_text}", "{set_classes}", never=("out_features",)),
+    # a label error's own value, with no host facts (a paste, a log)
+    "LABEL_255": says("void", "ignore_index=255", "mask // 255", "nearest-neighbour",
+                      never=("bilinear interpolation",)),
+    "LABEL_TOO_BIG": says("{value}", "at least {more} classes", "num_classes", "subtract 1", never=("ignore_index",)),
+    "LABEL_NEGATIVE": says("ignore_index={value}", "-100", "padding", never=("cannot be negative", "num_classes")),
+    # an index checked against a named size (rule_sizes) and YOLO's class id
+    "YOLO_CLASS_ID": says("data YAML", "nc: {more}", "{more} names", "label file", "0..{last}"),
+    "SIZED_INDEX[class id]": says("0..{last}", "{more} classes"),
+    "SIZED_INDEX[position]": says("truncate", "{size} tokens", "max_position_embeddings", never=("resize",)),
+    "SIZED_INDEX[token type id]": says("token_type_ids", "{size}", "type_vocab_size", never=("truncate",)),
+    "SIZED_INDEX[node id]": says("0..{last}", "renumber", "num_nodes"),
+    "SIZED_INDEX[token id]": says("below {size}", "resize the embeddings", never=("truncate",)),
+    # failure points read from a traceback's frames, in the words of the framework the frame is in
+    "FRAME_FIXES[truncate]": says("truncat", "max_length", "max_position_embeddings", never=("resize_token",)),
+    "FRAME_FIXES[token_type]": says("type_vocab_size", "return_token_type_ids=False", never=("truncat",)),
+    "FRAME_FIXES[token_ids]": says("resize_token_embeddings(len(tokenizer))", "same checkpoint", "pad_token_id",
+                                   never=("truncat", "ignore_index")),
+    "FRAME_FIXES[hf_num_labels]": says("num_labels=", "ignore_mismatched_sizes=True", "id2label", "-100"),
+    "FRAME_FIXES[hf_lm_labels]": says("vocab_size", "-100", "DataCollatorForLanguageModeling",
+                                      "resize_token_embeddings", never=("num_labels",)),
+    "FRAME_FIXES[hf_token_labels]": says("num_labels", "-100", "word_ids()"),
+    "FRAME_FIXES[generation_probs]": says("NaN", "bfloat16", "temperature", "do_sample=False", never=("num_labels",)),
+    "FRAME_FIXES[detection_nc]": says("0..nc-1", "nc:", "data YAML", "label files"),
+    "FRAME_FIXES[torchvision_background]": says("background", "num_classes", "+ 1", never=("nc:",)),
+    "FRAME_FIXES[mmdet_num_classes]": says("num_classes", "bbox_head", "metainfo"),
+    "FRAME_FIXES[detectron2_num_classes]": says("cfg.MODEL.ROI_HEADS.NUM_CLASSES", "contiguous"),
+    "FRAME_FIXES[detr_num_classes]": says("num_classes", "no-object", "largest category id"),
+    "FRAME_FIXES[pyg_nodes]": says("edge_index", "num_nodes", "relabel_nodes=True", "validate()"),
+    "FRAME_FIXES[dgl_nodes]": says("num_nodes", "g.num_nodes()"),
+    "FRAME_FIXES[nnunet_labels]": says("consecutive", "dataset.json", "preprocess"),
+    "FRAME_FIXES[seg_labels]": says("ignore_index=255", "nearest-neighbour", never=("bilinear interpolation",)),
+    "FRAME_FIXES[class_labels]": says("0..C-1", "num_classes", "ignore_index="),
+    "FRAME_FIXES[one_hot]": says("num_classes", "0..num_classes-1", "255"),
+    "FRAME_FIXES[bce_logits]": says("BCEWithLogitsLoss", "probabilities in [0, 1]", never=("CrossEntropyLoss",)),
+    "FRAME_FIXES[node_index]": says("index.max()", "size"),
 }
 
 
@@ -120,7 +156,7 @@ def hint_templates() -> dict[str, str]:
             continue
         if isinstance(value, str):
             found[name] = value
-        elif isinstance(value, dict):
+        elif isinstance(value, Mapping):  # HEAD_WORDS / FRAMEWORK_ADVICE: read-only views of the framework modules
             found.update({f"{name}[{key}]": text for key, text in value.items() if isinstance(text, str)})
     return found
 
@@ -342,6 +378,14 @@ CAUSE_WORDS: dict[str, tuple[str, Words]] = {
     "tp_vllm_deepselect_nan": ("NaN in the scores of vLLM's top-k", DEEPSELECT),
     # not in device_asserts.json: the validators' CTC cause, and the words for a line the catalogue does not know
     "ctc_loss_target_out_of_range": ("CTC target out of range", CTC),
+    # named from a traceback's frames (diagnose/frame_points.py) or a framework's own check of the same data
+    "position_ids_out_of_range": ("position id out of range", says("Truncate", "max_length", never=("resize",))),
+    "token_type_ids_out_of_range": ("token type id out of range", says("return_token_type_ids=False",
+                                                                         never=("truncat",))),
+    "detection_class_out_of_range": ("detection class id out of range", says("0..nc-1", "background 0",
+                                                                               never=("ignore_index",))),
+    "graph_node_index_out_of_range": ("node id out of range in a graph", says("edge_index", "x.size(0)")),
+    "one_hot_class_out_of_range": ("class value out of range in one_hot", says("0..num_classes-1", "void")),
     GENERIC_ID: ("not in the catalogue", GENERIC),
 }
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from helpers import kernel_env
 
+from cudaassert_ipy.run.target import Target
+
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 LOSS_LINE = "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 64 threads"
 DDP = """
@@ -80,6 +82,33 @@ def test_a_device_assert_on_rank_1_reports_the_folded_line_and_the_job_ends(tmp_
     assert LOSS_LINE in summary
     assert "--max-restarts 1" in result.stderr, "the hint for a rank says how torchrun reruns the job"
     assert "[cudaassert] rank 0" not in result.stderr
+
+
+def test_the_runner_launching_torchrun_points_your_code_at_the_script_not_at_torchrun(tmp_path):
+    path = tmp_path / "ddp.py"
+    path.write_text(textwrap.dedent(DDP))
+    cmd = [sys.executable, "-m", "cudaassert_ipy", "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(path)]
+    result = subprocess.run(cmd, cwd=tmp_path, env=kernel_env(USE_DOUBLE="1"), capture_output=True, text=True,
+                            timeout=240)
+    assert result.returncode == 1
+    own = result.stderr[result.stderr.index("[cudaassert] The GPU context that died was in rank 1"):]
+    assert "GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range" in own
+    line = next(n for n, code in enumerate(path.read_text().splitlines(), 1) if "fail_like_gpu()" in code)
+    assert f"Your code: line {line}: fail_like_gpu()" in own, "the rank's line, read from its traceback"
+    yours = [text for text in result.stderr.splitlines() if "Your code:" in text]
+    assert len(yours) >= 2 and all(text.endswith("fail_like_gpu()") for text in yours), yours
+
+
+def test_a_launcher_targets_user_code_is_the_script_it_starts(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    torchrun = Target(None, "torch.distributed.run", ("--nproc-per-node", "2", str(script), "--lr", "3"))
+    assert torchrun.user_origin() == str(script)
+    tool = str(Path(json.__file__).with_name("tool.py"))
+    assert Target(TORCHRUN, None, ("--standalone", "-m", "json.tool")).user_origin() == tool
+    assert Target(str(script), None, ("x.py",)).user_origin() == str(script), "a script is its own user code"
+    assert Target(None, "torch.distributed.run", ("-m", "no_such_pkg.train")).user_origin() is None
 
 
 SINGLE = """

@@ -5,10 +5,12 @@ EngineCore, TGI's shards) runs the model in a child process; the notebook cell g
 exception, and the child's traceback and the kernel's assertion lines are in what the child wrote (the fd
 tap sees it: children inherit fd 1/2) or in the wrapper's own text. Before matching, each line loses:
 ANSI colour codes, JSON-escaped newlines (``\\n`` inside a logged JSON string), and the prefixes
-``[rank1]:``, ``[default1]:``, ``(EngineCore pid=339) ERROR 08-19 10:11:55 [core.py:1348]``, glog's
+``[rank1]:``, ``[default1]:``, ``(EngineCore pid=339) ERROR 08-19 10:11:55 [core.py:1348]``, vLLM's worker
+tags (``(VllmWorker rank=1 pid=219)``, ``(VllmWorker TP1 pid=22110)``, ``(Worker_PP1_TP0 pid=88241)``), glog's
 ``E1126 20:45:48.278000 6892 torch/.../api.py:836]``, ``text_generation_launcher:``, a timestamp and a log
 level. :func:`child_error` is the child's first CUDA error line; :func:`first_failure` is which process
-the launcher's own lines say failed first.
+the launcher's own lines say failed first; :func:`error_process` is the vLLM worker whose line carried it
+(:data:`VLLM_WORKER` and :func:`worker_label` read a worker's tag as its rank, for the log explainer too).
 
 Standard library only, like the rest of capture/.
 """
@@ -17,14 +19,26 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["child_error", "first_failure", "plain_lines", "readable"]
+__all__ = ["VLLM_WORKER", "child_error", "error_frames", "error_process", "first_failure", "plain_lines", "readable",
+           "worker_label"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: vLLM's worker processes tag their lines with their rank, in the words of successive releases:
+#: ``(VllmWorker rank=1 pid=219)``, ``(VllmWorker TP1 pid=22110)``, then ``(Worker_TP1 pid=530)``,
+#: ``(Worker_PP1_TP0 pid=88241)``, ``(EngineCore_DP1 pid=77)``: ``Worker`` + ``_DP``/``_PP``/``_PCP``/``_TP``/
+#: ``_DCP``/``_EP`` and the rank in each group whose size is over 1 (multiproc_executor.py's
+#: ``setup_proc_title_and_log_prefix``).
+VLLM_WORKER = (r"\((?:VllmWorker rank=(?P<vllm_rank>\d+)|(?:VllmWorker|Worker|EngineCore)"
+               r"(?P<vllm_groups>(?:[ _](?:DP|PP|PCP|TP|DCP|EP)\d+)+)) pid=\d+\)")
+_WORKER = re.compile(VLLM_WORKER, re.ASCII)
+_GROUP = re.compile(r"([A-Z]+)(\d+)", re.ASCII)
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in ')
 #: prefixes in front of a child's line, any number of them, in any order
 _PREFIX = re.compile(
     r"^(?:\s*(?:"
     r"\[rank\d+\]:|\[default\d+\]:|\[\d+,\d+\]<std(?:out|err)>:"  # torchrun, torchrun --tee, mpirun --tag-output
     r"|\(\w+ pid=\d+(?:, ip=[\d.]+)?\)"  # vLLM's (EngineCore pid=339), Ray's (RayTrainWorker pid=611035)
+    r"|\(VllmWorker (?:rank=\d+|[A-Z]{2,3}\d+) pid=\d+\)"  # vLLM's workers: (VllmWorker rank=1 pid=219)
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\n]{1,200}\]"  # glog: E1126 20:45:48.278000 6892 file.py:836]
     r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?"  # a log level
     r"|\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"  # vLLM's 08-19 10:11:55
@@ -97,6 +111,50 @@ def child_error(text: str) -> tuple[str, str] | None:
     """The first CUDA error a child printed in ``text``: (type name as printed, message with the lines PyTorch
     adds to it), or None. Only lines holding an error word are read through their prefixes: a cell's output
     may be a long training log."""
+    found = _first_error(text)
+    return found[0] if found is not None else None
+
+
+def error_process(text: str) -> str | None:
+    """The vLLM worker whose tag is on the line of the first CUDA error in ``text``, in words
+    (``worker rank 1 (VllmWorker rank=1 pid=219)``), or None: the engine core's own line, an untagged one."""
+    found = _first_error(text)
+    if found is None:
+        return None
+    m = _WORKER.search(_ANSI.sub("", found[1]))
+    return f"vLLM's worker {worker_label(m)} ({m.group(0)[1:-1]})" if m is not None else None
+
+
+def worker_label(m: re.Match[str]) -> str:
+    """A vLLM worker tag (:data:`VLLM_WORKER`) as ranks: ``rank 1``, ``TP rank 1``, ``PP rank 1, TP rank 0``."""
+    if m.group("vllm_rank") is not None:
+        return f"rank {int(m.group('vllm_rank'))}"
+    return ", ".join(f"{group} rank {int(rank)}" for group, rank in _GROUP.findall(m.group("vllm_groups")))
+
+
+def error_frames(text: str) -> list[tuple[str, int, str]]:
+    """The frames of the child's traceback that ends in its first CUDA error, outermost first: (file, line number,
+    the code line printed under it); empty when ``text`` holds no such traceback."""
+    if "Traceback" not in text:
+        return []
+    lines = plain_lines(text)
+    frames: list[tuple[str, int, str]] = []
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("Traceback (most recent call last)"):
+            frames = []
+            continue
+        m = _FRAME.match(line)
+        if m is not None:
+            after = lines[i + 1] if i + 1 < len(lines) else ""
+            code = "" if _FRAME.match(after) else after.strip()
+            frames.append((m.group(1), int(m.group(2)), code))
+        elif frames and _error_in(line, lines[i + 1:], lines[:i]) is not None:
+            return frames
+    return []
+
+
+def _first_error(text: str) -> tuple[tuple[str, str], str] | None:
+    """The first CUDA error (see :func:`child_error`) and the physical line that carried it."""
     raw = text.splitlines()
     for i, physical in enumerate(raw):
         if "rror" not in physical and "xception" not in physical and "what()" not in physical:
@@ -106,7 +164,7 @@ def child_error(text: str) -> tuple[str, str] | None:
         for j, line in enumerate(lines):
             found = _error_in(line, lines[j + 1:], earlier + lines[:j])
             if found is not None:
-                return found
+                return found, physical
     return None
 
 

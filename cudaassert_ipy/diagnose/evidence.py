@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Container, Iterable, Mapping, Sequence
 
 from cudaassert_ipy.capture.assert_lines import AssertSite
-from cudaassert_ipy.capture.tracebacks import Frame
+from cudaassert_ipy.capture.child_lines import error_frames
+from cudaassert_ipy.capture.tracebacks import Frame, frames_in_text
 from cudaassert_ipy.diagnose.chain import failure_place, first_error_frames, follow_on_lines
 from cudaassert_ipy.diagnose.detection import Detection
 from cudaassert_ipy.diagnose.facts import CallFacts, FloatValues, LabelValues, ModuleFact, TensorFact
@@ -75,6 +76,8 @@ def collect(
     torch = sys.modules.get("torch")
     frames = list(first_error_frames(detection))  # the first error's, when cleanup raised a later one
     user_frame = _user_frame(frames, user_files)
+    if user_frame is None and detection.launch is not None:  # a launcher's frames only: the child's traceback
+        user_frame = _child_user_frame((detection.launch.text, stderr_text), user_files)
     found = gather(Stack(tuple(frames), user_ns if user_ns is not None else {}), adapters)
     follow_ons, follow_notes = follow_on_lines(detection, failure_place(frames, user_files), adapters)
     # The names the user knows first: the notebook's globals, then cell frames outermost to
@@ -116,7 +119,8 @@ def collect(
         unread=found.missing,
         notes=(*detection.notes, *failure_notes(found.failures), *follow_notes),
         advice=found.advice,
-        frames=printed_frames(frames),
+        # a launched child's failure: the child's own traceback is where its failure point is
+        frames=frames_in_text(detection.launch.text) if detection.launch is not None else printed_frames(frames),
     )
 
 
@@ -142,6 +146,17 @@ def _user_frame(frames: list[types.FrameType], user_files: Container[str] = ()) 
         if is_cell_filename(name, user_files):
             lineno = frame.f_lineno
             return name, lineno, linecache.getline(name, lineno).strip()
+    return None
+
+
+def _child_user_frame(texts: Iterable[str], user_files: Container[str]) -> tuple[str, int, str] | None:
+    """The innermost frame in the user's files of the traceback a launched child printed with its CUDA error."""
+    import linecache
+
+    for text in texts:
+        for name, lineno, code in reversed(error_frames(text)):
+            if is_cell_filename(name, user_files):
+                return name, lineno, code or linecache.getline(name, lineno).strip()
     return None
 
 
@@ -281,7 +296,8 @@ class _Facts:
 
     def _config(self, name: str, value: Any) -> None:
         if type(value).__name__.endswith("Config") and hasattr(value, "vocab_size"):
-            attrs = tuple((k, getattr(value, k)) for k in ("vocab_size", "num_labels", "max_position_embeddings")
+            attrs = tuple((k, getattr(value, k)) for k in ("vocab_size", "num_labels", "max_position_embeddings",
+                                                           "type_vocab_size")
                           if isinstance(getattr(value, k, None), int))
             self.configs.setdefault(name, ModuleFact(name, type(value).__name__, attrs))
 

@@ -146,6 +146,17 @@ REPEATS_NEGATIVE = (
     "(lengths computed as end - start with swapped ends?)"
 )
 OUTPUT_SIZE = "pass output_size={required}, or leave it out (PyTorch then computes it, with one sync)"
+#: Ultralytics: a label file names a class the data YAML does not have
+YOLO_CLASS_ID = ("add the class to the data YAML (nc: {more} and {more} names) or correct that label file (class ids "
+                 "0..{last})")
+#: an index checked against a named size, by what the index is (diagnose/causes/rule_sizes.py)
+SIZED_INDEX = {
+    "class id": "make the class ids 0..{last}, or make the model output {more} classes",
+    "position": "truncate the inputs to {size} tokens (max_position_embeddings), or use a model with more positions",
+    "token type id": "keep token_type_ids below {size} (type_vocab_size): most models have 1 or 2 segment types",
+    "node id": "make the node ids 0..{last}: renumber the nodes after filtering the graph, or pass num_nodes",
+    "token id": "keep the token ids below {size}: resize the embeddings to the tokenizer",
+}
 
 _PADDING_VALUES = (-1, -100)
 
@@ -243,6 +254,16 @@ def token_ids(f: TokenFacts) -> str:
     if any(v < 0 and v != -100 for v in f.bad):
         clauses.append(EMBEDDING_NEGATIVE)
     return _join(clauses)
+
+
+def yolo_class_id(nc: int, class_id: int) -> str:
+    """The fix for an Ultralytics label file's ``class_id`` outside ``0..nc-1``."""
+    return YOLO_CLASS_ID.format(more=max(class_id, nc) + 1, last=nc - 1)
+
+
+def sized_index(what: str, size: int, index: int) -> str:
+    """The fix for an ``index`` that reached the ``size`` of a named quantity (what the index is: ``class id``)."""
+    return SIZED_INDEX[what].format(size=size, last=size - 1, more=max(index, size) + 1)
 
 
 def bce(f: BceFacts) -> str:

@@ -13,13 +13,14 @@ says to launch again, not to restart this kernel. Adapters say what a wrapper is
 from __future__ import annotations
 
 import dataclasses
+import re
 
-from cudaassert_ipy.capture.child_lines import child_error, first_failure
+from cudaassert_ipy.capture.child_lines import child_error, error_process, first_failure
 from cudaassert_ipy.diagnose.detection import Detection, Kind, classify, classify_text, logged_exception
 from cudaassert_ipy.diagnose.diagnosis import ASYNC_NOTE, Diagnosis
 from cudaassert_ipy.frameworks.registry import failure_notes, launch_of
 
-__all__ = ["AGAIN", "CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "read_launched", "relabel"]
+__all__ = ["AGAIN", "CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "PEER_LOST_NOTE", "read_launched", "relabel"]
 
 #: The first note of a launched failure: what the cell got, and where the failure really was.
 LAUNCHED_NOTE = ("What reached this process is {wrapper}: it only says that {process} failed. This report "
@@ -36,6 +37,17 @@ AGAIN = {"launcher": "launch it again", "engine": "create the engine (vLLM's `LL
 #: A child killed before Python could print its error (its NCCL watchdog's SIGABRT): only the kernel lines.
 NO_CHILD_ERROR = "device-side assert triggered (the kernel's assertion lines; the process printed no Python error)"
 DEFAULT_PROCESS = "a child process"
+#: The launcher's root cause only lost its connection to a rank that was dying (gloo's pair.cc "Connection closed by
+#: peer" / "Read error ...: Connection reset by peer" / "Broken pipe", NCCL's ncclRemoteError): that rank is the one.
+PEER_LOST = re.compile(r"Connection (?:closed|reset) by peer|Broken pipe|remote process exited or there was a network "
+                       r"error")
+#: The first note then: the wrapper's root cause and the process that really failed.
+PEER_LOST_NOTE = ("What reached this process is {wrapper}: its root cause, {root}, failed with a connection error "
+                  "(\"{words}\"): it lost its connection to {process}, which was dying of a CUDA error, so that "
+                  "connection error is a consequence. This report is built from the CUDA error and kernel assertion "
+                  "lines of {process} ({source}); the traceback above is the launcher's, in this process.")
+#: the rank that really failed, when no failure record names it
+OTHER_RANK = "a rank other than {root}"
 
 
 def _other_cuda_error(error: BaseException, link: BaseException, context_dead: bool) -> bool:
@@ -57,6 +69,12 @@ def read_launched(error: BaseException, text: str, context_dead: bool = False,
         return None
     child_text = "\n".join(t for t in (launch.text, text) if t)
     carried = launch.error or child_error(launch.text)
+    lost = PEER_LOST.search(carried[1]) if carried is not None else None
+    peer = ""  # the process the root cause lost its connection to, when a failure record names it
+    if lost is not None:  # the root cause is a rank that lost its peer: the first other rank with a CUDA error
+        peer, carried = next(((p, e) for p, e in launch.others if _kills(e)), ("", None))
+        if carried is None:
+            child_text = text  # the root cause's traceback holds no CUDA error: only what the ranks wrote
     child = carried or child_error(text)
     if child is not None:
         det = classify_text(child[0], child[1], assert_seen=sites_seen)
@@ -66,13 +84,27 @@ def read_launched(error: BaseException, text: str, context_dead: bool = False,
         det = None
     if det is None or not det.kills_context:
         return None, child_text
-    process = launch.process or first_failure(launch.text) or first_failure(text) or DEFAULT_PROCESS
+    # a vLLM worker's tag on the error's own line names the process better than "the engine"
+    worker = error_process(launch.text) or error_process(text) if carried is None else None
+    root = launch.process or first_failure(launch.text) or first_failure(text) or DEFAULT_PROCESS
+    process = worker or root
+    source = SOURCE_CARRIED if carried is not None else SOURCE_CAPTURED
+    if lost is not None:
+        rank = root.split(" (", 1)[0]
+        process = peer or worker or OTHER_RANK.format(root=rank)
+        note = PEER_LOST_NOTE.format(wrapper=launch.wrapper, root=root, words=lost.group(0), process=process,
+                                     source=source)
+    else:
+        note = LAUNCHED_NOTE.format(wrapper=launch.wrapper, process=process, source=source)
     launch = dataclasses.replace(launch, process=process)
-    note = LAUNCHED_NOTE.format(wrapper=launch.wrapper, process=process,
-                                source=SOURCE_CARRIED if carried is not None else SOURCE_CAPTURED)
     exception = det.exception.with_traceback(error.__traceback__)  # the launcher's frames: the user's cell
     return dataclasses.replace(det, exception=exception, launch=launch,
                                notes=(note, *det.notes, *failure_notes(failures))), child_text
+
+
+def _kills(error: tuple[str, str]) -> bool:
+    det = classify_text(error[0], error[1])
+    return det is not None and det.kills_context
 
 
 def relabel(diagnosis: Diagnosis, detection: Detection) -> Diagnosis:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 from cudaassert_ipy.wording import error_line
 
 __all__ = [
+    "BAD_LABEL",
     "Adapter",
     "Ahead",
     "BatchIndices",
@@ -69,6 +70,9 @@ class Launch:
     #: what runs the child, for the words of what to do after the fix (diagnose/launched.py ``AGAIN``):
     #: "launcher" (launch it again), "engine" (an inference engine object to create again), "server"
     relaunch: str = "launcher"
+    #: the launcher's other failed processes, in the order they failed, with the error each carries:
+    #: (process, (type name, message)); the root cause may only have lost its connection to one of them
+    others: tuple[tuple[str, tuple[str, str]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -274,3 +278,8 @@ def class_names(obj: Any) -> tuple[str, ...]:
         return tuple(t.__name__ for t in type(obj).__mro__)
     except Exception:
         return ()
+
+
+#: The evidence line an adapter gives the one bad box it found (Ultralytics: its class id, label file and line);
+#: diagnose/causes/rule_sizes.py words the cause from it.
+BAD_LABEL = "batch's bad label"

@@ -60,15 +60,37 @@ def _elastic(exc: BaseException) -> Optional[Launch]:
     rank, failure = first()
     local = getattr(failure, "local_rank", None)
     process = f"rank {rank} (first observed failure" + (f", local_rank {local})" if local is not None else ")")
+    error, text = _carried(failure)
+    return Launch(ELASTIC, process=process, error=error, text=text or str(exc), others=_others(failures, rank))
+
+
+def _carried(failure: Any) -> tuple[Optional[tuple[str, str]], str]:
+    """A ``ProcessFailure``'s error (from its error file) and traceback text."""
     message = getattr(failure, "message", None)
-    error, text = None, ""
     if isinstance(message, Mapping):
-        error = _split(_text(message.get("message")))
         extra = message.get("extraInfo")
         text = _text(extra.get("py_callstack")) if isinstance(extra, Mapping) else ""
-    elif isinstance(message, str):
-        text = message  # "Signal 6 (SIGABRT) received by PID 33054", "To enable traceback see: ..."
-    return Launch(ELASTIC, process=process, error=error, text=text or str(exc))
+        return _split(_text(message.get("message"))), text
+    if isinstance(message, str):
+        return None, message  # "Signal 6 (SIGABRT) received by PID 33054", "To enable traceback see: ..."
+    return None, ""
+
+
+def _others(failures: Mapping[Any, Any], first: Any) -> tuple[tuple[str, tuple[str, str]], ...]:
+    """The other failed ranks that carry an error, earliest first: a rank that only lost its connection to the
+    rank that hit the CUDA error can fail first (its error file is written while the other is still dying)."""
+    out = []
+    for rank, failure in sorted(failures.items(), key=lambda item: _timestamp(item[1])):
+        error, _ = _carried(failure)
+        if rank != first and error is not None:
+            local = getattr(failure, "local_rank", None)
+            out.append((f"rank {rank}" + (f" (local_rank {local})" if local is not None else ""), error))
+    return tuple(out)
+
+
+def _timestamp(failure: Any) -> int:
+    stamp = getattr(failure, "timestamp", 0)
+    return stamp if isinstance(stamp, int) else 0
 
 
 def _spawn(exc: BaseException, name: str) -> Launch:

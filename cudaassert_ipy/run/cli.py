@@ -152,7 +152,7 @@ def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) ->
 
         child_environ(options, os.environ)
         folder = ranks.prepare(os.environ)  # the children's rings: for ranks that die without Python
-    guard = Guard(options, target.label, UserFiles(target.origin() or ""), notes)
+    guard = Guard(options, target.label, UserFiles(target.user_origin() or ""), notes)
     guard.ring_folder = folder
     guard.start()
     try:

@@ -22,6 +22,11 @@ NO_FILE = "{prog}: can't open file {path!r}: [Errno {errno}] {strerror}"  # pyth
 NO_MODULE = "{prog}: No module named {name}"
 _RUNNER_DIRS = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 _RUNPY = (os.path.abspath(runpy.__file__), "<frozen runpy>")  # 3.11+ names frozen modules' frames so
+#: Launchers the runner may run as its target (``python -m cudaassert_ipy -m torch.distributed.run ... train.py``):
+#: the user's code is the script they start in each rank, not the launcher's own file.
+LAUNCHER_MODULES = frozenset(("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch",
+                              "accelerate.commands.accelerate_cli", "deepspeed.launcher.runner"))
+LAUNCHER_SCRIPTS = frozenset(("torchrun", "accelerate", "deepspeed"))
 
 
 class Target(NamedTuple):
@@ -43,6 +48,23 @@ class Target(NamedTuple):
             return os.path.abspath(self.path)
         spec = _find_spec(self.module or "")
         return spec.origin if spec is not None and spec.origin not in (None, "built-in", "frozen") else None
+
+    def user_origin(self) -> str | None:
+        """The file the user wrote: for a launcher target, the script it starts in each rank (``train.py``, or
+        ``-m pkg.train``'s file); else :meth:`origin`."""
+        launcher = self.module in LAUNCHER_MODULES or (
+            self.path is not None and os.path.basename(self.path) in LAUNCHER_SCRIPTS)
+        if not launcher:
+            return self.origin()
+        for i, arg in enumerate(self.args):
+            if arg.endswith(".py") and not arg.startswith("-"):
+                return os.path.abspath(arg)
+            if arg in ("-m", "--module") and i + 1 < len(self.args):
+                try:
+                    return Target(None, self.args[i + 1], ()).origin()
+                except (ImportError, ValueError):  # the launcher will say what is missing
+                    return None
+        return self.origin()
 
     def problem(self, prog: str) -> tuple[str, int] | None:
         """What ``python`` says, and its exit code, when there is nothing to run; None when there is."""

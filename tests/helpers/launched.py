@@ -76,6 +76,38 @@ def engine_core() -> None:
     sys.exit(1)
 
 
+def peer_lost() -> None:
+    """``notebook_launcher``'s function: rank 1 hits the assert and takes a while to die (a CUDA context's teardown);
+    rank 0, waiting for it in a real gloo all_reduce, sees its connection go and exits first, with gloo's error."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    dist.all_reduce(torch.ones(1))
+    if os.environ["RANK"] == "1":
+        os.write(2, assertion_lines("nll_loss_target_out_of_range", threads=2))
+        dist.destroy_process_group()  # its sockets close, as a dying process's do
+        time.sleep(20)  # still dying when the launcher stops it
+        raise make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"])
+    dist.all_reduce(torch.ones(1))
+
+
+def tp_worker() -> None:
+    """A tensor-parallel vLLM's worker rank 1 dying of a device assert: the kernel lines, then its logger's
+    traceback with the worker's prefix (``(VllmWorker rank=1 pid=N) ERROR MM-DD hh:mm:ss [multiproc_executor.py:546]``),
+    then the engine core's line about the dead worker."""
+    os.write(2, assertion_lines("index_select_out_of_range", threads=2))
+    stamp = time.strftime("%m-%d %H:%M:%S")
+    try:
+        raise make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"])
+    except Exception:
+        prefix = f"(VllmWorker rank=1 pid={os.getpid()}) ERROR {stamp} [multiproc_executor.py:546] "
+        text = "WorkerProc hit an exception.\n" + traceback.format_exc()
+        os.write(2, "".join(prefix + line + "\n" for line in text.splitlines()).encode())
+    os.write(2, f"ERROR {stamp} [core.py:586] EngineCore encountered a fatal error.\n".encode())
+    sys.exit(1)
+
+
 def rank_1_fails() -> None:
     """A torchrun worker: rank 1 hits the assert."""
     if os.environ["RANK"] == "1":
@@ -83,4 +115,5 @@ def rank_1_fails() -> None:
 
 
 if __name__ == "__main__":
-    {"engine_core": engine_core, "fail": lambda: fail_like_gpu(threads=2), "rank_1_fails": rank_1_fails}[sys.argv[1]]()
+    {"engine_core": engine_core, "tp_worker": tp_worker, "fail": lambda: fail_like_gpu(threads=2),
+     "rank_1_fails": rank_1_fails}[sys.argv[1]]()

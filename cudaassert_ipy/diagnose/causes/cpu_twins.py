@@ -48,7 +48,7 @@ _TWINS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = tuple(
         (r"^out of range: tried to access index (?P<value>-?\d+) on a tensor of (?P<size>\d+) elements",
          ("IndexError", "RuntimeError"), "take_put_out_of_range"),
         (r"^Class values must be (non-negative|smaller than num_classes)\.", ("RuntimeError",),
-         "one_hot_class_out_of_range"),
+         "scatter_gather_index_out_of_range_v1"),
         (r"^all elements of input should be between 0 and 1", ("RuntimeError",), "bce_input_out_of_range"),
         (r"^all elements of target should be between 0 and 1", ("RuntimeError",), "bce_target_out_of_range"),
         (r"^probability tensor contains either `?inf`?, `?nan`? or element < 0", ("RuntimeError",),

@@ -16,6 +16,7 @@ from cudaassert_ipy.diagnose.causes.rule_labels import class_labels
 from cudaassert_ipy.diagnose.causes.rule_ops import op_from_source
 from cudaassert_ipy.diagnose.causes.rule_repeat import repeat_sizes
 from cudaassert_ipy.diagnose.causes.rule_scatter import scatter_index
+from cudaassert_ipy.diagnose.causes.rule_sizes import sized_index
 from cudaassert_ipy.diagnose.causes.rule_smoothing import label_smoothing
 from cudaassert_ipy.diagnose.causes.rule_tokens import token_ids
 from cudaassert_ipy.diagnose.causes.rule_triton import triton_size
@@ -39,6 +40,7 @@ RULES: tuple[RuleEntry, ...] = (
     RuleEntry("op_from_source", frozenset({"assert_async_empty_message", "assert_async_false",
                                            "sparse_compressed_invariant_violated"}), op_from_source),
     RuleEntry("internal_op", frozenset({"internal_invariant"}), internal_op),
+    RuleEntry("sized_index", frozenset({"advanced_indexing_out_of_range"}), sized_index),
 )
 
 

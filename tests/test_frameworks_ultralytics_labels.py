@@ -1,0 +1,69 @@
+"""Ultralytics YOLO detection for real, on the CPU: a label file with class id 2 while the data YAML says ``nc: 2``.
+
+Ultralytics 8.0.x checked ``max_cls <= num_cls`` while caching labels (off by one), so such a label reached the
+loss, where ``TaskAlignedAssigner.get_box_metrics`` indexes the class scores with it: "index 2 is out of bounds for
+dimension 2 with size 2" on the CPU. Later releases drop the label with a warning; the batch here is the one 8.0.x's
+loader built from the same files (``img``, ``cls``, ``bboxes``, ``batch_idx``, ``im_file``), given to
+``self.model(batch)`` as ``BaseTrainer._do_train`` does. The model is the real ``DetectionModel`` built from
+Ultralytics' own ``yolov8n.yaml`` (no weights, nothing downloaded), the loss the real one: no double at all.
+Runs in the frameworks environment: ``.venv-fw/bin/python -m pytest -m frameworks
+tests/test_frameworks_ultralytics_labels.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.frameworks
+
+SETUP = """
+import torch
+from pathlib import Path
+from ultralytics.cfg import get_cfg
+from ultralytics.nn.tasks import DetectionModel
+
+torch.manual_seed(0)
+root = Path({root!r})
+for split, boxes in {{"a": ["0 0.5 0.5 0.3 0.3"], "b": ["1 0.5 0.5 0.3 0.3", "2 0.3 0.3 0.2 0.2"]}}.items():
+    (root / "images" / "train").mkdir(parents=True, exist_ok=True)
+    (root / "labels" / "train").mkdir(parents=True, exist_ok=True)
+    (root / "images" / "train" / f"{{split}}.jpg").write_bytes(b"")
+    (root / "labels" / "train" / f"{{split}}.txt").write_text("\\n".join(boxes) + "\\n")
+(root / "data.yaml").write_text("path: .\\ntrain: images/train\\nval: images/train\\nnc: 2\\nnames: [cat, dog]\\n")
+
+model = DetectionModel("yolov8n.yaml", nc=2, verbose=False)
+model.args = get_cfg()
+files = sorted(str(p) for p in (root / "images" / "train").glob("*.jpg"))
+rows = [(i, [float(v) for v in line.split()])
+        for i, f in enumerate(files)
+        for line in Path(f.replace("/images/", "/labels/")[:-4] + ".txt").read_text().splitlines()]
+batch = {{"img": torch.rand(len(files), 3, 64, 64), "im_file": files,
+          "batch_idx": torch.tensor([float(i) for i, _ in rows]),
+          "cls": torch.tensor([[r[0]] for _, r in rows]), "bboxes": torch.tensor([r[1:] for _, r in rows])}}
+"""
+
+
+@pytest.fixture
+def yolo(shell: Any, monkeypatch: Any, tmp_path: Any, tmp_path_factory: Any) -> Any:
+    monkeypatch.setenv("YOLO_OFFLINE", "1")
+    monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path_factory.mktemp("yolo-config")))
+    result = shell.run_cell(SETUP.format(root=str(tmp_path / "pets")), store_history=True)
+    assert result.error_in_exec is None, result.error_in_exec
+    return shell
+
+
+def test_a_class_id_equal_to_nc_names_the_class_id_nc_the_image_and_its_label_file_line(yolo, loaded, capsys,
+                                                                                        tmp_path):
+    capsys.readouterr()
+    result = yolo.run_cell("loss, items = model(batch)  # as BaseTrainer._do_train does", store_history=True)
+    assert isinstance(result.error_in_exec, IndexError)
+    assert str(result.error_in_exec) == "index 2 is out of bounds for dimension 2 with size 2"
+    out = capsys.readouterr().out
+    root = tmp_path / "pets"
+    label, image = root / "labels" / "train" / "b.txt", root / "images" / "train" / "b.jpg"
+    assert (f"Cause: class id 2 in {label} line 2 (image {image}), but `nc: 2` allows 0..1. Likely fix: add the "
+            "class to the data YAML (nc: 3 and 3 names) or correct that label file (class ids 0..1).") in out
+    assert "  model: nc=2, names: 2 entries: ['0', '1']" in out
+    assert f"  batch's bad label: class id 2 in {label} line 2 (image {image})" in out
