@@ -140,3 +140,16 @@ def test_a_broken_catalogue_costs_one_note_not_the_report(monkeypatch: pytest.Mo
                        "position_embeddings = self.position_embeddings(position_ids)")))
     assert d.cause_id == GENERIC_ID
     assert any(n.startswith("[internal] rule frame_points failed: error: unbalanced parenthesis") for n in d.notes)
+
+
+def test_an_assertion_quoted_inline_without_its_record_is_read() -> None:
+    d = _first("`CUDA runtime error (59) : device-side assert triggered`\n`Assertion 'srcIndex < srcSelectDimSize' failed`\n")
+    assert d.cause_id == "index_select_out_of_range"
+    assert explain_text("Assertion 'srcIndex < srcSelectDimSize' failed").repairs == (
+        "an assertion quoted without its kernel's record (1)",)
+
+
+def test_one_hot_keeps_the_gpu_assertions_cause_and_its_message_names_the_class_values() -> None:
+    d = _first("RuntimeError: Class values must be smaller than num_classes.\n")
+    assert d.cause_id == "one_hot_class_out_of_range"
+    assert d.basis == "the error text (one_hot_message)"

@@ -26,6 +26,9 @@ _DOUBLED_EMPTY = re.compile(r"(Assertion )````( failed)")  # an empty condition,
 # "Loss.cu: nll_loss_forward_reduce_cuda_kernel_2d: block: [" (the line number is gone)
 _NO_LINE = re.compile(r"(\.(?:cuh|cu|hip|h|py))(: (?:[^:\n\[\]]{1,300}: )?block: \[)")
 
+# "Assertion 'srcIndex < srcSelectDimSize' failed" quoted inline, without the kernel's record (file, block, thread)
+_BARE = re.compile(r"(?<!\] )Assertion\s+[`'\"‘’“”]+(?P<cond>[^`'‘’\n]{3,300}?)[`'‘’“”]+\s+failed")
+
 LOST_LINE = 0  # the line number given to a record whose number was lost
 
 
@@ -65,6 +68,9 @@ def repair(text: str) -> Repaired:
     if "] Assertion " in text and text.count("] Assertion ") > text.count("] Assertion `") + text.count(
             "] Assertion failed: `"):
         text = _sub(_NO_TICKS, r"\1`\2` failed.", text, "conditions without backticks", done)
+    if "Assertion" in text and _BARE.search(text):
+        text = _sub(_BARE, r"\nunknown: block: [0,0,0], thread: [0,0,0] Assertion `\g<cond>` failed.\n", text,
+                    "an assertion quoted without its kernel's record", done)
     if ": block: [" in text and _NO_LINE.search(text):
         text = _sub(_NO_LINE, r"\1:" + str(LOST_LINE) + r"\2", text, "records without a line number", done)
     return Repaired(text, done)
