@@ -143,7 +143,8 @@ def test_a_broken_catalogue_costs_one_note_not_the_report(monkeypatch: pytest.Mo
 
 
 def test_an_assertion_quoted_inline_without_its_record_is_read() -> None:
-    d = _first("`CUDA runtime error (59) : device-side assert triggered`\n`Assertion 'srcIndex < srcSelectDimSize' failed`\n")
+    d = _first("`CUDA runtime error (59) : device-side assert triggered`\n"
+               "`Assertion 'srcIndex < srcSelectDimSize' failed`\n")
     assert d.cause_id == "index_select_out_of_range"
     assert explain_text("Assertion 'srcIndex < srcSelectDimSize' failed").repairs == (
         "an assertion quoted without its kernel's record (1)",)
