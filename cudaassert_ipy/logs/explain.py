@@ -16,6 +16,7 @@ from cudaassert_ipy.capture.assert_lines import AssertSite, Orphan, scan_all
 from cudaassert_ipy.capture.child_lines import first_failure, readable
 from cudaassert_ipy.capture.tracebacks import Frame, frames_in_text
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, match_assert
+from cudaassert_ipy.diagnose.causes.cpu_twins import bare_twin
 from cudaassert_ipy.diagnose.detection import Detection, Kind, classify_text, logged_exception
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
 from cudaassert_ipy.diagnose.evidence import Evidence
@@ -118,6 +119,17 @@ def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_
     return out
 
 
+def _bare_errors(text: str, limit: int = 2000) -> list[LoggedError]:
+    """The first CPU twin message printed without its exception type (looked for in the first ``limit`` lines)."""
+    offset = 0
+    for line in text.splitlines()[:limit]:
+        found = bare_twin(line)
+        if found is not None:
+            return [LoggedError(found[0], line.strip().strip("\"'`").strip(), line, None, offset)]
+        offset += len(line) + 1
+    return []
+
+
 def _error_diagnoses(detections: list[Detection], frames: tuple[Frame, ...] = ()) -> list[Diagnosis]:
     return [diagnose(Evidence(detection=d, frames=frames)) for d in detections]
 
@@ -145,6 +157,8 @@ def explain_text(text: str, source: str = "log") -> Explanation:
     fixed = repair(lines) if len(lines) <= PASTE_LIMIT else Repaired(lines)
     scanned = scan_all(fixed.text, group=rank_label)
     errors = _dedupe(find_errors(fixed.text, rank_label, tag_end))
+    if not errors and not scanned.groups:  # a paste that kept only a CPU error's message, without its type
+        errors = _bare_errors(text)
     sites: dict[str | None, list[AssertSite]] = {k: list(v) for k, v in scanned.groups.items()}
     spliced: list[Orphan] = []
     repeats = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["CpuTwin", "match_cpu_twin"]
+__all__ = ["CpuTwin", "bare_twin", "match_cpu_twin"]
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,9 @@ class CpuTwin:
 
 # (pattern, exception type names it is raised as, cause id); first match wins.
 _TWINS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = tuple(
-    (re.compile(p), types, cause)
+    (re.compile(p, re.IGNORECASE), types, cause)  # a paste may capitalise the first word
     for p, types, cause in (
-        (r"^Target (?P<value>-?\d+) is out(?:\s+of\s+bounds|\s*$)", ("IndexError", "RuntimeError"),
+        (r"^Target (?P<value>-?\d+) is out(?:\s+of\s+bounds?|\s*$)", ("IndexError", "RuntimeError"),
          "nll_loss_target_out_of_range"),
         (r"^index out of range in self", ("IndexError", "RuntimeError"), "index_select_out_of_range"),
         # 1.0-1.4's CPU embedding / index_select: names the table's rows
@@ -82,7 +82,7 @@ _TWINS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = tuple(
 
 def match_cpu_twin(type_names: tuple[str, ...], message: str) -> CpuTwin | None:
     """The cause of a CPU error, from its exception type names (MRO) and its message."""
-    first = message.strip()
+    first = message.strip().strip("\"'`").strip()  # a paste quotes the message: "Index out of range in self"
     for pattern, types, cause_id in _TWINS:
         if not any(t in type_names for t in types):
             continue
@@ -90,4 +90,18 @@ def match_cpu_twin(type_names: tuple[str, ...], message: str) -> CpuTwin | None:
         if m:
             groups = {k: int(v) for k, v in m.groupdict().items() if v is not None and k != "1"}
             return CpuTwin(cause_id, groups.get("value"), groups.get("dim"), groups.get("size"))
+    return None
+
+
+#: The types a message printed without its exception type is tried as, in order (a paste that kept only the
+#: message: ``"Target -1 is out of bound"``, ``index 50264 is out of bounds for dimension 0 with size 50264``).
+BARE_TYPES = ("IndexError", "RuntimeError", "ValueError")
+
+
+def bare_twin(line: str) -> tuple[str, CpuTwin] | None:
+    """A CPU twin's message on a line of its own, with no exception type: the type it is read as, and the twin."""
+    for type_name in BARE_TYPES:
+        twin = match_cpu_twin((type_name,), line)
+        if twin is not None:
+            return type_name, twin
     return None
