@@ -39,10 +39,31 @@ def table(scores: list[Score], title: str) -> str:
     return "\n".join(lines)
 
 
+def markdown(scores: dict[str, list[Score]]) -> str:
+    """Per framework: reports, right cause, fix in its words, generic; the dev part / the held-out quarter."""
+    def cell(group: list[Score], what: str) -> str:
+        n = len(group)
+        return f"{sum(getattr(s, what) for s in group)}/{n}" if n else "-"
+
+    frameworks = sorted({s.framework for part in scores.values() for s in part},
+                        key=lambda fw: (-sum(s.framework == fw for p in scores.values() for s in p), fw))
+    lines = ["| framework | reports (dev + held out) | right cause | fix in its words | generic |",
+             "|---|---|---|---|---|"]
+    for fw in [*frameworks, "all"]:
+        parts = {k: [s for s in v if fw in ("all", s.framework)] for k, v in scores.items()}
+        dev, held = parts["dev"], parts["held_out"]
+        row = [f"{len(dev)} + {len(held)}"] + [f"{cell(dev, w)} · {cell(held, w)}" for w in
+                                                ("cause_right", "fix_right", "generic")]
+        name = f"**{fw}**" if fw == "all" else fw
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=("dev", "held_out", "all"), default="all")
     ap.add_argument("--misses", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="the README's table: per framework, both parts")
     args = ap.parse_args()
     parts = split()
     reports = load()
@@ -50,6 +71,9 @@ def main() -> int:
     if unsplit:
         print(f"not in split.json (add reports with scripts/add_reports.py): {', '.join(unsplit)}", file=sys.stderr)
         return 2
+    if args.markdown:
+        print(markdown({part: [score(r) for r in reports if parts[r.id] == part] for part in ("dev", "held_out")}))
+        return 0
     wanted = ("dev", "held_out") if args.part == "all" else (args.part,)
     start = time.perf_counter()
     for part in wanted:
