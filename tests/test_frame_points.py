@@ -162,3 +162,12 @@ def test_a_cpu_error_pasted_without_its_type_or_in_quotes_is_still_its_twin() ->
     bare = _first("index 50264 is out of bounds for dimension 0 with size 50264\n")
     assert bare.cause_id == "advanced_indexing_out_of_range_v1" and bare.exception_line.startswith("IndexError: ")
     assert not explain_text("the loss went down to 0.5 and the index is fine\n").found
+
+
+def test_a_framework_object_in_the_paste_names_the_index() -> None:
+    text = ("HeteroData(\n  paper={ x=[480, 3] },\n  (paper, cites, paper)={ edge_index=[2, 10128] }\n)\n"
+            "IndexError: index out of range in self\n")
+    d = _first(text)
+    assert d.cause_id == "graph_node_index_out_of_range"
+    assert d.basis == "the error text (pyg_in_the_paste)"
+    assert _first("IndexError: index out of range in self\n").cause_id == "index_select_out_of_range"

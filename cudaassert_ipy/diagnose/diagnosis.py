@@ -316,7 +316,7 @@ def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:
         return None
     from cudaassert_ipy.diagnose.frame_points import find_point
 
-    found = find_point(ev.frames, det.message)
+    found = find_point(ev.frames, det.message, ev.pasted)
     if found is None:
         return None
     cause = found.point.cause

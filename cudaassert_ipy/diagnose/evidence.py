@@ -57,6 +57,8 @@ class Evidence:
     advice: tuple[str, ...] = ()  # keys of hints.FRAMEWORK_ADVICE the adapters asked for ("keras_filtered")
     #: the first error's frames as printed (file, line, function, source line): what a pasted report holds
     frames: tuple[Frame, ...] = ()
+    #: the whole pasted text or log, when the failure was read from one (a framework's object reprs and paths)
+    pasted: str = ""
 
 
 def collect(

@@ -46,6 +46,7 @@ class Point:
     funcs: tuple[str, ...] = ()  # function names, any of them (the last part of ``Class.method``)
     code: str | None = None  # a pattern searched in the printed source line
     message: str | None = None  # a pattern searched in the error's message (with no frame parts: the text alone)
+    context: str | None = None  # a pattern searched in the whole pasted text (a framework's object repr, its path)
     index: str = ""  # what the bad index is: "position id", "class id", "node id"
     bound: str = ""  # the knob that bounds it: "max_position_embeddings", "nc"
     fix: str = ""  # key of hints.FRAME_FIXES
@@ -75,9 +76,11 @@ class Point:
     @property
     def frameless(self) -> bool:
         """A point read from the error text alone (a message that means one failure wherever it is raised)."""
-        return self.message is not None and not (self.paths or self.funcs or self.code)
+        return (self.message is not None or self.context is not None) and not (self.paths or self.funcs or self.code)
 
-    def matches_message(self, message: str) -> bool:
+    def matches_message(self, message: str, context: str = "") -> bool:
+        if self.context is not None and re.search(self.context, context) is None:
+            return False
         return self.message is None or re.search(self.message, message) is not None
 
 
@@ -103,11 +106,11 @@ def _point(entry: dict[str, object]) -> Point:
         value = entry.get(key) or ()
         return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ()
 
-    code, message = entry.get("code"), entry.get("message")
+    code, message, context = entry.get("code"), entry.get("message"), entry.get("context")
     return Point(
         id=str(entry["id"]), framework=str(entry.get("framework") or ""), cause=str(entry["cause"]),
         paths=strings("paths"), funcs=strings("funcs"), code=str(code) if code else None,
-        message=str(message) if message else None,
+        message=str(message) if message else None, context=str(context) if context else None,
         index=str(entry.get("index") or ""), bound=str(entry.get("bound") or ""), fix=str(entry.get("fix") or ""),
         says=str(entry.get("says") or ""), rank=int(str(entry.get("rank") or 0)), refines=strings("refines"),
     )
@@ -125,29 +128,32 @@ def is_late_frame(frame: Frame) -> bool:
     return bool(frame.code and _LATE_CODE.search(frame.code)) or frame.func.rsplit(".", 1)[-1] in _SURFACED_ONLY
 
 
+_CONTEXT = 200_000  # characters of a paste searched for a framework's marks
 _MAX_FRAMES = 400  # a log with thousands of tracebacks: the first and last frames are the ones that tell
 
 
-def find_point(frames: Sequence[Frame], message: str = "",
+def find_point(frames: Sequence[Frame], message: str = "", context: str = "",
                catalogue: Iterable[Point] | None = None) -> FrameFinding | None:
     """The best failure point the frames (and the error's message) show: the highest rank, then the innermost
     frame of the first traceback printed (a chained error's later tracebacks are cleanup). None when none does."""
     if len(frames) > _MAX_FRAMES:
         frames = (*frames[: _MAX_FRAMES // 2], *frames[-_MAX_FRAMES // 2:])
-    return _find(tuple(frames), message, tuple(points() if catalogue is None else catalogue))
+    return _find(tuple(frames), message, context[:_CONTEXT], tuple(points() if catalogue is None else catalogue))
 
 
 @lru_cache(maxsize=8)  # a log's diagnoses (one per rank and cause) read the same frames
-def _find(frames: tuple[Frame, ...], message: str, catalogue: tuple[Point, ...]) -> FrameFinding | None:
+def _find(frames: tuple[Frame, ...], message: str, context: str,
+          catalogue: tuple[Point, ...]) -> FrameFinding | None:
     first_block = min((f.block for f in frames), default=0)
     ordered = [f for f in frames if f.block == first_block] + [f for f in frames if f.block != first_block]
     best: tuple[int, int, Point, Frame | None] | None = None
     for point in catalogue:
-        if point.frameless and point.matches_message(message) and (best is None or (point.rank, -1) > best[:2]):
+        if point.frameless and point.matches_message(message, context) and (
+                best is None or (point.rank, -1) > best[:2]):
             best = (point.rank, -1, point, None)
     for depth, frame in enumerate(ordered):
         for point in catalogue:
-            if not point.frameless and point.matches(frame) and point.matches_message(message):
+            if not point.frameless and point.matches(frame) and point.matches_message(message, context):
                 key = (point.rank, depth if frame.block == first_block else -1)
                 if best is None or key > best[:2]:
                     best = (*key, point, frame)

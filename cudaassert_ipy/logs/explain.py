@@ -99,7 +99,7 @@ def _cause_key(site: AssertSite) -> str:
 
 
 def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_notes: list[str],
-                    frames: tuple[Frame, ...] = ()) -> list[Diagnosis]:
+                    frames: tuple[Frame, ...] = (), text: str = "") -> list[Diagnosis]:
     """One diagnosis per cause; the first direct device-assert error is its exception, follow-ons are notes."""
     main = next((d for d in detections if d.kind is Kind.DEVICE_ASSERT and not d.follow_on), None)
     main = main or next((d for d in detections if d.kind is Kind.DEVICE_ASSERT), None)
@@ -110,7 +110,7 @@ def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_
     out = []
     for cluster in clusters.values():
         det = main or Detection(Kind.DEVICE_ASSERT, logged_exception("", cluster[0].first.raw), cluster[0].first.raw)
-        d = diagnose(Evidence(detection=det, sites=tuple(cluster), frames=frames))
+        d = diagnose(Evidence(detection=det, sites=tuple(cluster), frames=frames, pasted=text))
         all_notes = (*extra_notes, *((main.note,) if main and main.note else ()), *notes, *d.notes)
         if main is None:
             out.append(dataclasses.replace(d, notes=all_notes, exception_line=NO_EXCEPTION, exception_text=""))
@@ -130,8 +130,8 @@ def _bare_errors(text: str, limit: int = 2000) -> list[LoggedError]:
     return []
 
 
-def _error_diagnoses(detections: list[Detection], frames: tuple[Frame, ...] = ()) -> list[Diagnosis]:
-    return [diagnose(Evidence(detection=d, frames=frames)) for d in detections]
+def _error_diagnoses(detections: list[Detection], frames: tuple[Frame, ...] = (), text: str = "") -> list[Diagnosis]:
+    return [diagnose(Evidence(detection=d, frames=frames, pasted=text)) for d in detections]
 
 
 def _in_log_words(d: Diagnosis) -> Diagnosis:
@@ -191,11 +191,11 @@ def explain_text(text: str, source: str = "log") -> Explanation:
                 dets.append(d)
                 explained.add((e.type_name.rsplit(".", 1)[-1], e.message))
         if own:
-            diagnoses = _site_diagnoses(own, dets, notes[label], frames)
+            diagnoses = _site_diagnoses(own, dets, notes[label], frames, text)
         elif shared and dets:
-            diagnoses = _site_diagnoses(shared, dets, [SHARED_SITES], frames)
+            diagnoses = _site_diagnoses(shared, dets, [SHARED_SITES], frames, text)
         else:
-            diagnoses = _error_diagnoses(dets, frames)
+            diagnoses = _error_diagnoses(dets, frames, text)
         if diagnoses:
             if not groups:  # said once, under the first diagnosis
                 extra = tuple(_launcher_notes(text))
