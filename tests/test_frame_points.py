@@ -32,12 +32,12 @@ def test_every_point_names_a_known_cause_a_fix_and_patterns_that_compile() -> No
         assert get_cause(p.cause).id == p.cause != GENERIC_ID, p.id
         assert p.fix in hints.FRAME_FIXES, p.id
         assert p.says and p.says[0].islower(), p.id
-        for pattern in (p.code, p.message):
+        for pattern in (p.code, p.message, p.context):
             if pattern is not None:
                 re.compile(pattern)
         for refined in p.refines:
             assert get_cause(refined).id == refined, (p.id, refined)
-        assert p.paths or p.funcs or p.code or p.message, p.id
+        assert p.paths or p.funcs or p.code or p.message or p.context, p.id
 
 
 SITE = "/opt/conda/lib/python3.10/site-packages/"
