@@ -196,7 +196,8 @@ def summary(out: Path, tests_rc: int, bench_rc: int, seconds: int) -> None:
             print(f"  {c['outcome']:8} {c['case']}: {c.get('message', '')[:300]}")
     for c in cases:
         if "cause_id" in c:
-            print(f"  {'ok' if c.get('matched') else 'MISMATCH':8} {c['case']}: {c['cause_id']}")
+            verdict = {True: "ok", False: "MISMATCH", None: "no twin"}[c.get("matched")]
+            print(f"  {verdict:8} {c['case']}: {c['cause_id']}")
 
 
 def main() -> None:
