@@ -256,3 +256,11 @@ def test_a_real_device_assert_is_detected_folded_and_explained(case: Case, tmp_p
     assert accepted, f"diagnosed {d['cause_id']} ({d['title']}), expected one of {case.causes}: {d['assert_sites']}"
     if case.specific:
         assert d["specific"] and case.specific in d["specific"], d["specific"]
+
+
+def test_a_case_that_hangs_is_killed_at_its_limit_and_the_next_case_still_runs(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    with pytest.raises(AssertionError, match=r"the case's process wrote nothing \(killed after 3s\)"):
+        run_case("hangs", IMPORTS, "import time\ntime.sleep(600)", DEVICE, tmp_path, env, 3)
+    after = run_child(CASES[0], tmp_path)
+    assert after["error_first_line"] and after["diagnosis"]["cause_id"] in CASES[0].causes, after
