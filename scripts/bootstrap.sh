@@ -109,6 +109,6 @@ while todo:  # torch and what it requires on this platform, through its dependen
 print(f"[setup] {len(seen)} distributions linked: " + " ".join(sorted(seen)), file=sys.stderr)
 PY
     "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null 2> >(grep -v "^WARNING: Location" >&2)
-    "$dir/bin/python" -m pip install -q -r "$ROOT/.ci/gpu-machine.txt" 2> >(grep -v "^WARNING: Location" >&2)
+    "$dir/bin/python" -m pip install -q --no-deps -r "$ROOT/.ci/gpu-machine.txt" 2> >(grep -v "^WARNING: Location" >&2)
     echo "$want" > "$dir/.cudaassert-stamp"
 }

@@ -189,15 +189,15 @@ def summary(out: Path, tests_rc: int, bench_rc: int, seconds: int) -> None:
     (out / "gpu-summary.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     for name in ("cases.json", "env.json", "bench.txt"):  # all of it is in the summary now
         (out / name).unlink(missing_ok=True)
-    print(f"=== summary ({out / 'gpu-summary.json'}): {seconds}s; tests exit {tests_rc}, benchmark exit {bench_rc}; "
-          + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-    for c in cases:
-        if c["outcome"] not in ("passed",):
-            print(f"  {c['outcome']:8} {c['case']}: {c.get('message', '')[:300]}")
     for c in cases:
         if "cause_id" in c:
             verdict = {True: "ok", False: "MISMATCH", None: "no twin"}[c.get("matched")]
             print(f"  {verdict:8} {c['case']}: {c['cause_id']}")
+    for c in cases:
+        if c["outcome"] != "passed":
+            print(f"  {c['outcome']:8} {c['case']}: {c.get('message', '')[:300]}")
+    print(f"=== summary ({out / 'gpu-summary.json'}): {seconds}s; tests exit {tests_rc}, benchmark exit {bench_rc}; "
+          + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
 
 
 def main() -> None:
