@@ -8,7 +8,8 @@
 #   bash scripts/gpu-tests.sh --device     # step 2 on a lent GPU machine (scripts/gpu-prepare.sh is step 1):
 #       its own python3 and torch, the carried wheels (.gpu-wheels) installed into /tmp/site, every case in its own
 #       process with a timeout, all of it within 8 minutes; gpu-tests.log and gpu-summary.json under $OUT.
-#       CUDAASSERT_GPU_TEST_DEVICE=cpu runs the same path with the CPU twins (the CI stage gpu-dry).
+#       CUDAASSERT_GPU_TEST_DEVICE=cpu runs the same path with the CPU twins (the CI stage gpu-dry). Also read:
+#       GPU_PYTHON (python3), GPU_SITE (/tmp/site), GPU_BUDGET_S (480), OUT (.gpu-out where the tool sets none).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
