@@ -109,20 +109,23 @@ if wants compat; then
 fi
 
 if wants gpu-dry; then
-    begin setup ".venv-gpu-dry, .gpu-wheels"
     py312="$(find_python 3.12)"
-    if [ -n "$py312" ] && PY="$py312" TORCH_SPEC="$NEWEST_TORCH" ensure_venv .venv-py312 "test" \
-        && ensure_gpu_dry_venv .venv-py312 && bash scripts/gpu-prepare.sh; then
+    if [ -z "$py312" ]; then echo "=== [gpu-dry] Python 3.12 not found"; status=1; else
+        begin setup ".venv-gpu-dry"
+        PY="$py312" TORCH_SPEC="$NEWEST_TORCH" ensure_venv .venv-py312 "test"
+        ensure_gpu_dry_venv .venv-py312
         end "setup .venv-gpu-dry"
-        begin gpu-dry "scripts/gpu-tests.sh --device on the CPU, with the CPU twins (.venv-gpu-dry + .gpu-wheels)"
-        site="$(mktemp -d)"
-        # the device's 480 s budget is for 16 cores and a GPU: CI's CPUs get more room
-        GPU_PYTHON=.venv-gpu-dry/bin/python GPU_SITE="$site" CUDAASSERT_GPU_TEST_DEVICE=cpu GPU_BUDGET_S=900 \
-            bash scripts/gpu-tests.sh --device "$@" || status=$?
-        rm -rf "$site"
+        begin gpu-dry "gpu-prepare.sh, then gpu-tests.sh --device on the CPU twins (.venv-gpu-dry + .gpu-wheels)"
+        if bash scripts/gpu-prepare.sh; then
+            site="$(mktemp -d)"
+            # the device's 480 s budget is for 16 cores and a GPU: CI's CPUs get more room
+            GPU_PYTHON=.venv-gpu-dry/bin/python GPU_SITE="$site" CUDAASSERT_GPU_TEST_DEVICE=cpu GPU_BUDGET_S=900 \
+                bash scripts/gpu-tests.sh --device "$@" || status=$?
+            rm -rf "$site"
+        else
+            status=1; echo "=== [gpu-dry] scripts/gpu-prepare.sh FAILED"
+        fi
         end "gpu-dry (--device on the CPU)"
-    else
-        status=1; echo "=== [gpu-dry] setup FAILED"; end "setup .venv-gpu-dry"
     fi
 fi
 
