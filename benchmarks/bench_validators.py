@@ -159,7 +159,7 @@ class CountingValidators(ValidatorMode):
 def intercepted_per_step(step: Step) -> int:
     counter = CountingValidators()
     _push_mode(counter)
-    mode._track(counter)
+    mode.BYPASS.track(counter)  # as mode.enable() does
     try:
         step()
     finally:
@@ -233,6 +233,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="timed steps per block")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave as is)")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
+    parser.add_argument("--gpu-only", action="store_true", help="only the GPU rows (scripts/gpu-tests.sh --device)")
     parser.add_argument("--blocking-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
@@ -243,41 +244,42 @@ def main() -> None:
         blocking_child(args.rounds, args.steps)
         return
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
-          f"{args.rounds * args.steps} steps per condition in alternating blocks of {args.steps}; "
-          f"micro rows: {args.rounds} interleaved rounds\n")
-    print("| what | validators off | validators on | ratio (medians) | ratio (10th percentiles) | goal | met |")
-    print("|---|---|---|---|---|---|---|")
-    intercepted = {}
-    for name, make, goal in (("CPU step, MLP", mlp_step, 1.10), ("CPU step, tiny transformer LM", lm_step, 1.25)):
-        step = make("cpu")
-        line, off, on = row(name, *side_by_side(step, "cpu", args.rounds, args.steps), "ms", goal)
-        intercepted[name] = (intercepted_per_step(step), off, on)
-        print(line)
-    for name, make in (("CPU step, MLP", mlp_step), ("CPU step, tiny transformer LM", lm_step)):
-        step = make("cpu")
-        with checks_first():
-            print(row(name + ", every call checked first (as on CUDA)",
-                      *side_by_side(step, "cpu", args.rounds, args.steps), "ms")[0])
+    if not args.gpu_only:
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
+              f"{args.rounds * args.steps} steps per condition in alternating blocks of {args.steps}; "
+              f"micro rows: {args.rounds} interleaved rounds\n")
+        print("| what | validators off | validators on | ratio (medians) | ratio (10th percentiles) | goal | met |")
+        print("|---|---|---|---|---|---|---|")
+        intercepted = {}
+        for name, make, goal in (("CPU step, MLP", mlp_step, 1.10), ("CPU step, tiny transformer LM", lm_step, 1.25)):
+            step = make("cpu")
+            line, off, on = row(name, *side_by_side(step, "cpu", args.rounds, args.steps), "ms", goal)
+            intercepted[name] = (intercepted_per_step(step), off, on)
+            print(line)
+        for name, make in (("CPU step, MLP", mlp_step), ("CPU step, tiny transformer LM", lm_step)):
+            step = make("cpu")
+            with checks_first():
+                print(row(name + ", every call checked first (as on CUDA)",
+                          *side_by_side(step, "cpu", args.rounds, args.steps), "ms")[0])
 
-    a, b = torch.ones(1), torch.ones(1)
-    line, add_off, add_on = row("micro: torch.add, intercepted, unchecked (per call)",
-                                *micro_us(lambda: torch.add(a, b), 20000, args.rounds), "µs")
-    print(line)
-    logits, target = torch.randn(64, 10), torch.randint(0, 10, (64,))
-    line, ce_off, ce_on = row("micro: F.cross_entropy(64x10), CPU kernel checks (per call)",
-                              *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds), "µs")
-    print(line)
-    with checks_first():
-        line, first_off, first_on = row("micro: F.cross_entropy(64x10), checked first (per call)",
-                                        *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds), "µs")
-    print(line)
-    print()
-    print(f"cost per intercepted unchecked call (micro): {add_on - add_off:.2f} µs; per cross_entropy: "
-          f"{ce_on - ce_off:.2f} µs left to the CPU kernel, {first_on - first_off:.2f} µs checked first")
-    for name, (calls, off, on) in intercepted.items():
-        print(f"{name}: {calls} intercepted calls per step (optimizer.step runs unchecked), "
-              f"{1000 * (on - off) / calls:.2f} µs of added step time per intercepted call")
+        a, b = torch.ones(1), torch.ones(1)
+        line, add_off, add_on = row("micro: torch.add, intercepted, unchecked (per call)",
+                                    *micro_us(lambda: torch.add(a, b), 20000, args.rounds), "µs")
+        print(line)
+        logits, target = torch.randn(64, 10), torch.randint(0, 10, (64,))
+        line, ce_off, ce_on = row("micro: F.cross_entropy(64x10), CPU kernel checks (per call)",
+                                  *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds), "µs")
+        print(line)
+        with checks_first():
+            line, first_off, first_on = row("micro: F.cross_entropy(64x10), checked first (per call)",
+                                            *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds), "µs")
+        print(line)
+        print()
+        print(f"cost per intercepted unchecked call (micro): {add_on - add_off:.2f} µs; per cross_entropy: "
+              f"{ce_on - ce_off:.2f} µs left to the CPU kernel, {first_on - first_off:.2f} µs checked first")
+        for name, (calls, off, on) in intercepted.items():
+            print(f"{name}: {calls} intercepted calls per step (optimizer.step runs unchecked), "
+                  f"{1000 * (on - off) / calls:.2f} µs of added step time per intercepted call")
 
     print()
     if not torch.cuda.is_available():

@@ -66,3 +66,49 @@ ensure_chromium() {  # Debian's chromium, for the browser tests
     $SUDO apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 }
+
+ensure_gpu_dry_venv() {  # ensure_gpu_dry_venv TORCH_VENV -> .venv-gpu-dry: Python 3.12 holding only what the lent GPU
+    # machine holds of what the GPU suite needs (.ci/gpu-machine.txt, and torch), so that the dry run of
+    # `scripts/gpu-tests.sh --device` fails here on anything the carried wheels lack. torch and its dependencies are
+    # hard links to TORCH_VENV's files (no second copy of PyPI's CUDA build, several GB)
+    local src="$ROOT/$1" dir="$ROOT/.venv-gpu-dry" py want
+    py="$(find_python 3.12)"
+    if [ -z "$py" ]; then echo "[setup] Python 3.12 not found: no .venv-gpu-dry" >&2; return 1; fi
+    want="$(cat "$ROOT/.ci/gpu-machine.txt" "$src/.cudaassert-stamp" | sha256sum | cut -c1-16) $("$py" -V 2>&1)"
+    if [ -f "$dir/.cudaassert-stamp" ] && [ "$(cat "$dir/.cudaassert-stamp")" = "$want" ]; then return 0; fi
+    echo "[setup] building .venv-gpu-dry ($("$py" -V 2>&1), torch linked from $1, .ci/gpu-machine.txt)" >&2
+    rm -rf "$dir"
+    "$py" -m venv "$dir"
+    "$src/bin/python" - "$dir" <<'PY'
+import os, sys, sysconfig
+from importlib.metadata import distribution
+from pathlib import Path
+from packaging.requirements import Requirement
+
+dest = Path(sys.argv[1], Path(sysconfig.get_path("purelib")).relative_to(sys.prefix))
+todo, expanded, seen = [("torch", ())], set(), set()
+while todo:  # torch and what it requires on this platform, through its dependencies and their extras
+    wanted, extras = todo.pop()
+    dist = distribution(wanted)
+    name = dist.metadata["Name"].lower().replace("_", "-")
+    if (name, extras) in expanded:
+        continue
+    expanded.add((name, extras))
+    for req in map(Requirement, dist.requires or []):
+        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("", *extras)):
+            todo.append((req.name, tuple(sorted(req.extras))))
+    if name in seen:
+        continue
+    seen.add(name)
+    for f in dist.files or []:
+        src = Path(dist.locate_file(f)).resolve()
+        if ".." in f.parts or not src.is_file():  # console scripts: they name the other venv's python
+            continue
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        os.link(src, dest / f)
+print(f"[setup] {len(seen)} distributions linked: " + " ".join(sorted(seen)), file=sys.stderr)
+PY
+    "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null 2> >(grep -v "^WARNING: Location" >&2)
+    "$dir/bin/python" -m pip install -q --no-deps -r "$ROOT/.ci/gpu-machine.txt" 2> >(grep -v "^WARNING: Location" >&2)
+    echo "$want" > "$dir/.cudaassert-stamp"
+}

@@ -8,11 +8,13 @@
 #   frameworks  the `frameworks` tests with the real frameworks (.venv-fw: torch 2.14.1, Python 3.11)
 #   compat    the version-sensitive tests (COMPAT_TESTS) on Python 3.10 + torch 2.4.1 (the floors) and on
 #             Python 3.12 and 3.13 + torch 2.14.1
+#   gpu-dry   the lent GPU machine's run (`scripts/gpu-tests.sh --device`) on the CPU, with the CPU twins, in
+#             .venv-gpu-dry: only what that machine holds (Python 3.12, torch, pytest, ...) plus the carried wheels
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k tap`); STAGES picks stages (`STAGES="lint latest"`).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
-STAGES="${STAGES:-lint latest colab dist frameworks compat}"
+STAGES="${STAGES:-lint latest colab dist frameworks compat gpu-dry}"
 # private torch APIs, exception wordings, the runner and a real kernel: what a torch or Python release can break
 COMPAT_TESTS=(tests/test_torch_compat.py tests/test_detection.py tests/test_checks_mode.py
               tests/test_checks_mode_closure.py tests/test_debug_cell.py tests/test_bookmark_inprocess.py
@@ -114,6 +116,27 @@ if wants compat; then
         "$dir/bin/python" -m pytest -m "not frameworks and not browser" "${COMPAT_TESTS[@]}" "$@" || status=$?
         end "tests compat $dir"
     done
+fi
+
+if wants gpu-dry; then
+    py312="$(find_python 3.12)"
+    if [ -z "$py312" ]; then echo "=== [gpu-dry] Python 3.12 not found"; status=1; else
+        begin setup ".venv-gpu-dry"
+        PY="$py312" TORCH_SPEC="$NEWEST_TORCH" ensure_venv .venv-py312 "test"
+        ensure_gpu_dry_venv .venv-py312
+        end "setup .venv-gpu-dry"
+        begin gpu-dry "gpu-prepare.sh, then gpu-tests.sh --device on the CPU twins (.venv-gpu-dry + .gpu-wheels)"
+        if bash scripts/gpu-prepare.sh; then
+            site="$(mktemp -d)"
+            # the device's 480 s budget is for 16 cores and a GPU: CI's CPUs get more room
+            GPU_PYTHON=.venv-gpu-dry/bin/python GPU_SITE="$site" CUDAASSERT_GPU_TEST_DEVICE=cpu GPU_BUDGET_S=900 \
+                bash scripts/gpu-tests.sh --device "$@" || status=$?
+            rm -rf "$site"
+        else
+            status=1; echo "=== [gpu-dry] scripts/gpu-prepare.sh FAILED"
+        fi
+        end "gpu-dry (--device on the CPU)"
+    fi
 fi
 
 echo "=== stage times"

@@ -4,6 +4,9 @@ The loop moves each batch to the GPU (no CPU copy of the labels is left) and die
 device-side assert, reported late at ``loss.item()``; the report must name the bad dataset index
 from the recorded batch alone. Then, after Restart & replay, one step on ``failing_batch`` is
 stopped by the validator, naming the same sample, and the GPU stays alive.
+
+On the dry run (``CUDAASSERT_GPU_TEST_DEVICE=cpu``) the loop runs on the CPU, dies of the CPU twin, and
+the report and the step after the restart must say the same.
 """
 
 from __future__ import annotations
@@ -12,35 +15,37 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers.gpu_device import DEVICE, ON_GPU
 
 pytestmark = [pytest.mark.gpu, pytest.mark.kernel]
 
 SETUP = [
     ("c1", "%load_ext cudaassert"),
-    ("c2", """
+    ("c2", f"""
 import torch, torch.nn as nn, torch.nn.functional as F
+device = {DEVICE!r}
 from torch.utils.data import DataLoader, Dataset
 class Cars(Dataset):
-    classes = [f"car_{i}" for i in range(196)]
+    classes = [f"car_{{i}}" for i in range(196)]
     def __len__(self):
         return 2000
     def __getitem__(self, i):
         return torch.randn(16), torch.tensor(195 if i == 1234 else i % 195)
 train_ds = Cars()
-train_loader = DataLoader(train_ds, batch_size=64, shuffle=True, num_workers=2, pin_memory=True)
-model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 195)).cuda()
+train_loader = DataLoader(train_ds, batch_size=64, shuffle=True, num_workers=2, pin_memory={ON_GPU})
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 195)).to(device)
 """),
 ]
 TRAIN = ("c3", """
 for images, targets in train_loader:
-    images, targets = images.cuda(non_blocking=True), targets.cuda(non_blocking=True)
+    images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
     loss = F.cross_entropy(model(images), targets)
     print(round(loss.item(), 3), end=" ")
 """)
 STEP = ("c5", """
 import cudaassert_ipy
 for images, targets in cudaassert_ipy.failing_batch(train_loader):
-    loss = F.cross_entropy(model(images.cuda()), targets.cuda())
+    loss = F.cross_entropy(model(images.to(device)), targets.to(device))
 """)
 
 
@@ -66,7 +71,7 @@ def test_a_real_device_assert_names_the_bad_dataset_index_and_failing_batch_repr
             out = text_of(messages)
             assert reply["ename"] == "ValidationIndexError", out
             assert "GPU alive" in out and "`train_ds[1234]` has class label 195" in out
-            reply, messages = k.execute("print(torch.ones(2, device='cuda').sum().item())", "c6")
+            reply, messages = k.execute("print(torch.ones(2, device=device).sum().item())", "c6")
             assert text_of(messages).strip().endswith("2.0")
         finally:
             k.close()

@@ -11,6 +11,10 @@ jupyter_client ``KernelManager``: the restart under test is the server's auto-re
 kernel's clean ``do_shutdown(True)``, which keeps the kernel id and connection file. A bare
 ``KernelManager`` restarts nothing by itself (its restarter needs a running IOLoop), so it would
 test the "armed, restart it yourself" path instead.
+
+On the dry run (``CUDAASSERT_GPU_TEST_DEVICE=cpu``) the same cells run on the CPU: step 1 is the CPU twin
+(``IndexError: Target 195 is out of bounds.``, the same cause and fix, a live context, so no dead-context
+line, no folded assertion line and no restart button), step 2 has nothing to show, and steps 3-5 are the same.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.gpu_device import DEVICE, ON_GPU
 
 pytestmark = [pytest.mark.gpu, pytest.mark.kernel]
 
@@ -26,23 +31,24 @@ DEAD = ("[cudaassert] The GPU context of this kernel is dead. Nothing on the GPU
         "restart the kernel.")
 ALIVE = "[cudaassert] A validator caught this input before any device-side assert: the GPU is still alive."
 
-SETUP = """
+SETUP = f"""
 import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+device = {DEVICE!r}
 
 class Cars:
-    classes = [f"car_{i}" for i in range(196)]
+    classes = [f"car_{{i}}" for i in range(196)]
 
 train_ds = Cars()
-model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 195)).cuda()
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 195)).to(device)
 features = torch.randn(64, 16)
 labels = torch.randint(0, 195, (64,))
 labels[[5, 40]] = 195
 """
 FAILING = """
-loss = F.cross_entropy(model(features.cuda()), labels.cuda())
+loss = F.cross_entropy(model(features.to(device)), labels.to(device))
 print("loss", loss.item())
 """
 
@@ -66,27 +72,31 @@ def test_assert_panel_restart_replay_then_the_validator_stops_the_same_cell_and_
             assert reply["status"] == "ok", _texts(msgs)
             old_pid = k.pid()
 
-            # 1. the real device-side assert, and the panel under it
+            # 1. the real device-side assert (the CPU twin on the dry run), and the panel under it
             reply, msgs = k.execute(FAILING, cell_id="train", timeout=300)
             text = _texts(msgs)
             assert reply["status"] == "error", text
-            assert "device-side assert triggered" in reply["evalue"], reply
             panel = [m for m in msgs if m["type"] == "display_data" and WIDGET_VIEW in m["content"]["data"]]
             assert len(panel) == 1, text
             report = panel[0]["content"]["data"]["text/plain"]
-            assert DEAD in report
             assert "class label out of range" in report
-            assert "`t >= 0 && t < n_classes` failed in" in report  # the folded assertion line
             assert "set out_features=196" in report, report
             buttons = [m["content"]["data"]["state"].get("description") for m in msgs if m["type"] == "comm_open"]
-            assert "Restart & replay setup" in buttons, buttons
+            if ON_GPU:
+                assert "device-side assert triggered" in reply["evalue"], reply
+                assert DEAD in report
+                assert "`t >= 0 && t < n_classes` failed in" in report  # the folded assertion line
+                assert "Restart & replay setup" in buttons, buttons
+            else:
+                assert (reply["ename"], reply["evalue"]) == ("IndexError", "Target 195 is out of bounds."), reply
+                assert DEAD not in report and "Restart & replay setup" not in buttons, (report, buttons)
 
-            # 2. the dead context: a later CUDA cell gets one line pointing back
-            reply, msgs = k.execute("torch.ones(1, device='cuda').sum().item()", cell_id="later", timeout=120)
-            assert reply["status"] == "error"
-            assert "This failure is a consequence of the dead GPU context" in _texts(msgs)
+            # 2. the dead context: a later CUDA cell gets one line pointing back (a live one on the dry run)
+            reply, msgs = k.execute("torch.ones(1, device=device).sum().item()", cell_id="later", timeout=120)
+            assert (reply["status"] == "error") == ON_GPU, _texts(msgs)
+            assert ("This failure is a consequence of the dead GPU context" in _texts(msgs)) == ON_GPU
             reply, msgs = k.execute("%cudaassert status", cell_id="status", timeout=60)
-            assert "GPU context: DEAD since cell" in _texts(msgs)
+            assert ("GPU context: DEAD since cell" in _texts(msgs)) == ON_GPU, _texts(msgs)
 
             # 3. restart: the same kernel id comes back, in a new process
             reply, msgs = k.execute("%cudaassert restart", cell_id="restart", timeout=60)
@@ -103,8 +113,8 @@ def test_assert_panel_restart_replay_then_the_validator_stops_the_same_cell_and_
             assert ALIVE in text
             assert "cross_entropy: target has 2 bad values; valid: 0..194" in text, text
 
-            # 5. the GPU still works, in blocking mode
-            reply, msgs = k.execute("(os.environ.get('CUDA_LAUNCH_BLOCKING'), torch.ones(1, device='cuda').sum()"
+            # 5. the GPU (the CPU on the dry run) still works, in blocking mode
+            reply, msgs = k.execute("(os.environ.get('CUDA_LAUNCH_BLOCKING'), torch.ones(1, device=device).sum()"
                                     ".item() == 1)", cell_id="alive", timeout=120)
             assert reply["status"] == "ok", _texts(msgs)
             assert "('1', True)" in _texts(msgs)

@@ -8,10 +8,12 @@ import sys
 
 import pytest
 import torch
+from helpers.gpu_device import gpu_only
 
 from cudaassert_ipy.diagnose.gpu_state import SOFTWARE_NO_ECC, snapshot, summary_line
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
+pytestmark = [pytest.mark.gpu, gpu_only("NVML reads a real GPU's state"),
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
 
 AFTER_ASSERT = r"""
 import torch, torch.nn.functional as F

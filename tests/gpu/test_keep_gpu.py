@@ -14,8 +14,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.gpu_device import gpu_only
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, gpu_only("the refusal reads a CUDA value's device in a dead context")]
 
 CHILD = textwrap.dedent("""
     import json, sys

@@ -1,12 +1,19 @@
 """Every catalogued device-side assert that the installed torch can reach from Python, triggered for real.
 
-Each case runs in its own process (a device-side assert kills that process's CUDA context): an
-in-process IPython shell with the extension loaded (fd tap on), one setup cell that builds CPU
-tensors, and one cell that moves them to the GPU and calls the op, then synchronises. The child
-writes what the extension concluded as JSON; the test checks the detection (device_assert, context
-dead), that a folded site's condition is one the diagnosed cause knows, and the cause itself: the
-expected id, or another id of the same group where a build routes the op through another kernel
-(index_select through gather, index_add_ through scatter_add on CUDA >= 12.8, ...).
+Each case runs in its own process (a device-side assert kills that process's CUDA context), forked
+from a warm fork server (``helpers/assert_child.py``) and given a time limit: an in-process IPython
+shell with the extension loaded (fd tap on), one setup cell that builds CPU tensors, and one cell that
+moves them to the GPU and calls the op, then synchronises. The child writes what the extension
+concluded as JSON; the test checks the detection (device_assert, context dead), that a folded site's
+condition is one the diagnosed cause knows, and the cause itself: the expected id, or another id of
+the same group where a build routes the op through another kernel (index_select through gather,
+index_add_ through scatter_add on CUDA >= 12.8, ...). Each test records the diagnosed cause and
+whether it is an expected one (the JSON summary of ``scripts/gpu-tests.sh --device``).
+
+On the dry run (``CUDAASSERT_GPU_TEST_DEVICE=cpu``) the same cells run on the CPU, where PyTorch raises
+the CPU twin of the assert: the diagnosis must name the same cause (or one of its group) from the
+twin, with the context alive. Where the CPU raises no twin of the assert (``cpu_error``: another
+check, or none catalogued), the case checks that the CPU raised exactly that.
 
 Not reachable with a current torch, so not here: the THC / THCUNN kernels (PyTorch <= ~1.9), the
 older multinomial kernels, texts the catalogue marks as not printed by 2.14.1, the internal invariants
@@ -17,54 +24,22 @@ group when a build takes that path.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.assert_child import run_case
+from helpers.gpu_device import DEVICE, DEVICE_VAR, ON_GPU, gpu_only
 
 from cudaassert_ipy.diagnose.causes import all_causes, get_cause
 
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
-DEVICE_VAR = "CUDAASSERT_GPU_TEST_DEVICE"  # "cuda" (default); "cpu" only to dry-run this harness
-
-CHILD = r"""
-import json, os, sys, traceback
-from IPython.core.interactiveshell import InteractiveShell
-
-out_path, setup, trigger = sys.argv[1], sys.argv[2], sys.argv[3]
-device = os.environ.get("CUDAASSERT_GPU_TEST_DEVICE", "cuda")
-shell = InteractiveShell.instance()
-shell.user_ns["device"] = device
-shell.run_line_magic("load_ext", "cudaassert")
-from cudaassert_ipy.shell import extension
-ext = extension.current(shell)
-result = {"device": device, "tap": ext.tap is not None, "tap_note": ext.tap_note}
-ok = shell.run_cell(setup, store_history=True)
-result["setup_error"] = None if ok.success else repr(ok.error_in_exec or ok.error_before_exec)
-if ok.success:
-    sync = "\nimport torch\nif device == 'cuda':\n    torch.cuda.synchronize()\n"
-    res = shell.run_cell(trigger + sync, store_history=True)
-    err = res.error_in_exec or res.error_before_exec
-    result["error_type"] = type(err).__name__ if err is not None else None
-    result["error_first_line"] = (str(err).strip().splitlines() or [""])[0] if err is not None else None
-    d = ext.last
-    result["dead"] = bool(ext.state.dead_since is not None)
-    result["diagnosis"] = None if d is None else {
-        "kind": d.kind, "context_dead": d.context_dead, "cause_id": d.cause_id, "title": d.title,
-        "specific": d.specific, "assert_sites": list(d.assert_sites), "assert_raw": list(d.assert_raw),
-        "exception_line": d.exception_line, "error_code": d.error_code,
-    }
-with open(out_path, "w", encoding="utf-8") as f:
-    json.dump(result, f)
-"""
+CASE_TIMEOUT = 120  # seconds for one case's process; a case that hangs fails alone
 
 _CONDITION = re.compile(r"`(?P<cond>.*)` failed in (?P<threads>\d+) threads?")
 
@@ -76,6 +51,7 @@ class Case:
     trigger: str  # moves them to `device` and calls the op
     causes: tuple[str, ...]  # acceptable cause ids (the first is the one this torch is expected to print)
     specific: str | None = None  # a phrase the cause's sentence must contain, where the rule has one
+    cpu_error: str | None = None  # the start of the CPU's error where it is no twin of this assert
 
     @property
     def groups(self) -> set[str]:
@@ -136,7 +112,7 @@ CASES = (
     Case("embedding_max_norm", IMPORTS + "weight = torch.randn(10, 4)\nids = torch.tensor([[1, 12, 3]])",
          "F.embedding(ids.to(device), weight.to(device), max_norm=1.0)",
          ("embedding_renorm_index_out_of_range", "embedding_renorm_wrap_index_out_of_range", *EMBEDDING),
-         "Token ids reach 12"),
+         "Token ids reach 12", cpu_error="select(): index 12 out of range for tensor of size [10, 4]"),
     Case("cross_entropy_uint8_labels", IMPORTS + "logits = torch.randn(4, 3)\n"
          "labels = torch.tensor([0, 1, 255, 2], dtype=torch.uint8)",
          "F.nll_loss(logits.log_softmax(-1).to(device), labels.to(device))",
@@ -144,7 +120,7 @@ CASES = (
     Case("embedding_bag_offsets_decreasing", IMPORTS + "weight = torch.randn(10, 3)\nids = torch.tensor([1, 2, 3, 4])\n"
          "offsets = torch.tensor([0, 3, 2])",
          "F.embedding_bag(ids.to(device), weight.to(device), offsets.to(device))",
-         ("embedding_bag_offsets_not_increasing",)),
+         ("embedding_bag_offsets_not_increasing",), cpu_error="Expected i < index_size to be true"),
     Case("index_add_", IMPORTS + "idx = torch.tensor([0, 7])",
          "torch.zeros(5, 3, device=device).index_add_(0, idx.to(device), torch.ones(2, 3, device=device))",
          ("index_add_out_of_range", *SCATTER)),
@@ -152,7 +128,8 @@ CASES = (
          "torch.zeros(5, 3, device=device).index_copy_(0, idx.to(device), torch.ones(2, 3, device=device))",
          ("index_copy_out_of_range",)),
     Case("index_fill_", IMPORTS + "idx = torch.tensor([0, 7])",
-         "torch.zeros(5, 3, device=device).index_fill_(0, idx.to(device), 1.0)", ("index_fill_out_of_range",)),
+         "torch.zeros(5, 3, device=device).index_fill_(0, idx.to(device), 1.0)", ("index_fill_out_of_range",),
+         cpu_error="index 7 is out of bounds for dimension 0 with size 5"),
     Case("advanced_indexing_get", IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 9])",
          "x.to(device)[idx.to(device)]", ADVANCED),
     Case("advanced_indexing_set", IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 9])",
@@ -191,7 +168,7 @@ CASES = (
          ("repeat_interleave_invalid_repeats_v2", "repeat_interleave_negative_repeats",
           "repeat_interleave_output_size_mismatch")),
     Case("poisson_negative_rate", IMPORTS + "rates = torch.tensor([1.0, -1.0])", "torch.poisson(rates.to(device))",
-         ("poisson_negative_rate",)),
+         ("poisson_negative_rate",), cpu_error="invalid Poisson rate, expected rate to be non-negative"),
     Case("index_put_accumulate", IMPORTS + "idx = torch.tensor([0, 9])",
          "torch.zeros(5, device=device).index_put_((idx.to(device),), torch.ones(2, device=device), accumulate=True)",
          ("assert_async_empty_message", "assert_async_false", *ADVANCED)),
@@ -199,7 +176,7 @@ CASES = (
          "val = torch.ones(2)",
          "torch.sparse_csr_tensor(crow.to(device), col.to(device), val.to(device), size=(2, 2), "
          "check_invariants=True)",
-         ("sparse_compressed_invariant_violated",)),
+         ("sparse_compressed_invariant_violated",), cpu_error="`crow_indices[..., 0] == 0` is not satisfied."),
     Case("max_unpool2d", IMPORTS + "x = torch.randn(1, 1, 2, 2)\nidx = torch.tensor([[[[0, 1], [2, 99]]]])",
          "F.max_unpool2d(x.to(device), idx.to(device), kernel_size=2, output_size=(4, 4))",
          ("max_unpool2d_index_out_of_range",)),
@@ -214,19 +191,17 @@ CASES = (
 )
 
 
-def run_child(case: Case, tmp_path: Path, device: str = "cuda") -> dict[str, Any]:
-    out = tmp_path / f"{case.name}.json"
+NO_CPU_TWIN = {  # cases the dry run leaves to the GPU
+    "torch_compile_inductor_index": "on the CPU, Inductor builds C++ (a minute or more) and its error is no twin",
+}
+
+
+def run_child(case: Case, tmp_path: Path, device: str = DEVICE) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_CURRENT_TEST", "CUDA_LAUNCH_BLOCKING", "CUDAASSERT_VALIDATORS")}
     env[DEVICE_VAR] = device
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(out), case.setup, case.trigger], capture_output=True,
-                          text=True, timeout=600, env=env, cwd=tmp_path)
-    tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    assert out.exists(), f"the child wrote nothing (rc {proc.returncode}):\n{tail}"
-    result = json.loads(out.read_text(encoding="utf-8"))
-    result["stdout"], result["stderr"] = proc.stdout[-6000:], proc.stderr[-6000:]
-    return result
+    return run_case(case.name, case.setup, case.trigger, device, tmp_path, env, CASE_TIMEOUT)
 
 
 def test_every_case_names_catalogued_causes_and_the_catalogue_reachable_set_is_covered():
@@ -250,22 +225,42 @@ def test_every_case_names_catalogued_causes_and_the_catalogue_reachable_set_is_c
     assert known - primaries - unreachable - not_yet == set()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_a_real_device_assert_is_detected_folded_and_explained(case: Case, tmp_path: Path):
+@pytest.mark.parametrize("case", [pytest.param(c, marks=gpu_only(NO_CPU_TWIN[c.name])) if c.name in NO_CPU_TWIN
+                                  else c for c in CASES], ids=[c.name for c in CASES])
+def test_a_real_device_assert_is_detected_folded_and_explained(case: Case, tmp_path: Path, record_property):
     r = run_child(case, tmp_path)
-    where = f"\n--- child stdout:\n{r['stdout']}\n--- child stderr:\n{r['stderr']}"
+    where = f"\n--- the case's output:\n{r['log']}"
+    assert "harness_error" not in r, r.get("harness_error", "") + where
+    d = r.get("diagnosis")
+    record_property("expected", list(case.causes))
+    record_property("cause_id", d and d["cause_id"])
     assert r["setup_error"] is None, r["setup_error"] + where
     assert r["tap"], f"fd tap not running: {r['tap_note']}" + where
-    assert r["error_type"] is not None, f"{case.trigger!r} raised nothing on the GPU" + where
-    d = r["diagnosis"]
+    assert r["error_type"] is not None, f"{case.trigger!r} raised nothing on {DEVICE}" + where
+    if not ON_GPU and case.cpu_error:
+        record_property("matched", None)  # no twin: the CPU raises another error, checked here instead
+        assert r["error_first_line"].startswith(case.cpu_error), r["error_first_line"]
+        return
     assert d is not None, "no diagnosis" + where
-    assert d["kind"] == "device_assert" and d["context_dead"] and r["dead"], d
-    assert d["assert_sites"], "no assertion line was captured" + where
-    conditions = [m.group("cond") for s in d["assert_sites"] if (m := _CONDITION.search(s))]
-    assert conditions, d["assert_sites"]
     cause = get_cause(d["cause_id"])
-    assert any(cause.matches_condition(c) for c in conditions), (d["cause_id"], d["assert_sites"])
     accepted = d["cause_id"] in case.causes or (cause.group is not None and cause.group in case.groups)
+    record_property("matched", accepted)
+    if ON_GPU:
+        assert d["kind"] == "device_assert" and d["context_dead"] and r["dead"], d
+        assert d["assert_sites"], "no assertion line was captured" + where
+        conditions = [m.group("cond") for s in d["assert_sites"] if (m := _CONDITION.search(s))]
+        assert conditions, d["assert_sites"]
+        assert any(cause.matches_condition(c) for c in conditions), (d["cause_id"], d["assert_sites"])
+    else:
+        assert d["kind"] == "cpu_twin" and not d["context_dead"] and not r["dead"], d
     assert accepted, f"diagnosed {d['cause_id']} ({d['title']}), expected one of {case.causes}: {d['assert_sites']}"
     if case.specific:
         assert d["specific"] and case.specific in d["specific"], d["specific"]
+
+
+def test_a_case_that_hangs_is_killed_at_its_limit_and_the_next_case_still_runs(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    with pytest.raises(AssertionError, match=r"the case's process wrote nothing \(killed after 3s\)"):
+        run_case("hangs", IMPORTS, "import time\ntime.sleep(600)", DEVICE, tmp_path, env, 3)
+    after = run_child(CASES[0], tmp_path)
+    assert after["error_first_line"] and after["diagnosis"]["cause_id"] in CASES[0].causes, after
