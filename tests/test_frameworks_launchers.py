@@ -76,6 +76,12 @@ FORK_SPAWN_CELL = BIRDS_SETUP + """
 import torch.multiprocessing as mp
 mp.start_processes(train, nprocs=2, start_method="fork")
 """
+# torchrun from a cell, its ranks watching themselves (helpers/launched_samples.py imports cudaassert_ipy.auto)
+AUTO_TORCHRUN_CELL = """
+import subprocess, sys
+subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "helpers.launched_samples"], check=True)
+"""
 BAD_SAMPLE = re.compile(r"Bad samples:\n  batch (\d+) of epoch 0 from `train_loader`: `birds\[137\]` has class label "
                         r"195 \(position (\d+) of `labels`; valid: 0\.\.194 or ignore_index=-100\); 1 bad sample in "
                         r"that batch")
@@ -181,6 +187,14 @@ def test_mp_start_processes_with_fork_names_the_bad_dataset_sample_too(kernel: A
     assert "GPU context dead in process 1 of mp.spawn · class label out of range in cross_entropy" in plain
     assert BAD_SAMPLE.search(plain), plain
     assert "Checked by process 1 of mp.spawn against its own DataLoader bookmark's last batches" in plain
+    _alive(kernel)
+
+
+def test_torchrun_ranks_that_import_auto_name_the_bad_dataset_sample_in_the_notebooks_report(kernel: Any) -> None:
+    plain = _report(kernel, AUTO_TORCHRUN_CELL, "CalledProcessError")
+    assert "GPU context dead in rank 1 (first observed failure) · class label out of range in cross_entropy" in plain
+    assert BAD_SAMPLE.search(plain), plain
+    assert "Checked by rank 1 (first observed failure) against its own DataLoader bookmark's last batches" in plain
     _alive(kernel)
 
 

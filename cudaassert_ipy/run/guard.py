@@ -81,6 +81,7 @@ class Guard:
         self.diagnosis: Diagnosis | None = None
         self.exception: BaseException | None = None
         self.report_text = ""
+        self._checked: tuple[str, ...] = ()  # the bookmark's check of the last failure (without the reproduce line)
 
     def start(self) -> None:
         """Environment first (CUDA reads CUDA_LAUNCH_BLOCKING when torch initialises it), then the tap."""
@@ -222,6 +223,13 @@ class Guard:
         self.report_text = self.render(diagnosis)
         short = f"{PREFIX} {diagnosis.headline}\nFix: {diagnosis.fix}"
         print(short if self.options.quiet else self.report_text, file=sys.stderr, flush=True)
+        if self.rank.distributed and self._checked:  # for the process that launched this rank (a notebook)
+            from cudaassert_ipy.data.child_samples import tagged
+            from cudaassert_ipy.data.valid_range import kind_of
+
+            kind = kind_of(diagnosis.cause_id)
+            if kind is not None:
+                print("\n".join(tagged(kind, self._checked)), file=sys.stderr, flush=True)
         error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
         if error_file:
             import traceback
@@ -266,7 +274,8 @@ class Guard:
         if self.bookmark is not None:  # the DataLoader's last batches: which dataset samples hold the bad values
             from cudaassert_ipy.data.post_mortem import annotate
 
-            diagnosis, _ = annotate(self.bookmark, diagnosis, evidence, user_ns or {})
+            diagnosis, check = annotate(self.bookmark, diagnosis, evidence, user_ns or {})
+            self._checked = check.lines if check is not None else ()
         if diagnosis.context_dead:
             import dataclasses
 
