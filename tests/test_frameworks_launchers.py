@@ -82,6 +82,12 @@ import subprocess, sys
 subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                 "-m", "helpers.launched_samples"], check=True)
 """
+# mp.spawn's default spawn start: fresh processes, watched by the target's module (helpers/spawned_samples.py)
+AUTO_SPAWN_CELL = """
+import torch.multiprocessing as mp
+from helpers.spawned_samples import train
+mp.spawn(train, nprocs=2)
+"""
 BAD_SAMPLE = re.compile(r"Bad samples:\n  batch (\d+) of epoch 0 from `train_loader`: `birds\[137\]` has class label "
                         r"195 \(position (\d+) of `labels`; valid: 0\.\.194 or ignore_index=-100\); 1 bad sample in "
                         r"that batch")
@@ -195,6 +201,15 @@ def test_torchrun_ranks_that_import_auto_name_the_bad_dataset_sample_in_the_note
     assert "GPU context dead in rank 1 (first observed failure) · class label out of range in cross_entropy" in plain
     assert BAD_SAMPLE.search(plain), plain
     assert "Checked by rank 1 (first observed failure) against its own DataLoader bookmark's last batches" in plain
+    _alive(kernel)
+
+
+def test_mp_spawn_processes_that_import_auto_name_the_bad_dataset_sample_in_the_notebooks_report(kernel: Any) -> None:
+    plain = _report(kernel, AUTO_SPAWN_CELL, "ProcessRaisedException")
+    assert "GPU context dead in process 1 of mp.spawn · class label out of range in cross_entropy" in plain
+    assert "`birds[137]` has class label 195" in plain, plain
+    assert "Checked by process 1 of mp.spawn against its own DataLoader bookmark's last batches" in plain
+    assert plain.count("GPU context dead in") == 1, "the process prints its samples only: the report is this one"
     _alive(kernel)
 
 
