@@ -6,7 +6,7 @@ which multiprocessing runs as the child leaves (``Process._bootstrap`` → ``uti
 runs ``atexit``). torch's launchers end a failed child with ``sys.exit(1)`` inside their ``except``
 (``torch.multiprocessing.spawn._wrap``, under elastic too), so the exit in flight there has the child's error as its
 ``__context__``. Nothing runs in the kernel itself, nor in a child that exits cleanly; the bookmark's per-batch path
-is unchanged.
+is unchanged. Python 3.13's multiprocessing runs finalizers at exit, after the error is gone: nothing is printed there.
 """
 
 from __future__ import annotations
