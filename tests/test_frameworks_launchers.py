@@ -15,6 +15,7 @@ Runs in the frameworks environment:
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any, Iterator
@@ -43,6 +44,53 @@ def train():
 
 notebook_launcher(train, num_processes=2, use_port=str(free_port()))
 """
+# the bad label comes from a real Dataset's __getitem__; the rank's own DataLoader bookmark (a fork of the kernel's)
+# recorded the batch, and the double fails where the GPU would, at the loss of the batch that holds it
+BIRDS_SETUP = """
+import os, torch, torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+from gpu_double import fail_like_gpu
+from helpers.launched import free_port
+
+class Birds(Dataset):
+    def __len__(self):
+        return 256
+    def __getitem__(self, i):
+        return torch.randn(8), torch.tensor(195 if i == 137 else i % 195)
+
+birds = Birds()
+train_loader = DataLoader(birds, batch_size=32, shuffle=True)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 195))
+
+def train(*args):
+    for images, labels in train_loader:
+        logits = model(images)
+        if bool((labels >= 195).any()) and os.environ.get("RANK", str(args[0] if args else "")) == "1":
+            fail_like_gpu("nll_loss_target_out_of_range", threads=2)  # what the loss's kernel does on a GPU
+"""
+SAMPLES_CELL = BIRDS_SETUP + """
+from accelerate import notebook_launcher
+notebook_launcher(train, num_processes=2, use_port=str(free_port()))
+"""
+FORK_SPAWN_CELL = BIRDS_SETUP + """
+import torch.multiprocessing as mp
+mp.start_processes(train, nprocs=2, start_method="fork")
+"""
+# torchrun from a cell, its ranks watching themselves (helpers/launched_samples.py imports cudaassert_ipy.auto)
+AUTO_TORCHRUN_CELL = """
+import subprocess, sys
+subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "-m", "helpers.launched_samples"], check=True)
+"""
+# mp.spawn's default spawn start: fresh processes, watched by the target's module (helpers/spawned_samples.py)
+AUTO_SPAWN_CELL = """
+import torch.multiprocessing as mp
+from helpers.spawned_samples import train
+mp.spawn(train, nprocs=2)
+"""
+BAD_SAMPLE = re.compile(r"Bad samples:\n  batch (\d+) of epoch 0 from `train_loader`: `birds\[137\]` has class label "
+                        r"195 \(position (\d+) of `labels`; valid: 0\.\.194 or ignore_index=-100\); 1 bad sample in "
+                        r"that batch")
 # the healthy rank exits first, with gloo's connection error: torchelastic's root cause is that rank
 RACE_CELL = """
 from accelerate import notebook_launcher
@@ -122,6 +170,46 @@ def test_notebook_launcher_child_failed_error_names_the_childs_cause_and_its_ran
             "`notebook_launcher` or `launch`): it only says that rank 1 (first observed failure, local_rank 1) "
             "failed.") in plain
     assert "(carried by the wrapper)" in plain
+    _alive(kernel)
+
+
+def test_notebook_launcher_ranks_name_the_bad_dataset_sample_from_their_own_recorded_batches(kernel: Any) -> None:
+    reply, msgs = execute(kernel, SAMPLES_CELL, timeout=120)
+    assert reply["status"] == "error" and reply["ename"] == "ChildFailedError", text_of(msgs)[-2000:]
+    plain = [m for m in msgs if m["type"] == "display_data"][-1]["content"]["data"]["text/plain"]
+    assert ("GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in "
+            "cross_entropy") in plain
+    assert BAD_SAMPLE.search(plain), plain
+    assert ("Checked by rank 1 (first observed failure, local_rank 1) against its own DataLoader bookmark's last "
+            "batches, before it exited.") in plain
+    # what the rank printed: its class-label check, tagged for this kernel; no [0, 1] check of the images (no BCE loss)
+    printed = [line for line in text_of(msgs).splitlines() if line.startswith("[cudaassert] Bad samples of pid ")]
+    assert len(printed) == 1 and "(class label): batch " in printed[0], printed
+    _alive(kernel)
+
+
+def test_mp_start_processes_with_fork_names_the_bad_dataset_sample_too(kernel: Any) -> None:
+    plain = _report(kernel, FORK_SPAWN_CELL, "ProcessRaisedException")
+    assert "GPU context dead in process 1 of mp.spawn · class label out of range in cross_entropy" in plain
+    assert BAD_SAMPLE.search(plain), plain
+    assert "Checked by process 1 of mp.spawn against its own DataLoader bookmark's last batches" in plain
+    _alive(kernel)
+
+
+def test_torchrun_ranks_that_import_auto_name_the_bad_dataset_sample_in_the_notebooks_report(kernel: Any) -> None:
+    plain = _report(kernel, AUTO_TORCHRUN_CELL, "CalledProcessError")
+    assert "GPU context dead in rank 1 (first observed failure) · class label out of range in cross_entropy" in plain
+    assert BAD_SAMPLE.search(plain), plain
+    assert "Checked by rank 1 (first observed failure) against its own DataLoader bookmark's last batches" in plain
+    _alive(kernel)
+
+
+def test_mp_spawn_processes_that_import_auto_name_the_bad_dataset_sample_in_the_notebooks_report(kernel: Any) -> None:
+    plain = _report(kernel, AUTO_SPAWN_CELL, "ProcessRaisedException")
+    assert "GPU context dead in process 1 of mp.spawn · class label out of range in cross_entropy" in plain
+    assert "`birds[137]` has class label 195" in plain, plain
+    assert "Checked by process 1 of mp.spawn against its own DataLoader bookmark's last batches" in plain
+    assert plain.count("GPU context dead in") == 1, "the process prints its samples only: the report is this one"
     _alive(kernel)
 
 

@@ -18,7 +18,17 @@ from gpu_double import DEVICE_ASSERT_WORDINGS, assertion_lines, make_exception
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 from torch.distributed.elastic.multiprocessing.errors.error_handler import ErrorHandler
 
-from cudaassert_ipy.capture.child_lines import child_error, error_process, first_failure, plain_lines, readable
+from cudaassert_ipy.capture.child_lines import (
+    SAMPLES_LINE,
+    child_error,
+    child_samples,
+    error_process,
+    first_failure,
+    plain_lines,
+    readable,
+)
+from cudaassert_ipy.data.post_mortem import CHILD_SAMPLES, launched
+from cudaassert_ipy.data.samples import SampleCheck
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
 from cudaassert_ipy.frameworks.engines import ENGINE_DEAD
@@ -241,3 +251,35 @@ def test_zero3_freed_parameters_keep_their_true_shape_in_the_evidence() -> None:
     evidence, diagnosis = diagnose_failure(detection, sites, NLL, user_ns={"head": head, "weight": head.weight})
     assert "out_features=3" in to_text(diagnosis)  # from the module's attribute, not from the freed weight
     assert {t.name: t.shape for t in evidence.tensors}["weight"] == (3, 16)
+
+
+# what a fork of the kernel prints from its own DataLoader bookmark as it exits (data/child_samples.py), here through
+# torchrun's --tee prefix; the other rank's lines come later and are not the first failure's
+CLASS_LINE = ("batch 1 of epoch 0 from `train_loader`: `birds[137]` has class label 195 (position 24 of `labels`; "
+              "valid: 0..194 or ignore_index=-100); 1 bad sample in that batch, none in the 1 batch before it.")
+TARGET_LINE = "batch 1 of epoch 0 from `train_loader`: `birds[3]` has target 2.5 (position 0 of `y`; valid: [0, 1])."
+CHILD_SAMPLES_TEXT = "".join(f"[rank1]: {SAMPLES_LINE.format(pid=4242, kind=kind, line=line)}\n" for kind, line in (
+    ("class label", CLASS_LINE), ("target", TARGET_LINE))) + SAMPLES_LINE.format(pid=4243, kind="class label",
+                                                                              line="the other rank's line") + "\n"
+
+
+def test_a_childs_bad_samples_lines_are_read_through_its_prefix_from_the_first_child_only() -> None:
+    assert child_samples(CHILD_SAMPLES_TEXT) == (("class label", CLASS_LINE), ("target", TARGET_LINE))
+    assert child_samples("Bad samples:\n  `ds[3]` has class label 9") == (), "only the tagged lines of a child"
+
+
+def test_the_report_shows_the_childs_lines_of_the_kind_its_cause_is_about(tmp_path: Path) -> None:
+    dying = _recorded(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), tmp_path / "1.json", 1)
+    detection, sites = read_failure(ChildFailedError("train", {1: dying}), NLL + CHILD_SAMPLES_TEXT)
+    assert detection is not None and detection.launch is not None and sites
+    _, diagnosis = diagnose_failure(detection, sites)
+    assert diagnosis.cause_id == "nll_loss_target_out_of_range"
+    check = launched(detection.launch, diagnosis.cause_id)
+    assert check is not None and check.lines == (CLASS_LINE, CHILD_SAMPLES.format(process="rank 1 (first observed "
+                                                                                          "failure, local_rank 1)"))
+    target = launched(detection.launch, "bce_target_out_of_range")
+    assert target is not None and target.lines[0] == TARGET_LINE
+    assert launched(detection.launch, "multinomial_zero_sum_async") is None, "a cause not about data values: no section"
+    silent, _ = read_failure(ChildFailedError("train", {1: dying}), NLL)
+    assert silent is not None and silent.launch is not None
+    assert launched(silent.launch, diagnosis.cause_id) == SampleCheck(), "a child that checked nothing: no section"

@@ -184,7 +184,15 @@ def snapshot(skip_env=()):
         "env": {k: v for k, v in os.environ.items() if k not in skip_env},
         "extensions": registry.count(),
         "function_modes": torch._C._len_torch_function_stack() if torch is not None else 0,
+        "meta_path": [type(f).__name__ for f in sys.meta_path],
+        "after_fork": ours_after_fork(),
     }
+
+def ours_after_fork():
+    """Our callbacks in multiprocessing's after-fork registry (shell/forks.py): process state, like the fds."""
+    util = sys.modules.get("multiprocessing.util")
+    return sorted(k[2].__qualname__ for k in getattr(util, "_afterfork_registry", {}).keys()
+                  if k[2].__module__.startswith("cudaassert_ipy"))
 
 def diff(a, b):
     return {k: (a[k], b[k]) for k in a if a[k] != b[k]}

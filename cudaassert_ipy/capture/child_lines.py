@@ -10,7 +10,8 @@ tags (``(VllmWorker rank=1 pid=219)``, ``(VllmWorker TP1 pid=22110)``, ``(Worker
 ``E1126 20:45:48.278000 6892 torch/.../api.py:836]``, ``text_generation_launcher:``, a timestamp and a log
 level. :func:`child_error` is the child's first CUDA error line; :func:`first_failure` is which process
 the launcher's own lines say failed first; :func:`error_process` is the vLLM worker whose line carried it
-(:data:`VLLM_WORKER` and :func:`worker_label` read a worker's tag as its rank, for the log explainer too).
+(:data:`VLLM_WORKER` and :func:`worker_label` read a worker's tag as its rank, for the log explainer too);
+:func:`child_samples` reads the "Bad samples" lines a child printed for its launcher (:data:`SAMPLES_LINE`).
 
 Standard library only, like the rest of capture/.
 """
@@ -19,8 +20,17 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["VLLM_WORKER", "child_error", "error_frames", "error_process", "first_failure", "plain_lines", "readable",
-           "worker_label"]
+from cudaassert_ipy.wording import PREFIX
+
+__all__ = ["SAMPLES_LINE", "VLLM_WORKER", "child_error", "child_samples", "error_frames", "error_process",
+           "first_failure", "plain_lines", "readable", "worker_label"]
+
+#: One line of a child's "Bad samples" check, printed on its stderr for the process that launched it
+#: (data/child_samples.py): the child's pid, the kind of value its check was against (a child cannot know its
+#: cause: the kernel's assertion lines went to its fd 2), then one line of the report's section.
+SAMPLES_LINE = PREFIX + " Bad samples of pid {pid} ({kind}): {line}"
+_SAMPLES_MARK = PREFIX + " Bad samples of pid "
+_SAMPLES = re.compile(re.escape(_SAMPLES_MARK) + r"(\d+) \(([\w ]+)\): (.+)$")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: vLLM's worker processes tag their lines with their rank, in the words of successive releases:
@@ -113,6 +123,25 @@ def child_error(text: str) -> tuple[str, str] | None:
     may be a long training log."""
     found = _first_error(text)
     return found[0] if found is not None else None
+
+
+def child_samples(text: str) -> tuple[tuple[str, str], ...]:
+    """The "Bad samples" lines a launched child printed (:data:`SAMPLES_LINE`) as (kind, line), in its order; those
+    of the first child that printed any (the first to fail)."""
+    if _SAMPLES_MARK not in text:
+        return ()
+    first, out = None, []
+    for physical in text.splitlines():
+        if _SAMPLES_MARK not in physical:
+            continue
+        for line in plain_lines(physical):  # through a launcher's prefix ([rank1]:, [default1]:)
+            m = _SAMPLES.search(line)
+            if m is None:
+                continue
+            first = first or m.group(1)
+            if m.group(1) == first:
+                out.append((m.group(2), m.group(3)))
+    return tuple(out)
 
 
 def error_process(text: str) -> str | None:

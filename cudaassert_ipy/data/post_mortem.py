@@ -16,14 +16,16 @@ from cudaassert_ipy.data.bookmark import BatchRecord, Bookmark
 from cudaassert_ipy.data.loaders import is_loader
 from cudaassert_ipy.data.reproduce import plan_entry
 from cudaassert_ipy.data.samples import SampleCheck, check_batches, fields, loop_names
-from cudaassert_ipy.data.valid_range import valid_range
+from cudaassert_ipy.data.valid_range import ValidRange, kind_of, valid_range
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.diagnose.evidence import Evidence
+from cudaassert_ipy.frameworks.base import Launch
 from cudaassert_ipy.wording import error_line, is_cell_filename
 
-__all__ = ["CHECK_FAILED", "analyse", "annotate", "loader_names"]
+__all__ = ["CHECK_FAILED", "CHILD_SAMPLES", "analyse", "annotate", "check_records", "launched", "loader_names"]
 
 _LOOP = re.compile(r"\bfor\b[^\n]*\bin\b|\bnext\(")
+CHILD_SAMPLES = "Checked by {process} against its own DataLoader bookmark's last batches, before it exited."
 CHECK_FAILED = "The check of the recorded batches failed ({error}); the diagnosis above is unchanged."
 REPRODUCE_ALIVE = ("Reproduce in one step: `cudaassert_ipy.failing_batch({loader})` is a DataLoader over exactly "
                    "these {count} samples (same dataset, collate_fn and batch size).")
@@ -112,9 +114,16 @@ def _iterates(ev: Evidence) -> bool:
 
 def analyse(bookmark: Bookmark, ev: Evidence, cause_id: str, user_ns: Mapping[str, Any]) -> SampleCheck | None:
     """The bad samples for this failure, or None when the cause is not about data values."""
+    if ev.detection.launch is not None:  # the batches were a child's: what it checked and printed
+        return launched(ev.detection.launch, cause_id)
     rng = valid_range(ev, cause_id)
     if rng is None:
         return None
+    return check_records(bookmark, ev, rng, user_ns)
+
+
+def check_records(bookmark: Bookmark, ev: Evidence, rng: ValidRange, user_ns: Mapping[str, Any]) -> SampleCheck:
+    """The bookmark's records checked against ``rng``."""
     loaders, datasets = loader_names(user_ns)
     records = bookmark.records(loaders)
     if not records and not loaders and not _iterates(ev):
@@ -123,6 +132,16 @@ def analyse(bookmark: Bookmark, ev: Evidence, cause_id: str, user_ns: Mapping[st
     if bookmark.note:
         check = dataclasses.replace(check, lines=(*check.lines, bookmark.note + "."))
     return check
+
+
+def launched(launch: Launch, cause_id: str) -> SampleCheck | None:
+    """The lines of the failing child's own check (data/child_samples.py) against the kind of value ``cause_id`` is
+    about; none when it printed none (a child that is no fork of this kernel runs no bookmark)."""
+    kind = kind_of(cause_id)
+    if kind is None:
+        return None
+    lines = tuple(line for k, line in launch.samples if k == kind)
+    return SampleCheck(lines=(*lines, CHILD_SAMPLES.format(process=launch.process)) if lines else ())
 
 
 def annotate(bookmark: Bookmark, diagnosis: Diagnosis, ev: Evidence,

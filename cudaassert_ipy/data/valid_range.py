@@ -15,7 +15,7 @@ from typing import Any
 from cudaassert_ipy.diagnose.causes import get_cause
 from cudaassert_ipy.diagnose.evidence import Evidence
 
-__all__ = ["ValidRange", "valid_range"]
+__all__ = ["ValidRange", "bounded", "kind_of", "valid_range"]
 
 CLASS, IDS, UNIT = "class label", "token id", "target"
 _CLASS_GROUP = "class_target_out_of_range"
@@ -42,15 +42,32 @@ class ValidRange:
         return out + (f" or ignore_index={self.ignore}" if self.ignore is not None else "")
 
 
-def valid_range(ev: Evidence, cause_id: str) -> ValidRange | None:
-    """The range for this cause, or None when the cause is not about data values or nothing bounds it."""
+def kind_of(cause_id: str) -> str | None:
+    """Which values this cause is about (:data:`CLASS`, :data:`IDS`, :data:`UNIT`), or None: not about data values."""
     if cause_id in _UNIT_CAUSES:
-        return ValidRange(UNIT, 0.0, 1.0, source="binary_cross_entropy targets")
+        return UNIT
     cause = get_cause(cause_id)
     group = cause.group if cause is not None else None
-    if group not in (_CLASS_GROUP, _IDS_GROUP):
+    return CLASS if group == _CLASS_GROUP else IDS if group == _IDS_GROUP else None
+
+
+def bounded(ev: Evidence) -> tuple[ValidRange, ...]:
+    """Every range the host facts bound, for a process that cannot know its cause (a launched child: the kernel's
+    assertion lines went to its fd 2, read by the process that launched it). [0, 1] targets only with a BCE loss
+    module, or when nothing else is bounded: any float field (the images) would be out of it."""
+    found = [r for r in (_classes(ev), _vocab(ev)) if r is not None]
+    if not found or any(loss.type_name.startswith("BCE") for loss in ev.losses):
+        found.append(ValidRange(UNIT, 0.0, 1.0, source="binary_cross_entropy targets"))
+    return tuple(found)
+
+
+def valid_range(ev: Evidence, cause_id: str) -> ValidRange | None:
+    """The range for this cause, or None when the cause is not about data values or nothing bounds it."""
+    kind = kind_of(cause_id)
+    if kind is None:
         return None
-    kind = CLASS if group == _CLASS_GROUP else IDS
+    if kind == UNIT:
+        return ValidRange(UNIT, 0.0, 1.0, source="binary_cross_entropy targets")
     exc = ev.detection.exception
     verdict = _from_validator(exc, kind)
     if verdict is not None:

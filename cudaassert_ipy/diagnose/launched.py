@@ -15,12 +15,13 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from cudaassert_ipy.capture.child_lines import child_error, error_process, first_failure
+from cudaassert_ipy.capture.child_lines import SAMPLES_LINE, child_error, child_samples, error_process, first_failure
 from cudaassert_ipy.diagnose.detection import Detection, Kind, classify, classify_text, logged_exception
 from cudaassert_ipy.diagnose.diagnosis import ASYNC_NOTE, Diagnosis
 from cudaassert_ipy.frameworks.registry import failure_notes, launch_of
 
-__all__ = ["AGAIN", "CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "PEER_LOST_NOTE", "read_launched", "relabel"]
+__all__ = ["AGAIN", "CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "PEER_LOST_NOTE", "SAMPLES_LINE",
+           "read_launched", "relabel"]
 
 #: The first note of a launched failure: what the cell got, and where the failure really was.
 LAUNCHED_NOTE = ("What reached this process is {wrapper}: it only says that {process} failed. This report "
@@ -96,7 +97,7 @@ def read_launched(error: BaseException, text: str, context_dead: bool = False,
                                      source=source)
     else:
         note = LAUNCHED_NOTE.format(wrapper=launch.wrapper, process=process, source=source)
-    launch = dataclasses.replace(launch, process=process)
+    launch = dataclasses.replace(launch, process=process, samples=child_samples(child_text))
     exception = det.exception.with_traceback(error.__traceback__)  # the launcher's frames: the user's cell
     return dataclasses.replace(det, exception=exception, launch=launch,
                                notes=(note, *det.notes, *failure_notes(failures))), child_text

@@ -73,6 +73,8 @@ class Launch:
     #: the launcher's other failed processes, in the order they failed, with the error each carries:
     #: (process, (type name, message)); the root cause may only have lost its connection to one of them
     others: tuple[tuple[str, tuple[str, str]], ...] = ()
+    #: the "Bad samples" lines the failing child printed from its DataLoader bookmark: (kind of value, line)
+    samples: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

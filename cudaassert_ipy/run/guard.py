@@ -81,6 +81,7 @@ class Guard:
         self.diagnosis: Diagnosis | None = None
         self.exception: BaseException | None = None
         self.report_text = ""
+        self._checked: tuple[str, ...] = ()  # the bookmark's check of the last failure (without the reproduce line)
 
     def start(self) -> None:
         """Environment first (CUDA reads CUDA_LAUNCH_BLOCKING when torch initialises it), then the tap."""
@@ -207,6 +208,30 @@ class Guard:
             print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(failure)), file=sys.stderr, flush=True)
             return None
 
+    def launched_exit(self, exc: BaseException) -> None:
+        """A rank whose launcher caught its error (``mp.spawn``: the launching process reports from the wrapper, no
+        excepthook runs here): only this rank's Bad samples lines, tagged for that report. Never raises."""
+        try:
+            from cudaassert_ipy.diagnose.pipeline import read_failure
+
+            text = ""
+            if self.tap is not None:
+                self.tap.drain()
+                text = self.tap.text_since((0,) * len(self.tap.taps))
+            detection, sites = read_failure(exc, text)
+            if detection is not None and detection.launch is None and self.diagnosis is None:
+                self._print_checked(self._diagnose(detection, sites, text, _target_globals(exc.__traceback__)))
+        except Exception:  # the launcher's own report stands without these lines
+            return
+
+    def _print_checked(self, diagnosis: Diagnosis) -> None:
+        from cudaassert_ipy.data.child_samples import tagged
+        from cudaassert_ipy.data.valid_range import kind_of
+
+        kind = kind_of(diagnosis.cause_id)
+        if kind is not None and self._checked:
+            print("\n".join(tagged(kind, self._checked)), file=sys.stderr, flush=True)
+
     def _handle(self, exc: BaseException, tb: types.TracebackType | None) -> Diagnosis | None:
         from cudaassert_ipy.diagnose.pipeline import read_failure
 
@@ -222,6 +247,8 @@ class Guard:
         self.report_text = self.render(diagnosis)
         short = f"{PREFIX} {diagnosis.headline}\nFix: {diagnosis.fix}"
         print(short if self.options.quiet else self.report_text, file=sys.stderr, flush=True)
+        if self.rank.distributed:  # for the process that launched this rank (a notebook)
+            self._print_checked(diagnosis)
         error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
         if error_file:
             import traceback
@@ -255,18 +282,21 @@ class Guard:
             ranks.mark_reported(self.ring_folder)
             self.report_text = f"{self.report_text}\n{text}" if self.report_text else text
 
-    def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str) -> Diagnosis:
+    def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str,
+                  user_ns: dict[str, Any] | None = None) -> Diagnosis:
         from cudaassert_ipy.diagnose.pipeline import diagnose_failure
 
         # the script's frame is in the traceback of the error that reached the top (a framework's cleanup may
         # have raised a later one while handling the first: detection.top)
         top = detection.top if detection.top is not None else detection.exception
-        user_ns = _script_globals(top.__traceback__, self.user_files)
+        if user_ns is None:
+            user_ns = _script_globals(top.__traceback__, self.user_files)
         evidence, diagnosis = diagnose_failure(detection, sites, text, "", None, user_ns, self.user_files)
         if self.bookmark is not None:  # the DataLoader's last batches: which dataset samples hold the bad values
             from cudaassert_ipy.data.post_mortem import annotate
 
-            diagnosis, _ = annotate(self.bookmark, diagnosis, evidence, user_ns or {})
+            diagnosis, check = annotate(self.bookmark, diagnosis, evidence, user_ns or {})
+            self._checked = check.lines if check is not None else ()
         if diagnosis.context_dead:
             import dataclasses
 
@@ -308,6 +338,17 @@ class Guard:
             except Exception:  # a closed stream must not keep the rank alive
                 pass
         os._exit(code)
+
+
+def _target_globals(tb: types.TracebackType | None) -> dict[str, Any] | None:
+    """A launcher target's module globals (its first frame outside the libraries), where its model and data live."""
+    libs = UserFiles().libs
+    while tb is not None:
+        name = os.path.realpath(tb.tb_frame.f_code.co_filename)
+        if "site-packages" not in name and "dist-packages" not in name and not name.startswith(libs):
+            return tb.tb_frame.f_globals
+        tb = tb.tb_next
+    return None
 
 
 def _script_globals(tb: types.TracebackType | None, user_files: Container[str]) -> dict[str, Any] | None:

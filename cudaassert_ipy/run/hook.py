@@ -48,9 +48,37 @@ def install(options: RunOptions | None = None) -> Guard:
             guard.exit_now(1)
 
     setattr(excepthook, _ATTR, guard)
+    excepthook.__cudaassert_launched__ = _watch_launched_exit(guard)  # type: ignore[attr-defined]  # its undo
     excepthook.__cudaassert_previous__ = previous  # type: ignore[attr-defined]  # kept on the function object
     sys.excepthook = excepthook
     return guard
+
+
+def _watch_launched_exit(guard: Guard) -> Callable[[], None]:
+    """torch's launchers (``mp.spawn``, ``start_processes``) catch a rank's error and end it with ``sys.exit(1)``
+    inside their ``except``: no excepthook runs. multiprocessing calls its after-fork callbacks in each process it
+    forks; ours adds a ``Finalize``, run as the process leaves (in a spawned process, which imported us with the
+    target's module, it is added at once), where the exit in flight has the rank's error as its ``__context__``."""
+    from cudaassert_ipy.data.after_import import AfterImport
+
+    def watch(util: types.ModuleType) -> None:
+        _in_child(guard)  # a spawned process (its Process runs no after-fork callbacks) leaves through these too
+        util.register_after_fork(guard, _in_child)  # a forked one starts with none: multiprocessing clears them
+
+    hook = AfterImport("multiprocessing.util", watch)
+    hook.install()
+    return hook.uninstall
+
+
+def _in_child(guard: Guard) -> None:
+    from multiprocessing import util
+
+    def leaving() -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, SystemExit) and isinstance(error.__context__, Exception) and installed() is guard:
+            guard.launched_exit(error.__context__)
+
+    util.Finalize(None, leaving, exitpriority=50)
 
 
 def uninstall() -> None:
@@ -61,6 +89,7 @@ def uninstall() -> None:
         return
     previous: Callable[..., Any] = getattr(hook, "__cudaassert_previous__", sys.__excepthook__)
     sys.excepthook = previous
+    getattr(hook, "__cudaassert_launched__", lambda: None)()
     guard.stop()
 
 

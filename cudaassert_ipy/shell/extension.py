@@ -105,6 +105,9 @@ class Extension:
             from cudaassert_ipy.data.sample_lookup import install as name_samples  # validator messages
 
             self._undo.append(name_samples(self.bookmark, lambda: shell.user_ns))
+            from cudaassert_ipy.shell.forks import watch_forks  # a fork's own batches: notebook_launcher's ranks
+
+            self._undo.append(watch_forks(self.bookmark, lambda: shell.user_ns))
         from cudaassert_ipy.shell.magics import CudaAssertMagics, unregister_magics
 
         magics = CudaAssertMagics(shell, self)
