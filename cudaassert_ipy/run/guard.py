@@ -195,12 +195,13 @@ class Guard:
         """Keep the tail of our fd 2 (the ranks' stderr passes through it) on disk too, for the watcher that reports
         if this runner is killed (Lightning's observer SIGKILLs rank 0 with the rest). Only then: it costs ~0.2 us
         per chunk on the tap's thread; what was written before is copied from the tap's tail in memory."""
+        from cudaassert_ipy import job_folder
         from cudaassert_ipy.capture import rescue
 
         if self.tap is None or self.job_folder is None or self._tail is not None:
             return
         try:
-            tail = rescue.TailFile(os.path.join(self.job_folder, rescue.TAIL_NAME))
+            tail = rescue.TailFile(job_folder.tail_path(self.job_folder))
         except (OSError, ValueError):
             return
         self._tail = tail

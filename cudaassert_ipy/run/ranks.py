@@ -11,16 +11,15 @@ rank died, by what signal, why, and which samples its last batches held.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import shutil
 import signal
-import tempfile
 import time
-from typing import Any, MutableMapping
+from typing import Any
 
+from cudaassert_ipy import job_folder
 from cudaassert_ipy.data import ring
+from cudaassert_ipy.job_folder import cleanup, mark_reported, prepare, reported
 from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "cleanup", "mark_reported", "prepare", "reported",
@@ -49,40 +48,7 @@ UNKNOWN = "it never reached Python's exit (the launcher gave no exit code for it
 _WATCHDOG = re.compile(r"(?:\[PG [^\]]*?Rank (\d+)\] )?Process group watchdog thread terminated with exception: "
                        r"([^\n]*)")
 _SHOWN = 3  # batches named per rank
-_REPORTED = "reported"
 _RESCUE_S = 3.0  # how long the summary waits for a dead rank's helper to forward its last stderr
-
-
-def prepare(environ: MutableMapping[str, str]) -> str | None:
-    """A private folder for the children's rings; None inside a rank (its launcher's runner owns the folder)."""
-    if environ.get(ring.ENV) or environ.get("RANK") is not None:
-        return None
-    try:
-        folder = tempfile.mkdtemp(prefix="cudaassert-ranks-")
-    except OSError:
-        return None
-    environ[ring.ENV] = folder
-    return folder
-
-
-def cleanup(folder: str | None, environ: MutableMapping[str, str]) -> None:
-    if folder:
-        shutil.rmtree(folder, ignore_errors=True)
-        if environ.get(ring.ENV) == folder:
-            del environ[ring.ENV]
-
-
-def mark_reported(folder: str) -> None:
-    """The runner printed its summary: its watcher must not print it again if the runner is killed right after."""
-    try:
-        with open(os.path.join(folder, _REPORTED), "w"):
-            pass
-    except OSError:
-        pass
-
-
-def reported(folder: str) -> bool:
-    return os.path.exists(os.path.join(folder, _REPORTED))
 
 
 def runner_killed(pid: int, code: int | None) -> str:
@@ -93,10 +59,9 @@ def runner_killed(pid: int, code: int | None) -> str:
 def wait_for_rescue(folder: str, timeout: float = _RESCUE_S) -> None:
     """Wait until each rank that died without Python has its helper's death file (capture/rescue.py): written
     after the helper forwarded the bytes the rank's pipes still held, so they are in our stderr by then."""
-    from cudaassert_ipy.capture.rescue import read_death
-
+    read_death = job_folder.read_death
     deadline = time.monotonic() + timeout
-    for path in glob.glob(os.path.join(folder, "*.ring")):
+    for path in job_folder.ring_paths(folder):
         data = ring.read(path)
         if data is None or data.exited:
             continue
@@ -108,13 +73,12 @@ def summary(folder: str | None, error: BaseException | None, text: str) -> list[
     """The lines for every rank that died without Python (empty when none did)."""
     if not folder:
         return []
-    from cudaassert_ipy.capture.rescue import read_death
-
+    read_death = job_folder.read_death
     codes = _exit_codes(error)
     deaths: dict[int, float] = {}
     watchdog = _watchdog_lines(text)
     lines: list[str] = []
-    rings = [r for r in (ring.read(p) for p in glob.glob(os.path.join(folder, "*.ring"))) if r is not None]
+    rings = [r for r in (ring.read(p) for p in job_folder.ring_paths(folder)) if r is not None]
     dead = []
     for data in sorted(rings, key=lambda r: (r.rank, r.pid)):
         if data.exited or _alive(data.pid):

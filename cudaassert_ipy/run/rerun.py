@@ -22,6 +22,7 @@ import sys
 import tempfile
 from typing import Any
 
+from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.run.guard import Outcome, exit_now, write_report
 from cudaassert_ipy.run.options import CHILD_ENV, RERUN_ENV, RunOptions
@@ -117,7 +118,7 @@ def _state_dir(rank: RankInfo) -> str:
 def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
     state = _state_dir(rank)
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
-    firsts = sorted(os.listdir(state)) if restarted and os.path.isdir(state) else []
+    firsts = sorted(n for n in os.listdir(state) if n.endswith(".json")) if restarted and os.path.isdir(state) else []
     opts = options
     notes: tuple[str, ...] = ()
     if firsts:
@@ -137,8 +138,8 @@ def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
             print(NO_RESTARTS.format(prefix=PREFIX), file=sys.stderr, flush=True)
         elif not restarted:  # a note only where a restart will read it
             os.makedirs(state, mode=0o700, exist_ok=True)
-            with open(os.path.join(state, f"rank{rank.rank}.json"), "w", encoding="utf-8") as f:
-                json.dump(dataclasses.asdict(outcome.diagnosis), f, default=str)
+            write_atomic(os.path.join(state, f"rank{rank.rank}.json"),  # whole or absent for the restarted rank
+                         json.dumps(dataclasses.asdict(outcome.diagnosis), default=str))
     if outcome.diagnosis is not None:
         exit_now(code)
     return code

@@ -23,6 +23,7 @@ __all__ = ["main", "summarize"]
 
 def summarize(death: Death, report: str | None) -> None:
     """The runner died by a signal before its summary: say what its ranks left on disk, then remove the folder."""
+    from cudaassert_ipy import job_folder
     from cudaassert_ipy.capture import rescue
     from cudaassert_ipy.run import ranks
 
@@ -34,7 +35,7 @@ def summarize(death: Death, report: str | None) -> None:
         return
     code = os.waitstatus_to_exitcode(death.status) if death.status is not None else None
     ranks.wait_for_rescue(folder)
-    text = (rescue.read_tail(os.path.join(folder, rescue.TAIL_NAME)) + death.rescued).decode("utf-8", "replace")
+    text = (rescue.read_tail(job_folder.tail_path(folder)) + death.rescued).decode("utf-8", "replace")
     lines = ranks.summary(folder, None, text)
     ranks.cleanup(folder, {})
     if not lines:  # no rank died without Python (a plain script that aborted): its own stderr says it all
