@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start
     from cudaassert_ipy.data.bookmark import Bookmark
     from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.run.ranks import DeadRanks
 
 __all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "MainFiles", "Outcome",
            "UserFiles", "exit_now", "write_report"]
@@ -105,8 +106,8 @@ class Guard:
         self._late = contextlib.ExitStack()  # what starts with torch's DataLoader: undone after the tap stopped
         self.tap: TapSet | None = None
         self.bookmark: Bookmark | None = None  # once torch's DataLoader is imported
-        self.job_folder: str | None = None  # the children's rings (run/ranks.py), owned by this runner
-        self._tail: Any = None  # capture.rescue.TailFile: this runner's stderr tail, for its watcher
+        self._ranks: DeadRanks | None = None  # the job folder and its helpers (run/ranks.py), owned by this runner
+        self._tail_kept = False  # this runner's stderr tail, for its watcher
         self.outcome = Outcome(self.rank)
         self._closed = False
 
@@ -154,10 +155,10 @@ class Guard:
         child_environ(self.options, wanted)
         for key, value in wanted.items():
             _setenv(stack, key, value)
-        folder = ranks.prepare(os.environ)
-        if folder is not None:
-            self.job_folder = folder
-            stack.callback(ranks.cleanup, folder, os.environ)
+        part = ranks.DeadRanks.prepare(os.environ)
+        if part is not None:
+            self._ranks = part
+            stack.callback(part.cleanup, os.environ)
 
     def _start_rescue(self, tap: TapSet) -> Callable[[], None] | None:
         """The helper that forwards what our pipes still hold if this process dies without Python (rescue.py);
@@ -167,10 +168,8 @@ class Guard:
         from cudaassert_ipy.data import ring
 
         channels = [c for t in tap.taps for c in t.channel_fds()]
-        if self.job_folder is not None:  # this runner owns the ring folder: its helper summarises if it is killed
-            from cudaassert_ipy.run import watcher
-
-            pid = rescue.spawn(channels, self.job_folder, watcher.__file__, [self.options.report_json or ""])
+        if self._ranks is not None:  # this runner owns the job folder: its helper summarises if it is killed
+            pid = self._ranks.attach(channels, self.options.report_json)
         else:
             pid = rescue.spawn(channels, os.environ.get(ring.ENV))
         if pid is None:
@@ -195,18 +194,12 @@ class Guard:
         """Keep the tail of our fd 2 (the ranks' stderr passes through it) on disk too, for the watcher that reports
         if this runner is killed (Lightning's observer SIGKILLs rank 0 with the rest). Only then: it costs ~0.2 us
         per chunk on the tap's thread; what was written before is copied from the tap's tail in memory."""
-        from cudaassert_ipy import job_folder
-        from cudaassert_ipy.capture import rescue
-
-        if self.tap is None or self.job_folder is None or self._tail is not None:
+        if self.tap is None or self._ranks is None or self._tail_kept:
             return
-        try:
-            tail = rescue.TailFile(job_folder.tail_path(self.job_folder))
-        except (OSError, ValueError):
-            return
-        self._tail = tail
-        self._late.callback(tail.close)  # after the tap stopped: it writes no more
-        self.tap.taps[0].set_mirror(tail.write, tail.size)  # taps[0]: fd 2
+        close = self._ranks.keep_tail(self.tap.taps[0])  # taps[0]: fd 2
+        if close is not None:
+            self._tail_kept = True
+            self._late.callback(close)  # after the tap stopped: it writes no more
 
     def _stop_tap(self) -> None:
         tap, self.tap = self.tap, None
@@ -244,7 +237,7 @@ class Guard:
                 written.close()
 
             self._late.callback(undo)
-            if self.job_folder is not None:  # this runner is rank 0 itself (Lightning): its children may kill it
+            if self._ranks is not None:  # this runner is rank 0 itself (Lightning): its children may kill it
                 self._start_tail()
 
         return ring.LazyRing(folder, opened)  # the rank is read at its first batch (Lightning sets it late)
@@ -277,10 +270,7 @@ class Guard:
     def _diagnose_and_print(self, exc: BaseException, tb: types.TracebackType | None) -> tuple[Diagnosis | None, str]:
         from cudaassert_ipy.diagnose.pipeline import read_failure
 
-        text = ""
-        if self.tap is not None:
-            self.tap.drain()
-            text = self.tap.text_since((0,) * len(self.tap.taps))
+        text = self._tap_text()
         detection, sites = read_failure(exc, text)
         if detection is None:
             return None, ""
@@ -302,25 +292,26 @@ class Guard:
 
     def _dead_ranks(self, exc: BaseException | None, report_text: str) -> str:
         """After a launcher under this runner failed: the ranks that died without Python (run/ranks.py)."""
-        if self.job_folder is None:
+        part = self._ranks
+        if part is None:
             return report_text
-        from cudaassert_ipy.run import ranks
-
         try:
-            ranks.wait_for_rescue(self.job_folder)  # a dead rank's helper forwards its last stderr into our tap
-            text = ""
-            if self.tap is not None:
-                self.tap.drain()
-                text = self.tap.text_since((0,) * len(self.tap.taps))
-            lines = ranks.summary(self.job_folder, exc, text)
+            lines = part.summary(exc, self._tap_text)  # a dead rank's helper forwards its last stderr into our tap
         except Exception as e:  # the launcher's own error stands without this
             lines = [DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(e))]
         if not lines:
             return report_text
         text = "\n".join(lines)
         print(text, file=sys.stderr, flush=True)
-        ranks.mark_reported(self.job_folder)
+        part.mark_reported()
         return f"{report_text}\n{text}" if report_text else text
+
+    def _tap_text(self) -> str:
+        """Everything the tap has seen so far (its tail), once what waits in its pipes is read."""
+        if self.tap is None:
+            return ""
+        self.tap.drain()
+        return self.tap.text_since((0,) * len(self.tap.taps))
 
     def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str) -> Diagnosis:
         from cudaassert_ipy.data.failure import explain_failure

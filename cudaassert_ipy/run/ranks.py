@@ -15,15 +15,18 @@ import os
 import re
 import signal
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, MutableMapping, Sequence
 
 from cudaassert_ipy import job_folder
 from cudaassert_ipy.data import ring
 from cudaassert_ipy.job_folder import cleanup, mark_reported, prepare, reported
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.capture.fd_tap import FdTap
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "cleanup", "mark_reported", "prepare", "reported",
-           "runner_killed", "summary", "wait_for_rescue"]
+__all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "DeadRanks", "cleanup", "mark_reported", "prepare",
+           "reported", "runner_killed", "summary", "wait_for_rescue"]
 
 DIED = "{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) died {how} without a Python traceback: {why}"
 LAST = "{prefix}   its last batches, latest first (written by its DataLoader bookmark as it went): {batches}"
@@ -48,12 +51,62 @@ UNKNOWN = "it never reached Python's exit (the launcher gave no exit code for it
 _WATCHDOG = re.compile(r"(?:\[PG [^\]]*?Rank (\d+)\] )?Process group watchdog thread terminated with exception: "
                        r"([^\n]*)")
 _SHOWN = 3  # batches named per rank
+_WATCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watcher.py")  # run by path: it imports us
 _RESCUE_S = 3.0  # how long the summary waits for a dead rank's helper to forward its last stderr
 
 
 def runner_killed(pid: int, code: int | None) -> str:
     """The watcher's first line when the runner died by a signal (``code``: None when its status was collected)."""
     return RUNNER_KILLED.format(prefix=PREFIX, pid=pid, how=_how(code, None)[0] if code is not None else "by a signal")
+
+
+class DeadRanks:
+    """The rank-death machinery of a runner that launches a job, as one part with a provisioner's shape: ``prepare``
+    the job folder (named in the children's environment), ``attach`` the runner's own helper (it summarises if the
+    runner itself is killed) and the stderr tail it reads then, ``summary`` after the launcher failed, ``cleanup``.
+    The runner's Guard pushes each undo on its cleanup stack; its watcher (run/watcher.py) uses the same part."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    @classmethod
+    def prepare(cls, environ: MutableMapping[str, str]) -> DeadRanks | None:
+        """None inside a rank (its launcher's runner owns the folder) or where no folder can be made."""
+        folder = job_folder.prepare(environ)
+        return cls(folder) if folder is not None else None
+
+    def attach(self, channels: Sequence[tuple[int, int, int]], report_json: str | None) -> int | None:
+        """Start the runner's rescue helper as run/watcher.py (capture/rescue.spawn); its pid, None if it did not."""
+        from cudaassert_ipy.capture import rescue
+
+        return rescue.spawn(channels, self.folder, _WATCHER, [report_json or ""])
+
+    def keep_tail(self, tap: FdTap) -> Callable[[], None] | None:
+        """Mirror fd 2's tap into the folder's tail file, for the watcher; returns the tail's close (after the tap
+        stopped), None where it cannot be kept."""
+        from cudaassert_ipy.capture import rescue
+
+        try:
+            tail = rescue.TailFile(job_folder.tail_path(self.folder))
+        except (OSError, ValueError):
+            return None
+        tap.set_mirror(tail.write, tail.size)
+        return tail.close
+
+    def summary(self, error: BaseException | None, text: Callable[[], str]) -> list[str]:
+        """The lines for the ranks that died without Python; ``text``: the runner's stderr, read once their helpers
+        forwarded what the ranks' pipes still held."""
+        wait_for_rescue(self.folder)
+        return summary(self.folder, error, text())
+
+    def mark_reported(self) -> None:
+        job_folder.mark_reported(self.folder)
+
+    def was_reported(self) -> bool:
+        return job_folder.reported(self.folder)
+
+    def cleanup(self, environ: MutableMapping[str, str]) -> None:
+        job_folder.cleanup(self.folder, environ)
 
 
 def wait_for_rescue(folder: str, timeout: float = _RESCUE_S) -> None:
