@@ -1,6 +1,6 @@
 """The script runner, measured side by side in one run (not a test): prints two tables.
 
-    .venv/bin/python benchmarks/bench_run.py [--starts 30] [--jobs 3]
+    .venv/bin/python benchmarks/bench_run.py [--starts 30] [--jobs 3] [--against OTHER_TREE]
 
 1. Start-up overhead: a trivial script under plain ``python train.py`` and under
    ``python -m cudaassert_ipy train.py``, interleaved, medians and their difference (goal <= 30 ms).
@@ -8,6 +8,9 @@
    failing call (the script writes a timestamp just before it) to torchrun's exit, and whether
    torchrun's "Root Cause" summary names the cause and the fix; plain torchrun and with the runner,
    interleaved.
+
+``--against OTHER_TREE`` (a ``git worktree`` of another commit): the start-up table runs that tree's runner too,
+interleaved with this one's, and prints the two overheads side by side.
 """
 
 from __future__ import annotations
@@ -46,32 +49,41 @@ for p in model.parameters():
 CACHE = tempfile.mkdtemp(prefix="bench-run-pycache-")
 
 
-def env() -> dict[str, str]:
+def env(root: Path = ROOT) -> dict[str, str]:
     """Bytecode cached (outside the tree), as an installed package has it: we time start-up, not compiling."""
     e = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     e["PYTHONPYCACHEPREFIX"] = CACHE
-    e["PYTHONPATH"] = os.pathsep.join([str(ROOT), e.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    e["PYTHONPATH"] = os.pathsep.join([str(root), e.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return e
 
 
-def startup(runs: int, work: Path) -> None:
+def startup(runs: int, work: Path, against: Path | None = None) -> None:
     script = work / "train.py"
     script.write_text("pass\n")
     plain_cmd, ours_cmd = [PY, str(script)], [PY, "-m", "cudaassert_ipy", str(script)]
-    times: dict[str, list[float]] = {"plain": [], "runner": []}
-    for _ in range(3):  # warm the page cache for both
-        subprocess.run(plain_cmd, env=env(), check=True)
-        subprocess.run(ours_cmd, env=env(), check=True)
+    forms = [("plain", plain_cmd, env()), ("runner", ours_cmd, env())]
+    if against is not None:
+        forms.append(("other", ours_cmd, env(against)))
+    times: dict[str, list[float]] = {name: [] for name, _, _ in forms}
+    for _ in range(3):  # warm the page cache for each
+        for _, cmd, e in forms:
+            subprocess.run(cmd, env=e, check=True)
     for _ in range(runs):
-        for name, cmd in (("plain", plain_cmd), ("runner", ours_cmd)):
+        for name, cmd, e in forms:
             t = time.perf_counter()
-            subprocess.run(cmd, env=env(), check=True)
+            subprocess.run(cmd, env=e, check=True)
             times[name].append(time.perf_counter() - t)
     plain, ours = statistics.median(times["plain"]), statistics.median(times["runner"])
     print(f"start-up, trivial script, median of {runs} interleaved runs each")
     print(f"  {'python train.py':34} {plain * 1000:7.1f} ms")
     print(f"  {'python -m cudaassert_ipy train.py':34} {ours * 1000:7.1f} ms")
     print(f"  overhead {1000 * (ours - plain):+.1f} ms (ratio {ours / plain:.2f}x; goal <= 30 ms)")
+    if against is not None:
+        other = statistics.median(times["other"])
+        print(f"  {'the same, ' + str(against):34} {other * 1000:7.1f} ms")
+        ratio = (ours - plain) / (other - plain) if other > plain else float("nan")
+        print(f"  its overhead {1000 * (other - plain):+.1f} ms; this tree's minus its: "
+              f"{1000 * (ours - other):+.1f} ms (overheads' ratio {ratio:.2f}x)")
 
 
 def free_port() -> int:
@@ -111,11 +123,14 @@ def torchrun_jobs(runs: int, work: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=30, help="interleaved start-up runs of each form")
-    parser.add_argument("--jobs", type=int, default=3, help="interleaved torchrun jobs of each form")
+    parser.add_argument("--jobs", type=int, default=3, help="interleaved torchrun jobs of each form (0: none)")
+    parser.add_argument("--against", type=Path, help="another tree (a git worktree of another commit) whose runner "
+                                                     "the start-up table times beside this one's")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        startup(args.starts, Path(tmp))
-        torchrun_jobs(args.jobs, Path(tmp))
+        startup(args.starts, Path(tmp), args.against)
+        if args.jobs:
+            torchrun_jobs(args.jobs, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
 #: the reverse, and they stay free of IPython (see the bare-import test below).
 ORDER = ["capture", "frameworks", "diagnose", "checks", "data", "view", "restart", "run", "logs", "shell"]
-BASE = {"wording", "atomic_file", "passthrough", "torch_compat"}
+BASE = {"wording", "atomic_file", "passthrough", "torch_compat", "job_folder"}
 #: entry points above every layer, imported by no layer: the package itself (the public API) and each module
 #: directly in it but the BASE ones (``__main__``, ``auto``, ...); layers are the subpackages
 TOP = "<top>"
@@ -111,6 +111,62 @@ def graph() -> list[tuple[str, int, str]]:
         edge for p in files for edge in embedded_of(p)]
 
 
+def runtime_source(source: str) -> str:
+    """``source`` without its ``if TYPE_CHECKING:`` blocks: the imports that run (a type-only import loads nothing)."""
+
+    class Strip(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+            test = node.test
+            if getattr(test, "id", getattr(test, "attr", None)) == "TYPE_CHECKING":
+                return node.orelse or ast.copy_location(ast.Pass(), node)
+            return self.generic_visit(node)
+
+    return ast.unparse(Strip().visit(ast.parse(source)))
+
+
+def runtime_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports when it runs (at import time or inside a function)."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        out[module] = {t for _, t in imports_in(runtime_source(path.read_text(encoding="utf-8")), package)
+                       if t != module}
+    return out
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: each strongly connected set of two or more modules (Tarjan's algorithm), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
 def violations(edges: list[tuple[str, int, str]]) -> list[str]:
     out = []
     for source, line, target in edges:
@@ -176,6 +232,21 @@ def test_no_module_below_the_shell_imports_the_shell():
 def test_each_layer_imports_only_the_layers_below_it():
     wrong = violations(graph())
     assert wrong == [], "an import the layer table does not allow:\n" + "\n".join(wrong)
+
+
+def test_no_modules_import_each_other_at_run_time():
+    circles = cycles(runtime_graph())
+    assert circles == [], "modules that import each other (a function-level import counts):\n" + "\n".join(
+        " <-> ".join(c) for c in circles)
+
+
+def test_the_cycle_check_sees_imports_inside_functions_and_skips_type_only_ones():
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cudaassert_ipy.run.guard import Guard\n"
+              "def f():\n    from cudaassert_ipy.run import rerun\n")
+    assert [m for _, m in imports_in(runtime_source(source), "cudaassert_ipy.run")] == ["cudaassert_ipy.run.rerun"]
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e2"}, "e2": {"e"}}
+    assert cycles(edges) == [["a", "b", "c"], ["e", "e2"]]
+    assert "cudaassert_ipy.run.session" in runtime_graph()["cudaassert_ipy.run.rerun"]
 
 
 def test_the_layer_rules_catch_a_view_importing_restart_an_entry_point_or_a_package_without_a_place():

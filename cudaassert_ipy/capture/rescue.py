@@ -28,10 +28,8 @@ import sys
 import time
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
-__all__ = ["DEATH_PREFIX", "TAIL_NAME", "Death", "TailFile", "dismiss", "read_death", "read_tail", "spawn", "watch"]
+__all__ = ["Death", "TailFile", "dismiss", "read_tail", "spawn", "watch"]
 
-DEATH_PREFIX = "exit-"  # {ring folder}/exit-{pid}: "wait-status death-time", written after the pipes were drained
-TAIL_NAME = "runner.stderr"
 _TAIL_HEADER = struct.Struct("<Q")
 _QUIET_S = 2.0  # after the death: stop forwarding once the pipes stayed quiet this long (a forked child holds them)
 _POLL_S = 0.2  # no pidfd: how often the parent's liveness is asked
@@ -92,20 +90,6 @@ def read_tail(path: str) -> bytes:
         return body[:total]
     cut = total % size
     return body[cut:] + body[:cut]
-
-
-def read_death(folder: str, pid: int) -> Optional[Tuple[Optional[int], float]]:
-    """(exit code as subprocess gives it, or None when unknown; death time) that a helper wrote for ``pid``."""
-    try:
-        with open(os.path.join(folder, f"{DEATH_PREFIX}{pid}")) as fp:
-            status, when = fp.read().split()
-    except (OSError, ValueError):
-        return None
-    try:
-        code = os.waitstatus_to_exitcode(int(status)) if status != "-" else None
-    except ValueError:
-        code = None
-    return code, float(when)
 
 
 def spawn(channels: Sequence[Tuple[int, int, int]], ring_dir: Optional[str] = None, program: Optional[str] = None,
@@ -218,14 +202,21 @@ def _write_all(fd: int, data: bytes) -> None:
             return
 
 
-def _write_death(folder: str, pid: int, status: Optional[int]) -> None:
-    path = os.path.join(folder, f"{DEATH_PREFIX}{pid}")
-    try:
-        with open(path + ".tmp", "w") as fp:
-            fp.write(f"{'-' if status is None else status} {time.time()!r}")
-        os.replace(path + ".tmp", path)
-    except OSError:
-        pass
+def _job_folder() -> Any:
+    """The job folder's names (job_folder.py): imported with the package, loaded by its path in the helper
+    (``python -I -S`` this file: the package is not on its sys.path)."""
+    if __name__ != "__main__":
+        from cudaassert_ipy import job_folder
+
+        return job_folder
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "job_folder.py")
+    spec = importlib.util.spec_from_file_location("cudaassert_job_folder", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class Death(NamedTuple):
@@ -248,7 +239,7 @@ def watch(args: Sequence[str]) -> Tuple[Death, List[str]]:
     status = _wait_status(pid)
     rescued = _forward(channels)
     if folder is not None and os.path.isdir(folder):
-        _write_death(folder, pid, status)
+        _job_folder().write_death(folder, pid, status)
     else:
         folder = None
     stderr = next((prev for fd, _, prev in channels if fd == 2), None)

@@ -22,9 +22,11 @@ import struct
 from array import array
 from typing import Any, Callable, Mapping, NamedTuple
 
+from cudaassert_ipy import job_folder
+
 __all__ = ["ENV", "EXITED", "RUNNING", "LazyRing", "Ring", "RingData", "rank_from_env", "read"]
 
-ENV = "CUDAASSERT_RING_DIR"  # set by the runner for its children: where each rank maps its ring
+ENV = job_folder.ENV  # set by the runner for its children: where each rank maps its ring
 MAGIC = b"CARING1\n"
 SLOTS = 8
 SLOT = 1024
@@ -52,7 +54,7 @@ class Ring:
     """One process's ring; ``write`` is called once per yielded batch (~1 us)."""
 
     def __init__(self, folder: str, rank: int, local_rank: int) -> None:
-        self.path = os.path.join(folder, f"rank-{rank}-{os.getpid()}.ring")
+        self.path = job_folder.ring_path(folder, rank, os.getpid())
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.ftruncate(fd, HEADER + SLOTS * SLOT)

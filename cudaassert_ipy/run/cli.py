@@ -1,21 +1,18 @@
 """``python -m cudaassert_ipy [options] train.py ARGS`` / ``-m module ARGS``, and the ``cudaassert-run`` script.
 
 Options come before the script; everything after the script (or ``-m module``) is the script's own.
-The script runs in this process as ``python train.py`` would; see ``target`` and ``guard``.
+The script runs in this process as ``python train.py`` would; see ``session``, ``target`` and ``guard``.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from typing import TYPE_CHECKING
 
-from cudaassert_ipy.passthrough import hide_own_frames
-from cudaassert_ipy.run.children import child_environ
-from cudaassert_ipy.run.guard import Guard, UserFiles
 from cudaassert_ipy.run.options import RERUN_ENV, RunOptions
-from cudaassert_ipy.run.target import Target, strip_runner_frames
+from cudaassert_ipy.run.session import run_here
+from cudaassert_ipy.run.target import Target
 
 if TYPE_CHECKING:
     import argparse
@@ -120,77 +117,6 @@ def main(argv: list[str], prog: str | None = None) -> int:
 
         return run_with_rerun(options, target)
     return run_here(options, target)
-
-
-def run_here(options: RunOptions, target: Target) -> int:
-    """Run the target in this process under a Guard; the exit code is what ``python`` would give."""
-    code, guard = execute(options, target)
-    guard.finish(code, guard.exception)
-    if guard.diagnosis is not None and guard.rank.distributed:
-        guard.exit_now(code)
-    return code
-
-
-def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) -> tuple[int, Guard]:
-    """Run the target under a started Guard and report a failure; the caller finishes the Guard.
-
-    ``SystemExit`` propagates (Python prints its message and exits with its code); a KeyboardInterrupt
-    ends the process by SIGINT as Python does, after its traceback.
-    """
-    from cudaassert_ipy.run import hook
-
-    hook.uninstall()  # started by our own start-up hook (a child of another runner): this runner takes over
-    if options.report_json:
-        from cudaassert_ipy.run.outputs import check_report_path
-
-        warning = check_report_path(options.report_json)
-        if warning:
-            print(warning, file=sys.stderr, flush=True)
-    folder = None
-    if options.children:
-        from cudaassert_ipy.run import ranks
-
-        child_environ(options, os.environ)
-        folder = ranks.prepare(os.environ)  # the children's rings: for ranks that die without Python
-    guard = Guard(options, target.label, UserFiles(target.user_origin() or ""), notes)
-    guard.ring_folder = folder
-    guard.start()
-    try:
-        target.run()
-    except SystemExit as e:
-        guard.report_dead_ranks(None)
-        guard.finish(_exit_code(e))
-        raise
-    except BaseException as exc:
-        exc.__traceback__ = strip_runner_frames(exc.__traceback__)
-        hide_own_frames(exc)  # Python 3.10: a wrapper's frame the bare raise put back
-        tb = exc.__traceback__
-        sys.excepthook(type(exc), exc, tb)
-        if isinstance(exc, KeyboardInterrupt):
-            guard.finish(130, exc)
-            _die_of_sigint()
-            return 130, guard
-        guard.exception = exc
-        guard.handle(exc, tb)
-        guard.report_dead_ranks(exc)
-        return 1, guard
-    return 0, guard
-
-
-def _exit_code(e: SystemExit) -> int:
-    code = e.code
-    if code is None:
-        return 0
-    return code if isinstance(code, int) else 1
-
-
-def _die_of_sigint() -> None:
-    """As Python does after an uncaught KeyboardInterrupt: end by SIGINT, so the shell sees status 130."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if hasattr(signal, "SIGINT") and os.name == "posix":
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
 
 
 def console() -> int:

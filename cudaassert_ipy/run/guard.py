@@ -8,10 +8,11 @@ No IPython, no ipywidgets; torch only when validators are asked for.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import types
-from typing import TYPE_CHECKING, Any, Callable, Container
+from typing import TYPE_CHECKING, Any, Callable, Container, NamedTuple
 
 from cudaassert_ipy.run.options import RunOptions
 from cudaassert_ipy.run.rank import RankInfo
@@ -23,8 +24,10 @@ if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start
     from cudaassert_ipy.data.bookmark import Bookmark
     from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.run.ranks import DeadRanks
 
-__all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "UserFiles"]
+__all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "MainFiles", "Outcome",
+           "UserFiles", "exit_now", "write_report"]
 
 DEAD_PROCESS = (
     "The GPU context of this process is dead: nothing on the GPU can be used again in it, so the run stops here."
@@ -38,7 +41,6 @@ RERUN_HINT_TORCHRUN = (
     "--max-restarts 1: torchrun --max-restarts 1 ... -m cudaassert_ipy --rerun-on-failure {target}"
 )
 DIAGNOSIS_FAILED = "{prefix} the diagnosis itself failed ({error}); the traceback above is unchanged."
-BOOKMARK_BYTES = 256 * 1024 * 1024  # CPU batches kept per DataLoader, as the notebook extension's default
 TAP_UNAVAILABLE = "{prefix} assertion lines are not captured ({error}); the diagnosis uses the exception only."
 
 
@@ -61,42 +63,74 @@ class UserFiles:
         return real.startswith(self.roots)
 
 
+class MainFiles:
+    """``UserFiles`` of the ``__main__`` module, read when asked: a watched child's script runs only after the hook
+    that watches it is installed (its start-up hook), so its file is known only when something failed."""
+
+    def __init__(self) -> None:
+        self._known: tuple[str, UserFiles] | None = None  # a cache: the same script for the whole process
+
+    def __contains__(self, name: object) -> bool:
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        path = main_file or (sys.argv[0] if sys.argv else "")
+        if self._known is None or self._known[0] != path:
+            self._known = (path, UserFiles(path))
+        return name in self._known[1]
+
+
+class Outcome(NamedTuple):
+    """What ``Guard.report`` found: the JSON report and the caller's exit decisions read it."""
+
+    rank: RankInfo
+    diagnosis: Diagnosis | None = None
+    report_text: str = ""
+    exception: BaseException | None = None
+
+
 class Guard:
-    """Start the tap, and turn a failing exception into the report (stderr, JSON, torchelastic's file)."""
+    """Start the tap, and turn a failing exception into the report (stderr, JSON, torchelastic's file).
+
+    Built with everything it needs; ``start`` pushes the undo of each thing it starts on one cleanup stack, and the
+    two verbs after it, ``report`` (at most once) and ``close`` (once), are all a caller does with it.
+    """
 
     def __init__(self, options: RunOptions, target_label: str = "", user_files: Container[str] = (),
-                 notes: tuple[str, ...] = ()) -> None:
+                 notes: tuple[str, ...] = (), *, launcher: bool = False) -> None:
         self.options = options
         self.notes = notes  # lines the report ends with (a rerun's first diagnosis)
         self.rank = RankInfo.from_env()
         self.target_label = target_label
         self.user_files = user_files
+        self.launcher = launcher  # the runner itself (not a watched child): it watches children, owns their folder
+        self._stack = contextlib.ExitStack()
+        self._late = contextlib.ExitStack()  # what starts with torch's DataLoader: undone after the tap stopped
         self.tap: TapSet | None = None
-        self.bookmark: Bookmark | None = None  # once started
-        self._stop_bookmark: Callable[[], None] | None = None
-        self._close_ring: Callable[[], None] | None = None
-        self.ring_folder: str | None = None  # the children's rings (run/ranks.py), owned by this runner
-        self._tail: Any = None  # capture.rescue.TailFile: this runner's stderr tail, for its watcher
-        self._rescue: tuple[int, int] | None = None  # (the rescue helper's pid, the pid that started it)
-        self.diagnosis: Diagnosis | None = None
-        self.exception: BaseException | None = None
-        self.report_text = ""
+        self.bookmark: Bookmark | None = None  # once torch's DataLoader is imported
+        self._ranks: DeadRanks | None = None  # the job folder and its helpers (run/ranks.py), owned by this runner
+        self._tail_kept = False  # this runner's stderr tail, for its watcher
+        self.outcome = Outcome(self.rank)
+        self._closed = False
         self._checked: tuple[str, ...] = ()  # the bookmark's check of the last failure (without the reproduce line)
 
     def start(self) -> None:
         """Environment first (CUDA reads CUDA_LAUNCH_BLOCKING when torch initialises it), then the tap."""
+        stack = self._stack
+        if self.launcher and self.options.children:
+            self._start_children(stack)
         if self.options.blocking:
-            os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+            _setenv(stack, "CUDA_LAUNCH_BLOCKING", "1")
         if self.options.validators:
-            from cudaassert_ipy.checks import ENV_VAR, enable_validators
+            from cudaassert_ipy.checks import ENV_VAR, disable_validators, enable_validators
 
-            os.environ[ENV_VAR] = "1"
+            _setenv(stack, ENV_VAR, "1")
             enable_validators()
+            stack.callback(disable_validators)
+        stack.enter_context(self._late)
         from cudaassert_ipy.data.after_import import AfterImport
 
         hook = AfterImport("torch.utils.data.dataloader", self._start_bookmark)  # the bookmark loads with torch
         hook.install()
-        self._stop_bookmark = hook.uninstall
+        self._late.callback(hook.uninstall)
         from cudaassert_ipy.capture.fd_tap import TapError, TapSet
 
         tap = TapSet(fds=(2, 1))
@@ -106,77 +140,85 @@ class Guard:
             self.note(TAP_UNAVAILABLE.format(prefix=PREFIX, error=e))
             return
         self.tap = tap
-        self._start_rescue(tap)
+        dismiss = self._start_rescue(tap)
+        if dismiss is not None:
+            stack.callback(dismiss)
+        stack.callback(self._stop_tap)  # first undone: every byte reaches the real stderr, then the helper goes
 
-    def _start_rescue(self, tap: TapSet) -> None:
+    def _start_children(self, stack: contextlib.ExitStack) -> None:
+        """The children's start-up hook on their environment, and their rings' folder (for ranks that die without
+        Python); both go at close."""
+        from cudaassert_ipy.run import ranks
+        from cudaassert_ipy.run.children import child_environ
+        from cudaassert_ipy.run.options import CHILD_ENV
+
+        wanted = {k: os.environ[k] for k in (CHILD_ENV, "PYTHONPATH") if k in os.environ}
+        child_environ(self.options, wanted)
+        for key, value in wanted.items():
+            _setenv(stack, key, value)
+        part = ranks.DeadRanks.prepare(os.environ)
+        if part is not None:
+            self._ranks = part
+            stack.callback(part.cleanup, os.environ)
+
+    def _start_rescue(self, tap: TapSet) -> Callable[[], None] | None:
         """The helper that forwards what our pipes still hold if this process dies without Python (rescue.py);
-        for a runner that launched a job, also the watcher that summarises it if the runner itself is killed."""
+        for a runner that launched a job, also the watcher that summarises it if the runner itself is killed.
+        Returns its undo (None when it did not start)."""
         from cudaassert_ipy.capture import rescue
         from cudaassert_ipy.data import ring
 
         channels = [c for t in tap.taps for c in t.channel_fds()]
-        if self.ring_folder is not None:  # this runner owns the ring folder: its helper summarises if it is killed
-            from cudaassert_ipy.run import watcher
-
-            pid = rescue.spawn(channels, self.ring_folder, watcher.__file__, [self.options.report_json or ""])
+        if self._ranks is not None:  # this runner owns the job folder: its helper summarises if it is killed
+            pid = self._ranks.attach(channels, self.options.report_json)
         else:
             pid = rescue.spawn(channels, os.environ.get(ring.ENV))
-        if pid is not None:
-            self._rescue = (pid, os.getpid())
-            import atexit
+        if pid is None:
+            return None
+        parent = os.getpid()
 
-            atexit.register(self._dismiss_rescue)  # leaving through Python: the tap forwards its own bytes
+        def dismiss() -> None:
+            if os.getpid() == parent:  # never from a forked child: the helper is its parent's
+                rescue.dismiss(pid)
+
+        import atexit
+
+        atexit.register(dismiss)  # leaving through Python without close: the tap forwards its own bytes
+
+        def undo() -> None:
+            atexit.unregister(dismiss)
+            dismiss()
+
+        return undo
 
     def _start_tail(self) -> None:
         """Keep the tail of our fd 2 (the ranks' stderr passes through it) on disk too, for the watcher that reports
         if this runner is killed (Lightning's observer SIGKILLs rank 0 with the rest). Only then: it costs ~0.2 us
         per chunk on the tap's thread; what was written before is copied from the tap's tail in memory."""
-        from cudaassert_ipy.capture import rescue
-
-        if self.tap is None or self.ring_folder is None or self._tail is not None:
+        if self.tap is None or self._ranks is None or self._tail_kept:
             return
-        try:
-            self._tail = rescue.TailFile(os.path.join(self.ring_folder, rescue.TAIL_NAME))
-        except (OSError, ValueError):
-            return
-        self.tap.taps[0].set_mirror(self._tail.write, self._tail.size)  # taps[0]: fd 2
+        close = self._ranks.keep_tail(self.tap.taps[0])  # taps[0]: fd 2
+        if close is not None:
+            self._tail_kept = True
+            self._late.callback(close)  # after the tap stopped: it writes no more
 
-    def _dismiss_rescue(self) -> None:
-        started, self._rescue = self._rescue, None
-        if started is not None and started[1] == os.getpid():  # never from a forked child: the helper is its parent's
-            from cudaassert_ipy.capture import rescue
-
-            rescue.dismiss(started[0])
-
-    def stop(self) -> None:
+    def _stop_tap(self) -> None:
         tap, self.tap = self.tap, None
         if tap is not None:
             tap.stop()
-        self._dismiss_rescue()
-        stop_bookmark, self._stop_bookmark = self._stop_bookmark, None
-        if stop_bookmark is not None:
-            stop_bookmark()
-        if self.bookmark is not None:
-            self.bookmark.unpatch()
-        close_ring, self._close_ring = self._close_ring, None
-        if close_ring is not None:
-            close_ring()
-        tail, self._tail = self._tail, None
-        if tail is not None:
-            tail.close()
-        if self.ring_folder is not None:
-            from cudaassert_ipy.run import ranks
-
-            ranks.cleanup(self.ring_folder, os.environ)
-            self.ring_folder = None
 
     def _start_bookmark(self, module: types.ModuleType) -> None:
-        """Record each DataLoader's last batches, to name the dataset samples behind a failure."""
+        """Record each DataLoader's last batches, to name the dataset samples behind a failure (and behind a
+        validator's stop: the lookup the notebook installs too)."""
         from cudaassert_ipy.data.bookmark import Bookmark
+        from cudaassert_ipy.data.sample_lookup import install as name_samples
 
-        self.bookmark = Bookmark(BOOKMARK_BYTES)
-        self.bookmark.patch(module)
-        self.bookmark.ring = self._ring()
+        bookmark = Bookmark(self.options.bookmark_bytes)
+        bookmark.patch(module)
+        self._late.callback(bookmark.unpatch)
+        self.bookmark = bookmark
+        bookmark.ring = self._ring()
+        self._late.callback(name_samples(bookmark, _main_namespace))
 
     def _ring(self) -> Any:
         """A rank under a runner writes its last batches to disk too, for a death without Python (data/ring.py)."""
@@ -190,8 +232,13 @@ class Guard:
             import atexit
 
             atexit.register(written.close)  # leaving through Python: not a silent death
-            self._close_ring = written.close
-            if self.ring_folder is not None:  # this runner is rank 0 itself (Lightning): its children may kill it
+
+            def undo() -> None:
+                atexit.unregister(written.close)
+                written.close()
+
+            self._late.callback(undo)
+            if self._ranks is not None:  # this runner is rank 0 itself (Lightning): its children may kill it
                 self._start_tail()
 
         return ring.LazyRing(folder, opened)  # the rank is read at its first batch (Lightning sets it late)
@@ -200,13 +247,26 @@ class Guard:
         if not self.options.quiet:
             print(text, file=sys.stderr, flush=True)
 
-    def handle(self, exc: BaseException, tb: types.TracebackType | None) -> Diagnosis | None:
-        """After the traceback is printed: diagnose, report, write torchelastic's file. Never raises."""
+    def report(self, exc: BaseException, tb: types.TracebackType | None = None) -> Outcome:
+        """After the traceback is printed: the diagnosis of a CUDA failure, then the summary of the ranks that died
+        without Python (a launcher's failure). SystemExit asks only for the summary, KeyboardInterrupt for neither.
+        At most once per process; never raises."""
+        if isinstance(exc, KeyboardInterrupt):
+            self.outcome = Outcome(self.rank, exception=exc)
+            return self.outcome
+        stopped = isinstance(exc, SystemExit)
+        diagnosis, text = (None, "") if stopped else self._handle(exc, tb)
+        text = self._dead_ranks(None if stopped else exc, text)
+        self.outcome = Outcome(self.rank, diagnosis, text, None if stopped else exc)
+        return self.outcome
+
+    def _handle(self, exc: BaseException, tb: types.TracebackType | None) -> tuple[Diagnosis | None, str]:
+        """Diagnose, report, write torchelastic's file; (the diagnosis, the report's text). Never raises."""
         try:
-            return self._handle(exc, tb)
+            return self._diagnose_and_print(exc, tb)
         except Exception as failure:  # our failure must not cost the user their traceback or exit code
             print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(failure)), file=sys.stderr, flush=True)
-            return None
+            return None, ""
 
     def launched_exit(self, exc: BaseException) -> None:
         """A rank whose launcher caught its error (``mp.spawn``: the launching process reports from the wrapper, no
@@ -214,12 +274,9 @@ class Guard:
         try:
             from cudaassert_ipy.diagnose.pipeline import read_failure
 
-            text = ""
-            if self.tap is not None:
-                self.tap.drain()
-                text = self.tap.text_since((0,) * len(self.tap.taps))
+            text = self._tap_text()
             detection, sites = read_failure(exc, text)
-            if detection is not None and detection.launch is None and self.diagnosis is None:
+            if detection is not None and detection.launch is None and self.outcome.diagnosis is None:
                 self._print_checked(self._diagnose(detection, sites, text, _target_globals(exc.__traceback__)))
         except Exception:  # the launcher's own report stands without these lines
             return
@@ -232,21 +289,17 @@ class Guard:
         if kind is not None and self._checked:
             print("\n".join(tagged(kind, self._checked)), file=sys.stderr, flush=True)
 
-    def _handle(self, exc: BaseException, tb: types.TracebackType | None) -> Diagnosis | None:
+    def _diagnose_and_print(self, exc: BaseException, tb: types.TracebackType | None) -> tuple[Diagnosis | None, str]:
         from cudaassert_ipy.diagnose.pipeline import read_failure
 
-        text = ""
-        if self.tap is not None:
-            self.tap.drain()
-            text = self.tap.text_since((0,) * len(self.tap.taps))
+        text = self._tap_text()
         detection, sites = read_failure(exc, text)
         if detection is None:
-            return None
+            return None, ""
         diagnosis = self._diagnose(detection, sites, text)
-        self.diagnosis = diagnosis
-        self.report_text = self.render(diagnosis)
+        report_text = self.render(diagnosis)
         short = f"{PREFIX} {diagnosis.headline}\nFix: {diagnosis.fix}"
-        print(short if self.options.quiet else self.report_text, file=sys.stderr, flush=True)
+        print(short if self.options.quiet else report_text, file=sys.stderr, flush=True)
         if self.rank.distributed:  # for the process that launched this rank (a notebook)
             self._print_checked(diagnosis)
         error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
@@ -256,51 +309,46 @@ class Guard:
             from cudaassert_ipy.run import outputs
 
             callstack = "".join(traceback.format_exception(type(exc), exc, tb))
-            failed = outputs.write_error_file(error_file, outputs.error_file_data(exc, callstack, self.report_text))
+            failed = outputs.write_error_file(error_file, outputs.error_file_data(exc, callstack, report_text))
             if failed:
                 print(failed, file=sys.stderr, flush=True)
-        return diagnosis
+        return diagnosis, report_text
 
-    def report_dead_ranks(self, exc: BaseException | None) -> None:
+    def _dead_ranks(self, exc: BaseException | None, report_text: str) -> str:
         """After a launcher under this runner failed: the ranks that died without Python (run/ranks.py)."""
-        if self.ring_folder is None:
-            return
-        from cudaassert_ipy.run import ranks
-
+        part = self._ranks
+        if part is None:
+            return report_text
         try:
-            ranks.wait_for_rescue(self.ring_folder)  # a dead rank's helper forwards its last stderr into our tap
-            text = ""
-            if self.tap is not None:
-                self.tap.drain()
-                text = self.tap.text_since((0,) * len(self.tap.taps))
-            lines = ranks.summary(self.ring_folder, exc, text)
+            lines = part.summary(exc, self._tap_text)  # a dead rank's helper forwards its last stderr into our tap
         except Exception as e:  # the launcher's own error stands without this
             lines = [DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(e))]
-        if lines:
-            text = "\n".join(lines)
-            print(text, file=sys.stderr, flush=True)
-            ranks.mark_reported(self.ring_folder)
-            self.report_text = f"{self.report_text}\n{text}" if self.report_text else text
+        if not lines:
+            return report_text
+        text = "\n".join(lines)
+        print(text, file=sys.stderr, flush=True)
+        part.mark_reported()
+        return f"{report_text}\n{text}" if report_text else text
+
+    def _tap_text(self) -> str:
+        """Everything the tap has seen so far (its tail), once what waits in its pipes is read."""
+        if self.tap is None:
+            return ""
+        self.tap.drain()
+        return self.tap.text_since((0,) * len(self.tap.taps))
 
     def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str,
                   user_ns: dict[str, Any] | None = None) -> Diagnosis:
-        from cudaassert_ipy.diagnose.pipeline import diagnose_failure
+        from cudaassert_ipy.data.failure import explain_failure
 
         # the script's frame is in the traceback of the error that reached the top (a framework's cleanup may
         # have raised a later one while handling the first: detection.top)
         top = detection.top if detection.top is not None else detection.exception
         if user_ns is None:
             user_ns = _script_globals(top.__traceback__, self.user_files)
-        evidence, diagnosis = diagnose_failure(detection, sites, text, "", None, user_ns, self.user_files)
-        if self.bookmark is not None:  # the DataLoader's last batches: which dataset samples hold the bad values
-            from cudaassert_ipy.data.post_mortem import annotate
-
-            diagnosis, check = annotate(self.bookmark, diagnosis, evidence, user_ns or {})
-            self._checked = check.lines if check is not None else ()
-        if diagnosis.context_dead:
-            import dataclasses
-
-            diagnosis = dataclasses.replace(diagnosis, status=DEAD_PROCESS)
+        diagnosis, check = explain_failure(detection, sites, text, user_ns=user_ns, user_files=self.user_files,
+                                           bookmark=self.bookmark, dead_status=DEAD_PROCESS)
+        self._checked = check.lines if check is not None else ()
         return diagnosis
 
     def render(self, diagnosis: Diagnosis) -> str:
@@ -318,27 +366,57 @@ class Guard:
             lines.append(hint.format(prefix=PREFIX, target=self.target_label))
         return "\n".join(lines + list(self.notes))
 
-    def finish(self, exit_code: int, exc: BaseException | None = None, rerun: dict[str, Any] | None = None) -> None:
-        """The JSON report (when asked for), then the tap stops: every byte reaches the real stderr first."""
-        path = self.options.report_json
-        if path:
-            from cudaassert_ipy.run import outputs
+    def close(self, exit_code: int | None = None, rerun: dict[str, Any] | None = None) -> None:
+        """The JSON report (when asked for; ``exit_code`` None: no outcome to tell), then every start undone in
+        reverse, the tap first: every byte reaches the real stderr. Once per process; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.options.report_json and exit_code is not None:
+            write_report(self.options.report_json, self.outcome, exit_code, rerun)
+        self._stack.close()
 
-            data = outputs.report_data(self.diagnosis, self.rank, exit_code, self.report_text, exc, rerun)
-            failed = outputs.write_report_json(path, data)
-            if failed:
-                print(failed, file=sys.stderr, flush=True)
-        self.stop()
 
-    def exit_now(self, code: int) -> None:
-        """A failed rank leaves at once: its peers would otherwise wait for it in a collective."""
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # a closed stream must not keep the rank alive
-                pass
-        os._exit(code)
+def write_report(path: str, outcome: Outcome, exit_code: int, rerun: dict[str, Any] | None = None) -> None:
+    """``--report-json``: the outcome as JSON; a one-line message on stderr when it cannot be written."""
+    from cudaassert_ipy.run import outputs
 
+    data = outputs.report_data(outcome.diagnosis, outcome.rank, exit_code, outcome.report_text, outcome.exception,
+                               rerun)
+    failed = outputs.write_report_json(path, data)
+    if failed:
+        print(failed, file=sys.stderr, flush=True)
+
+
+def exit_now(code: int) -> None:
+    """A failed rank leaves at once: its peers would otherwise wait for it in a collective."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed stream must not keep the rank alive
+            pass
+    os._exit(code)
+
+
+def _setenv(stack: contextlib.ExitStack, key: str, value: str) -> None:
+    """Set ``key``; at close it gets its old value back, unless someone else changed it since."""
+    old = os.environ.get(key)
+    os.environ[key] = value
+
+    def restore() -> None:
+        if os.environ.get(key) != value:
+            return
+        if old is None:
+            del os.environ[key]
+        else:
+            os.environ[key] = old
+
+    stack.callback(restore)
+
+
+def _main_namespace() -> dict[str, Any]:
+    """The running script's globals, where its DataLoaders have names (the validators' sample lookup reads them)."""
+    return getattr(sys.modules.get("__main__"), "__dict__", {})
 
 def _target_globals(tb: types.TracebackType | None) -> dict[str, Any] | None:
     """A launcher target's module globals (its first frame outside the libraries), where its model and data live."""

@@ -12,7 +12,7 @@ import types
 from typing import Any, Callable
 
 from cudaassert_ipy.passthrough import hide_own_frames
-from cudaassert_ipy.run.guard import Guard, UserFiles
+from cudaassert_ipy.run.guard import Guard, MainFiles, exit_now
 from cudaassert_ipy.run.options import RunOptions
 
 __all__ = ["install", "installed", "report_last_at_exit", "uninstall"]
@@ -29,7 +29,7 @@ def install(options: RunOptions | None = None) -> Guard:
     guard = installed()
     if guard is not None:
         return guard
-    guard = Guard(options or RunOptions.from_env())
+    guard = Guard(options or RunOptions.from_env(), user_files=MainFiles())
     guard.start()
     previous = sys.excepthook
 
@@ -40,12 +40,10 @@ def install(options: RunOptions | None = None) -> Guard:
         previous(exc_type, exc, tb)
         if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: Python's behaviour only
             return
-        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-        guard.user_files = UserFiles(main_file or (sys.argv[0] if sys.argv else ""))
-        guard.handle(exc, tb)
-        guard.finish(1, exc)
-        if guard.diagnosis is not None and guard.rank.distributed:
-            guard.exit_now(1)
+        outcome = guard.report(exc, tb)
+        guard.close(1)
+        if outcome.diagnosis is not None and outcome.rank.distributed:
+            exit_now(1)
 
     setattr(excepthook, _ATTR, guard)
     excepthook.__cudaassert_launched__ = _watch_launched_exit(guard)  # type: ignore[attr-defined]  # its undo
@@ -90,7 +88,7 @@ def uninstall() -> None:
     previous: Callable[..., Any] = getattr(hook, "__cudaassert_previous__", sys.__excepthook__)
     sys.excepthook = previous
     getattr(hook, "__cudaassert_launched__", lambda: None)()
-    guard.stop()
+    guard.close()
 
 
 def report_last_at_exit() -> None:
@@ -101,9 +99,7 @@ def report_last_at_exit() -> None:
         guard, exc = installed(), getattr(sys, "last_value", None)
         if guard is None or not isinstance(exc, Exception):
             return
-        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-        guard.user_files = UserFiles(main_file or (sys.argv[0] if sys.argv else ""))
-        guard.handle(exc, exc.__traceback__)
-        guard.finish(1, exc)
+        guard.report(exc, exc.__traceback__)
+        guard.close(1)
 
     atexit.register(report)

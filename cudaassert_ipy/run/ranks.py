@@ -11,20 +11,22 @@ rank died, by what signal, why, and which samples its last batches held.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import shutil
 import signal
-import tempfile
 import time
-from typing import Any, MutableMapping
+from typing import TYPE_CHECKING, Any, Callable, MutableMapping, Sequence
 
+from cudaassert_ipy import job_folder
 from cudaassert_ipy.data import ring
+from cudaassert_ipy.job_folder import cleanup, mark_reported, prepare, reported
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.capture.fd_tap import FdTap
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "cleanup", "mark_reported", "prepare", "reported",
-           "runner_killed", "summary", "wait_for_rescue"]
+__all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "DeadRanks", "cleanup", "mark_reported", "prepare",
+           "reported", "runner_killed", "summary", "wait_for_rescue"]
 
 DIED = "{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) died {how} without a Python traceback: {why}"
 LAST = "{prefix}   its last batches, latest first (written by its DataLoader bookmark as it went): {batches}"
@@ -49,40 +51,8 @@ UNKNOWN = "it never reached Python's exit (the launcher gave no exit code for it
 _WATCHDOG = re.compile(r"(?:\[PG [^\]]*?Rank (\d+)\] )?Process group watchdog thread terminated with exception: "
                        r"([^\n]*)")
 _SHOWN = 3  # batches named per rank
-_REPORTED = "reported"
+_WATCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watcher.py")  # run by path: it imports us
 _RESCUE_S = 3.0  # how long the summary waits for a dead rank's helper to forward its last stderr
-
-
-def prepare(environ: MutableMapping[str, str]) -> str | None:
-    """A private folder for the children's rings; None inside a rank (its launcher's runner owns the folder)."""
-    if environ.get(ring.ENV) or environ.get("RANK") is not None:
-        return None
-    try:
-        folder = tempfile.mkdtemp(prefix="cudaassert-ranks-")
-    except OSError:
-        return None
-    environ[ring.ENV] = folder
-    return folder
-
-
-def cleanup(folder: str | None, environ: MutableMapping[str, str]) -> None:
-    if folder:
-        shutil.rmtree(folder, ignore_errors=True)
-        if environ.get(ring.ENV) == folder:
-            del environ[ring.ENV]
-
-
-def mark_reported(folder: str) -> None:
-    """The runner printed its summary: its watcher must not print it again if the runner is killed right after."""
-    try:
-        with open(os.path.join(folder, _REPORTED), "w"):
-            pass
-    except OSError:
-        pass
-
-
-def reported(folder: str) -> bool:
-    return os.path.exists(os.path.join(folder, _REPORTED))
 
 
 def runner_killed(pid: int, code: int | None) -> str:
@@ -90,13 +60,61 @@ def runner_killed(pid: int, code: int | None) -> str:
     return RUNNER_KILLED.format(prefix=PREFIX, pid=pid, how=_how(code, None)[0] if code is not None else "by a signal")
 
 
+class DeadRanks:
+    """The rank-death machinery of a runner that launches a job, as one part with a provisioner's shape: ``prepare``
+    the job folder (named in the children's environment), ``attach`` the runner's own helper (it summarises if the
+    runner itself is killed) and the stderr tail it reads then, ``summary`` after the launcher failed, ``cleanup``.
+    The runner's Guard pushes each undo on its cleanup stack; its watcher (run/watcher.py) uses the same part."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    @classmethod
+    def prepare(cls, environ: MutableMapping[str, str]) -> DeadRanks | None:
+        """None inside a rank (its launcher's runner owns the folder) or where no folder can be made."""
+        folder = job_folder.prepare(environ)
+        return cls(folder) if folder is not None else None
+
+    def attach(self, channels: Sequence[tuple[int, int, int]], report_json: str | None) -> int | None:
+        """Start the runner's rescue helper as run/watcher.py (capture/rescue.spawn); its pid, None if it did not."""
+        from cudaassert_ipy.capture import rescue
+
+        return rescue.spawn(channels, self.folder, _WATCHER, [report_json or ""])
+
+    def keep_tail(self, tap: FdTap) -> Callable[[], None] | None:
+        """Mirror fd 2's tap into the folder's tail file, for the watcher; returns the tail's close (after the tap
+        stopped), None where it cannot be kept."""
+        from cudaassert_ipy.capture import rescue
+
+        try:
+            tail = rescue.TailFile(job_folder.tail_path(self.folder))
+        except (OSError, ValueError):
+            return None
+        tap.set_mirror(tail.write, tail.size)
+        return tail.close
+
+    def summary(self, error: BaseException | None, text: Callable[[], str]) -> list[str]:
+        """The lines for the ranks that died without Python; ``text``: the runner's stderr, read once their helpers
+        forwarded what the ranks' pipes still held."""
+        wait_for_rescue(self.folder)
+        return summary(self.folder, error, text())
+
+    def mark_reported(self) -> None:
+        job_folder.mark_reported(self.folder)
+
+    def was_reported(self) -> bool:
+        return job_folder.reported(self.folder)
+
+    def cleanup(self, environ: MutableMapping[str, str]) -> None:
+        job_folder.cleanup(self.folder, environ)
+
+
 def wait_for_rescue(folder: str, timeout: float = _RESCUE_S) -> None:
     """Wait until each rank that died without Python has its helper's death file (capture/rescue.py): written
     after the helper forwarded the bytes the rank's pipes still held, so they are in our stderr by then."""
-    from cudaassert_ipy.capture.rescue import read_death
-
+    read_death = job_folder.read_death
     deadline = time.monotonic() + timeout
-    for path in glob.glob(os.path.join(folder, "*.ring")):
+    for path in job_folder.ring_paths(folder):
         data = ring.read(path)
         if data is None or data.exited:
             continue
@@ -108,13 +126,12 @@ def summary(folder: str | None, error: BaseException | None, text: str) -> list[
     """The lines for every rank that died without Python (empty when none did)."""
     if not folder:
         return []
-    from cudaassert_ipy.capture.rescue import read_death
-
+    read_death = job_folder.read_death
     codes = _exit_codes(error)
     deaths: dict[int, float] = {}
     watchdog = _watchdog_lines(text)
     lines: list[str] = []
-    rings = [r for r in (ring.read(p) for p in glob.glob(os.path.join(folder, "*.ring"))) if r is not None]
+    rings = [r for r in (ring.read(p) for p in job_folder.ring_paths(folder)) if r is not None]
     dead = []
     for data in sorted(rings, key=lambda r: (r.rank, r.pid)):
         if data.exited or _alive(data.pid):

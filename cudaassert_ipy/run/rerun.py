@@ -22,10 +22,12 @@ import sys
 import tempfile
 from typing import Any
 
+from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.run.guard import Guard
+from cudaassert_ipy.run.guard import Outcome, exit_now, write_report
 from cudaassert_ipy.run.options import CHILD_ENV, RERUN_ENV, RunOptions
 from cudaassert_ipy.run.rank import RankInfo
+from cudaassert_ipy.run.session import execute
 from cudaassert_ipy.run.target import Target
 from cudaassert_ipy.wording import PREFIX
 
@@ -48,16 +50,13 @@ NO_RESTARTS = (
 
 
 def run_with_rerun(options: RunOptions, target: Target) -> int:
-    from cudaassert_ipy.run.cli import execute
-
     rank = RankInfo.from_env()
     if rank.torchrun:
         return _torchrun(options, target, rank)
-    first = options._replace(report_json=None)
-    code, guard = execute(first, target)
-    guard.finish(code, guard.exception)
-    if guard.diagnosis is None or guard.diagnosis.kind == "validator":
-        _final_json(options, guard, code, None)
+    first = options._replace(report_json=None)  # the JSON report comes once, after the rerun
+    code, outcome = execute(first, target)
+    if outcome.diagnosis is None or outcome.diagnosis.kind == "validator":
+        _final_json(options, outcome, code, None)
         return code
     print(RERUN_BANNER.format(prefix=PREFIX, target=target.label), file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="cudaassert-rerun-") as tmp:
@@ -69,9 +68,9 @@ def run_with_rerun(options: RunOptions, target: Target) -> int:
         env[RERUN_ENV] = "1"
         second = subprocess.run([sys.executable, "-m", "cudaassert_ipy", *flags, *where, *target.args], env=env)
         data = _read(report)
-    summary = combined(guard.diagnosis, data, second.returncode)
+    summary = combined(outcome.diagnosis, data, second.returncode)
     print(summary, file=sys.stderr, flush=True)
-    _final_json(options, guard, second.returncode, {"exit_code": second.returncode, "report": data})
+    _final_json(options, outcome, second.returncode, {"exit_code": second.returncode, "report": data})
     return second.returncode
 
 
@@ -103,10 +102,9 @@ def _read(path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _final_json(options: RunOptions, guard: Guard, code: int, rerun: dict[str, Any] | None) -> None:
+def _final_json(options: RunOptions, outcome: Outcome, code: int, rerun: dict[str, Any] | None) -> None:
     if options.report_json:
-        guard.options = guard.options._replace(report_json=options.report_json)
-        guard.finish(code, guard.exception, rerun)
+        write_report(options.report_json, outcome, code, rerun)
 
 
 def _state_dir(rank: RankInfo) -> str:
@@ -118,11 +116,9 @@ def _state_dir(rank: RankInfo) -> str:
 
 
 def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
-    from cudaassert_ipy.run.cli import execute
-
     state = _state_dir(rank)
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
-    firsts = sorted(os.listdir(state)) if restarted and os.path.isdir(state) else []
+    firsts = sorted(n for n in os.listdir(state) if n.endswith(".json")) if restarted and os.path.isdir(state) else []
     opts = options
     notes: tuple[str, ...] = ()
     if firsts:
@@ -131,20 +127,19 @@ def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
             print(RERUN_BANNER.format(prefix=PREFIX, target=target.label), file=sys.stderr, flush=True)
         first = _read(os.path.join(state, f"rank{rank.rank}.json" if f"rank{rank.rank}.json" in firsts else firsts[0]))
         notes = (FIRST_RUN.format(prefix=PREFIX, headline=first.get("headline", "")),) if first else ()
-    code, guard = execute(opts, target, notes)  # the rerun's report ends with the first run's headline
+    code, outcome = execute(opts, target, notes)  # the rerun's report ends with the first run's headline
     if firsts:  # the rerun is the last use of this rank's note; the directory goes with the last note
         for path in (os.path.join(state, f"rank{rank.rank}.json"), state):
             with contextlib.suppress(OSError):
                 (os.rmdir if path == state else os.unlink)(path)
-    elif guard.diagnosis is not None and guard.diagnosis.kind != "validator":
+    elif outcome.diagnosis is not None and outcome.diagnosis.kind != "validator":
         restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0)
         if restarts < 1:
             print(NO_RESTARTS.format(prefix=PREFIX), file=sys.stderr, flush=True)
         elif not restarted:  # a note only where a restart will read it
             os.makedirs(state, mode=0o700, exist_ok=True)
-            with open(os.path.join(state, f"rank{rank.rank}.json"), "w", encoding="utf-8") as f:
-                json.dump(dataclasses.asdict(guard.diagnosis), f, default=str)
-    guard.finish(code, guard.exception)
-    if guard.diagnosis is not None:
-        guard.exit_now(code)
+            write_atomic(os.path.join(state, f"rank{rank.rank}.json"),  # whole or absent for the restarted rank
+                         json.dumps(dataclasses.asdict(outcome.diagnosis), default=str))
+    if outcome.diagnosis is not None:
+        exit_now(code)
     return code

@@ -23,20 +23,20 @@ __all__ = ["main", "summarize"]
 
 def summarize(death: Death, report: str | None) -> None:
     """The runner died by a signal before its summary: say what its ranks left on disk, then remove the folder."""
+    from cudaassert_ipy import job_folder
     from cudaassert_ipy.capture import rescue
     from cudaassert_ipy.run import ranks
 
-    folder = death.folder
-    if folder is None:
+    if death.folder is None:
         return
-    if ranks.reported(folder):  # the runner printed it, then was killed before it removed the folder
-        ranks.cleanup(folder, {})
+    part = ranks.DeadRanks(death.folder)
+    if part.was_reported():  # the runner printed it, then was killed before it removed the folder
+        part.cleanup({})
         return
     code = os.waitstatus_to_exitcode(death.status) if death.status is not None else None
-    ranks.wait_for_rescue(folder)
-    text = (rescue.read_tail(os.path.join(folder, rescue.TAIL_NAME)) + death.rescued).decode("utf-8", "replace")
-    lines = ranks.summary(folder, None, text)
-    ranks.cleanup(folder, {})
+    tail = job_folder.tail_path(part.folder)
+    lines = part.summary(None, lambda: (rescue.read_tail(tail) + death.rescued).decode("utf-8", "replace"))
+    part.cleanup({})
     if not lines:  # no rank died without Python (a plain script that aborted): its own stderr says it all
         return
     text = "\n".join([ranks.runner_killed(death.pid, code), *lines])

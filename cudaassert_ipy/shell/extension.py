@@ -177,14 +177,13 @@ class Extension:
                           stderr_text: str) -> None:
         if not self.config.enabled:
             return
-        from cudaassert_ipy.diagnose.pipeline import diagnose_failure
+        from cudaassert_ipy.data.failure import explain_failure
 
-        evidence, diagnosis = diagnose_failure(detection, sites, stderr_text, source, execution_count,
-                                               self.shell.user_ns)
-        if self.bookmark is not None:  # name the dataset samples that hold the bad values
-            from cudaassert_ipy.data.post_mortem import annotate
-
-            diagnosis, self.samples = annotate(self.bookmark, diagnosis, evidence, self.shell.user_ns)
+        diagnosis, samples = explain_failure(detection, sites, stderr_text, source=source,
+                                             execution_count=execution_count, user_ns=self.shell.user_ns,
+                                             bookmark=self.bookmark)
+        if self.bookmark is not None:  # the dataset samples that hold the bad values
+            self.samples = samples
         self.last = diagnosis
         if diagnosis.context_dead:
             self.state.mark_dead(diagnosis, self.shell)
