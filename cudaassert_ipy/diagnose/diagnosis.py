@@ -12,6 +12,7 @@ from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, Cause, get_cause, match_assert, unknown_site_sentence
 from cudaassert_ipy.diagnose.causes.rules import RULES, Case, Finding, RuleEntry, find
 from cudaassert_ipy.diagnose.causes.texts import FOLLOW_ON, STICKY_TEXTS, Text, no_line_text
+from cudaassert_ipy.diagnose.culprit import Culprit
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.evidence import Evidence
 from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
@@ -52,6 +53,8 @@ class Diagnosis:
     samples: tuple[str, ...] = ()  # the DataLoader bookmark's lines: which dataset samples hold the bad values
     #: one line per later error that cleanup raised after the first one ("Lightning's teardown touched ...")
     follow_ons: tuple[str, ...] = ()
+    #: the object a fix changes (head, loss, embedding) with the facts the fix was worded from; fix/ reads it
+    culprit: Culprit | None = None
 
 
 def _sticky_text(message: str) -> Text:
@@ -99,8 +102,9 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     notes = [ASYNC_NOTE[det.kind]] if det.kind in ASYNC_NOTE else []
     finding, rule_notes = _run_rules(ev, which, rules)
     notes += rule_notes
+    culprit = None
     if finding is not None and (det.stop is None or finding.fix):
-        specific, likely_fix = finding.specific, finding.fix
+        specific, likely_fix, culprit = finding.specific, finding.fix, finding.culprit
         op = op or finding.op
         facts += finding.facts
     if det.stop is not None:
@@ -137,6 +141,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         cuda_device=_cuda_device(ev),
         likely_fix=likely_fix,
         follow_ons=ev.follow_ons,
+        culprit=culprit,
     )
 
 
