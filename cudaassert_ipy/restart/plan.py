@@ -117,6 +117,8 @@ class AppliedFix:
     ignore_index: int | None = None
     vocab_size: int | None = None
     full: bool = False  # run the whole failing cell again (the user asked), not one step on the failing batch
+    failing_number: int | None = None  # the cell that failed (patched, when it is the one that defined the culprit)
+    failing_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -272,4 +274,6 @@ def _fix(v: object) -> AppliedFix | None:
         raise PlanInvalid("'fix' is not an applied patch")
     return AppliedFix(_opt_int(v, "number"), _opt_str(v, "cell_id"), v["diff"], v["title"],
                       v.get("in_notebook") is True, _opt_str(v, "dataset"), _opt_int(v, "num_classes"),
-                      _opt_int(v, "ignore_index"), _opt_int(v, "vocab_size"), v.get("full") is True)
+                      _opt_int(v, "ignore_index"), _opt_int(v, "vocab_size"), v.get("full") is True,
+                      _opt_int(v, "failing_number"), v["failing_source"] if isinstance(v.get("failing_source"), str)
+                      else "")

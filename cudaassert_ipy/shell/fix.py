@@ -154,6 +154,8 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
           full: bool = False) -> Alternative:
     """Apply the chosen alternative's patch (the buttons and ``%cudaassert fix apply`` both come here)."""
     alt = _chosen(fix, choose)
+    d = ext.state.dead_since or ext.last
+    failing = ext.history.failing(d.cell if d is not None else None)
     patch = alt.patch
     assert patch is not None  # _chosen returns patched alternatives only
     try:
@@ -171,7 +173,9 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
 
         applied = AppliedFix(patch.number, patch.cell_id, patch.diff, alt.title, dataset=fix.dataset,
                              num_classes=fix.num_classes, ignore_index=fix.ignore_index,
-                             vocab_size=fix.vocab_size, full=full)
+                             vocab_size=fix.vocab_size, full=full,
+                             failing_number=failing.number if failing is not None else None,
+                             failing_source=failing.source if failing is not None else "")
         request_restart(ext, detect(ext.shell), Mode.DEBUG, fix=applied)
     return alt
 
@@ -202,8 +206,8 @@ def _one_batch(ns: dict[str, Any], plan: ResumePlan) -> Iterator[bool]:
 
 def verify(ext: Extension, plan: ResumePlan) -> str:
     """Preflight under the new facts, then the failing cell on one batch; prints and returns the outcome line."""
-    fix, failing = plan.fix, plan.failing
-    if fix is None or failing is None:
+    fix = plan.fix
+    if fix is None or not fix.failing_source.strip():
         return ""
     ns = ext.shell.user_ns
     n = 0
@@ -220,16 +224,16 @@ def verify(ext: Extension, plan: ResumePlan) -> str:
             return text
     with _one_batch(ns, plan) as shrunk:
         if not shrunk and not fix.full:
-            text = NOT_RUN.format(prefix=PREFIX, n=n, number=failing.number)
+            text = NOT_RUN.format(prefix=PREFIX, n=n, number=fix.failing_number)
             print(text)
             return text
-        result = ext.shell.run_cell(failing.source, store_history=False)
+        result = ext.shell.run_cell(fix.failing_source, store_history=False)
     error = result.error_in_exec or result.error_before_exec
     if error is not None:
-        text = NOT_ENOUGH.format(prefix=PREFIX, number=failing.number, error=error_line(error))
+        text = NOT_ENOUGH.format(prefix=PREFIX, number=fix.failing_number, error=error_line(error))
     elif n:
-        text = FIXED.format(prefix=PREFIX, number=failing.number, n=n)
+        text = FIXED.format(prefix=PREFIX, number=fix.failing_number, n=n)
     else:
-        text = FIXED_NO_DATA.format(prefix=PREFIX, number=failing.number)
+        text = FIXED_NO_DATA.format(prefix=PREFIX, number=fix.failing_number)
     print(text)
     return text
