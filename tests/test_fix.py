@@ -78,9 +78,9 @@ def test_the_apply_request_is_a_custom_mime_display_a_frontend_extension_reads(r
         bundles = [data for data, _ in ((o["data"], o) for o in shell.display_pub.outputs) if PATCH_MIME in data]
     finally:
         shell.display_pub = publisher
-    assert bundles == [{PATCH_MIME: {"cell_id": fix.cell_id, "execution_count": fix.execution_count,
-                                     "old_source": fix.old_source, "new_source": fix.new_source, "path": None,
-                                     "version": 1},
+    assert bundles == [{PATCH_MIME: {"cell_id": fix.cell_id, "diff": fix.diff, "execution_count": fix.execution_count,
+                                     "kind": "applied", "old_source": fix.old_source, "new_source": fix.new_source,
+                                     "path": None, "version": 1},
                         "text/plain": fix.new_source}]
 
 
@@ -129,3 +129,53 @@ def test_nothing_is_proposed_without_a_failure_and_says_why_in_one_line(loaded, 
     assert fix.safety == NONE and fix.alternatives == () and "\n" not in fix.why
     shell.run_line_magic("cudaassert", "fix")
     assert capsys.readouterr().out.strip() == f"[cudaassert] {fix.why}"
+
+
+def _bundles(shell, line: str) -> list[dict]:
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    publisher, shell.display_pub = shell.display_pub, CapturingDisplayPublisher()
+    try:
+        shell.run_line_magic("cudaassert", line)
+        return [o["data"] for o in shell.display_pub.outputs if PATCH_MIME in o["data"]]
+    finally:
+        shell.display_pub = publisher
+
+
+def test_the_proposal_the_buttons_render_is_a_bundle_beside_the_same_text(restart_ext, shell):
+    run_until_failure(shell, "02_kaggle_image_classifier.ipynb")
+    fix = cudaassert_ipy.proposed_fix()
+    (bundle,) = _bundles(shell, "fix")
+    from cudaassert_ipy.shell.fix import fix_text
+
+    assert bundle["text/plain"] == fix_text(fix)  # where no extension runs, `%cudaassert fix` reads as before
+    proposal = bundle[PATCH_MIME]
+    assert (proposal["kind"], proposal["version"], proposal["safety"], proposal["culprit"]) == (
+        "proposal", 1, DECISION, "model.head")
+    first, second = proposal["alternatives"]
+    assert (first["choose"], first["default"], first["title"]) == (1, True, fix.chosen.title)
+    assert first["patch"] == {**fix.patch.request(), "kind": "applied"} and first["patch"]["cell_id"] == fix.cell_id
+    assert (second["choose"], second["default"]) == (2, False)
+    assert json.loads(json.dumps(proposal)) == proposal  # plain JSON, as the kernel sends it
+
+
+def test_the_buttons_apply_run_the_magic_and_the_replay_then_trusts_the_notebook(restart_ext, shell, tmp_path,
+                                                                                  capsys):
+    ran = run_until_failure(shell, "02_kaggle_image_classifier.ipynb")
+    fix = cudaassert_ipy.proposed_fix()
+    (applied,) = _bundles(shell, "fix apply --choose 1 --restart --in-notebook")  # what the Apply buttons send
+    assert applied[PATCH_MIME] == fix.patch.request()
+    out = capsys.readouterr().out
+    assert "Patched cell" in out and "copy the patched cell" not in out
+    restart_in_process(shell, tmp_path)
+    shell.run_cell("print('next cell')", store_history=True)
+    out = capsys.readouterr().out
+    assert "the notebook still holds the old code" not in out
+    assert f"[cudaassert] fixed: cell [{ran[-1][0]}] ran to the end" in out
+
+
+def test_in_notebook_goes_with_fix_apply_only(restart_ext, shell):
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="--in-notebook only goes with `%cudaassert fix apply`"):
+        shell.run_line_magic("cudaassert", "fix --in-notebook")

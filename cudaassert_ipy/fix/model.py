@@ -56,9 +56,9 @@ class Patch:
     path: Optional[str] = None  # a file patch (a script, a data YAML)
 
     def request(self) -> dict[str, Any]:
-        """The apply request a frontend extension consumes (``PATCH_MIME``)."""
-        return {"cell_id": self.cell_id, "execution_count": self.number, "old_source": self.old_source,
-                "new_source": self.new_source, "path": self.path, "version": 1}
+        """The apply request a frontend extension consumes (``PATCH_MIME``, ``"kind": "applied"``)."""
+        return {"cell_id": self.cell_id, "diff": self.diff, "execution_count": self.number, "kind": "applied",
+                "new_source": self.new_source, "old_source": self.old_source, "path": self.path, "version": 1}
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,15 @@ class ProposedFix:
     num_classes: Optional[int] = None
     ignore_index: Optional[int] = None
     vocab_size: Optional[int] = None
+
+    def proposal(self) -> dict[str, Any]:
+        """The proposal a frontend extension shows with its Apply buttons (``PATCH_MIME``, ``"kind": "proposal"``):
+        each alternative by its ``--choose`` number, with its patch's request where it has one."""
+        alts = [{"choose": i, "default": self.default == i - 1, "evidence": a.evidence, "no_patch": a.no_patch,
+                 "patch": a.patch.request() if a.patch is not None else None, "title": a.title}
+                for i, a in enumerate(self.alternatives, 1)]
+        return {"alternatives": alts, "culprit": self.culprit, "kind": "proposal", "safety": self.safety,
+                "version": 1, "why": self.why}
 
     @property
     def chosen(self) -> Optional[Alternative]:

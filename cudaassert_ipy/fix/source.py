@@ -117,5 +117,7 @@ def apply_edits(edits: list[Edit]) -> str:
 
 
 def unified_diff(old: str, new: str, name: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        fromfile=f"a/{name}", tofile=f"b/{name}", n=2))
+    """Lines compared without their ends: a cell's last line has no newline, and would run into the next one."""
+    lines = difflib.unified_diff(old.splitlines(), new.splitlines(), fromfile=f"a/{name}", tofile=f"b/{name}", n=2,
+                                 lineterm="")
+    return "".join(line + "\n" for line in lines)

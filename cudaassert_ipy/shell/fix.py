@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from cudaassert_ipy.restart.plan import ResumePlan
     from cudaassert_ipy.shell.extension import Extension
 
-__all__ = ["FixError", "apply", "fix_text", "proposed", "proposed_fix", "verify"]
+__all__ = ["FixError", "apply", "fix_text", "proposed", "proposed_fix", "show", "verify"]
 
 NO_FAILURE = "no patch: no CUDA failure has been diagnosed in this kernel yet"
 CHOOSE = ("The data does not decide: choose an alternative with `%cudaassert fix apply --choose N` "
@@ -29,7 +29,7 @@ NO_PATCH_CHOSEN = "Alternative {n} has no patch ({why}); nothing was applied."
 EDITED = "Cell [{number}] ran again or changed since the patch was proposed: run `%cudaassert fix` again."
 APPLIED = ("{prefix} Patched cell [{number}] in this kernel's history: a restart replays the patched code. "
            "{where}")
-IN_NOTEBOOK = "The notebook's cell is edited too where the cudaassert frontend extension runs."
+IN_NOTEBOOK = "In JupyterLab and Notebook 7 the patch's Apply buttons edit the notebook's cell too (undo reverts it)."
 COPY = "Where no frontend edits notebooks (Colab, Kaggle, VS Code, a batch run), copy the patched cell into it."
 FIXED = "{prefix} fixed: cell [{number}] ran to the end with validators on, and all {n} samples are in range."
 FIXED_NO_DATA = "{prefix} fixed: cell [{number}] ran to the end with validators on."
@@ -134,6 +134,17 @@ def fix_text(fix: ProposedFix) -> str:
     return "\n".join(lines)
 
 
+def show(fix: ProposedFix) -> None:
+    """``%cudaassert fix``: the text, and beside it the proposal the frontend extension renders with its Apply
+    buttons (a bundle: where no extension runs, the text alone shows)."""
+    if not any(a.patch is not None for a in fix.alternatives):
+        print(fix_text(fix))
+        return
+    from cudaassert_ipy.view.display import display
+
+    display({PATCH_MIME: fix.proposal(), "text/plain": fix_text(fix)}, raw=True)
+
+
 def _chosen(fix: ProposedFix, choose: int | None) -> Alternative:
     if fix.safety == NONE:
         raise FixError(fix.why)
@@ -151,8 +162,11 @@ def _chosen(fix: ProposedFix, choose: int | None) -> Alternative:
 
 
 def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: bool = False,
-          full: bool = False) -> Alternative:
-    """Apply the chosen alternative's patch (the buttons and ``%cudaassert fix apply`` both come here)."""
+          full: bool = False, in_notebook: bool = False) -> Alternative:
+    """Apply the chosen alternative's patch (the buttons and ``%cudaassert fix apply`` both come here).
+
+    ``in_notebook``: the frontend extension's buttons ran this and edit the notebook's cell once the apply
+    request below arrives, so the replay does not say the notebook holds the old code."""
     alt = _chosen(fix, choose)
     d = ext.state.dead_since or ext.last
     failing = ext.history.failing(d.cell if d is not None else None)
@@ -165,7 +179,8 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
     from cudaassert_ipy.view.display import display
 
     display({PATCH_MIME: patch.request(), "text/plain": patch.new_source}, raw=True)
-    print(APPLIED.format(prefix=PREFIX, number=patch.number, where=f"{IN_NOTEBOOK} {COPY}"))
+    print(APPLIED.format(prefix=PREFIX, number=patch.number, where="" if in_notebook else f"{IN_NOTEBOOK} {COPY}")
+          .rstrip())
     if restart:
         from cudaassert_ipy.restart.frontend import detect
         from cudaassert_ipy.restart.plan import AppliedFix, Mode
@@ -173,7 +188,7 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
 
         applied = AppliedFix(patch.number, patch.cell_id, patch.diff, alt.title, dataset=fix.dataset,
                              num_classes=fix.num_classes, ignore_index=fix.ignore_index,
-                             vocab_size=fix.vocab_size, full=full,
+                             vocab_size=fix.vocab_size, full=full, in_notebook=in_notebook,
                              failing_number=failing.number if failing is not None else None,
                              failing_source=failing.source if failing is not None else "")
         request_restart(ext, detect(ext.shell), Mode.DEBUG, fix=applied)

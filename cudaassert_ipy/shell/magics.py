@@ -73,6 +73,8 @@ class CudaAssertMagics(Magics):
               "validators on, and verify (preflight, one step on the failing batch)")
     @argument("--full", action="store_true", help="fix apply --restart: run the whole failing cell again, not one "
               "step on the failing batch")
+    @argument("--in-notebook", action="store_true", help="fix apply: the frontend extension's buttons edit the "
+              "notebook's cell too (they pass this; the replay then does not say the notebook holds the old code)")
     @argument("--choose", type=int, default=None, metavar="N", help="fix apply: apply alternative N (when the data "
               "does not decide)")
     @argument("--log", default=None, metavar="PATH", help="explain: explain the assertions and CUDA errors in a "
@@ -85,9 +87,9 @@ class CudaAssertMagics(Magics):
                         if getattr(args, o) not in (False, None)]
         if restart_only and args.verb != "restart":
             raise UsageError(f"--{restart_only[0].replace('_', '-')} only goes with `%cudaassert restart`.")
-        fix_only = [o for o in ("restart", "full", "choose") if getattr(args, o) not in (False, None)]
+        fix_only = [o for o in ("restart", "full", "choose", "in_notebook") if getattr(args, o) not in (False, None)]
         if fix_only and not (args.verb == "fix" and args.value == "apply"):
-            raise UsageError(f"--{fix_only[0]} only goes with `%cudaassert fix apply`.")
+            raise UsageError(f"--{fix_only[0].replace('_', '-')} only goes with `%cudaassert fix apply`.")
         if args.verb == "fix":
             from cudaassert_ipy.shell import fix
 
@@ -96,10 +98,10 @@ class CudaAssertMagics(Magics):
                                  "`%cudaassert fix apply [--restart]`.")
             proposed = fix.proposed(self.ext)
             if args.value != "apply":
-                print(fix.fix_text(proposed))
+                fix.show(proposed)
                 return
             try:
-                fix.apply(self.ext, proposed, args.choose, args.restart, args.full)
+                fix.apply(self.ext, proposed, args.choose, args.restart, args.full, args.in_notebook)
             except fix.FixError as e:
                 raise UsageError(str(e)) from None
             return
