@@ -63,8 +63,10 @@ const MSG = {
   edit: 'Edited {cell} (Undo reverts it).'
 };
 
+/** One line of the status: the template filled, starting with a capital ("Cell [2] was edited ..."). */
 function fill(template: string, values: Record<string, string>): string {
-  return template.replace(/\{(\w+)\}/g, (_, k: string) => values[k] ?? '');
+  const line = template.replace(/\{(\w+)\}/g, (_, k: string) => values[k] ?? '');
+  return line.charAt(0).toUpperCase() + line.slice(1);
 }
 
 /** Where a check refuses: the one line to show, or null when the edit may go ahead. */
