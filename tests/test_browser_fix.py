@@ -11,6 +11,7 @@ and the next cell replays the patched setup and reports "fixed". The failure is 
 from __future__ import annotations
 
 import time
+import urllib.error
 
 import pytest
 from helpers.browser_harness import JUPYTERLAB, NOTEBOOK7, WebApp, lab_server, notebook_page, wait_idle
@@ -34,9 +35,10 @@ WIDE = HEAD.replace("nn.Linear(32, 3)", "nn.Linear(32, 4)")
 FIXED = "[cudaassert] fixed: cell [4] ran to the end with validators on, and all 40 samples are in range."
 
 
-def fix_notebook(locked: int | None = None):
-    """``locked``: the index in CELLS of a cell marked read-only (``"editable": false``)."""
-    cells = [new_markdown_cell("# A head one class short"), *map(new_code_cell, CELLS)]
+def fix_notebook(locked: int | None = None, last: str = CELLS[-1]):
+    """``locked``: the index in CELLS of a cell marked read-only (``"editable": false``); ``last``: the cell after
+    the failing one."""
+    cells = [new_markdown_cell("# A head one class short"), *map(new_code_cell, [*CELLS[:-1], last])]
     if locked is not None:
         cells[1 + locked].metadata["editable"] = False
     return new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
@@ -48,8 +50,12 @@ def wait_saved(server, page, source: str, timeout: float = 20) -> None:
     only what the editor shows."""
     page.keyboard.press("Control+s")
     deadline = time.monotonic() + timeout
+    saved: object = None
     while True:
-        saved = server.rest("GET", f"api/contents/{NOTEBOOK}?content=1")["content"]["cells"][2]["source"]
+        try:
+            saved = server.rest("GET", f"api/contents/{NOTEBOOK}?content=1")["content"]["cells"][2]["source"]
+        except urllib.error.HTTPError as e:  # 500 "Unreadable Notebook": read while the server rewrites it in place
+            saved = e
         if saved == source:
             return
         if time.monotonic() > deadline:
@@ -162,3 +168,33 @@ def test_apply_refuses_a_cell_edited_since_and_a_read_only_one_and_applies_as_an
         expect(editor).to_contain_text("head = nn.Linear(32, 3)")
         wait_saved(server, page, HEAD)
         expect(page.locator(".jp-Dialog-content")).to_have_count(0)  # no restart
+
+
+def test_a_typed_fix_apply_edits_the_notebooks_cell_on_one_click(tmp_path):
+    from playwright.sync_api import expect
+
+    with lab_server(tmp_path / "home", NOTEBOOK, fix_notebook(last="%cudaassert fix apply")) as (server, _), \
+            notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}) as (page, left_ms):
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        defining, failing, typed = cells.nth(2), cells.nth(4), cells.nth(5)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        expect(failing.locator(".jp-Cell-outputArea")).to_contain_text("Target 3 is out of bounds.", timeout=left_ms())
+        wait_idle(page, left_ms)
+        typed.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        expect(typed.locator(".jp-Cell-outputArea")).to_contain_text("Patched cell [2] in this kernel's history",
+                                                                     timeout=left_ms())
+        applied = typed.locator(".cudaassert-fix")
+        expect(applied.locator(".cudaassert-fix-add")).to_have_text("+head = nn.Linear(32, 4)  # three classes, or so "
+                                                                    "we thought")
+        editor = defining.locator(".jp-InputArea-editor")
+        expect(editor).to_contain_text("head = nn.Linear(32, 3)")  # nothing happens without a click
+        applied.get_by_role("button", name="Edit cell [2] in the notebook").click()
+        expect(applied.locator(".cudaassert-fix-status")).to_have_text("Edited cell [2] (Undo reverts it).")
+        expect(editor).to_contain_text("head = nn.Linear(32, 4)")
+        wait_saved(server, page, WIDE)
+        editor.locator(".cm-content").click()
+        page.keyboard.press("Control+z")
+        expect(editor).to_contain_text("head = nn.Linear(32, 3)")
+        wait_saved(server, page, HEAD)
