@@ -23,6 +23,7 @@ __all__ = [
     "last_diagnosis",
     "load_ipython_extension",
     "preflight",
+    "proposed_fix",
     "unload_ipython_extension",
     "validators",
 ]
@@ -39,6 +40,7 @@ _LAZY = {
     "last_batches": "cudaassert_ipy.shell.batches",
     "bad_samples": "cudaassert_ipy.shell.batches",
     "failing_batch": "cudaassert_ipy.shell.batches",
+    "proposed_fix": "cudaassert_ipy.shell.fix_api",
 }
 
 

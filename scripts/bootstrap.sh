@@ -27,7 +27,7 @@ ensure_venv() {  # [PY=python] [TORCH_SPEC=spec] ensure_venv DIR EXTRAS [CONSTRA
     local stamp="$dir/.cudaassert-stamp"
     local want
     want="$(cat "$ROOT/pyproject.toml" ${cons:+"$ROOT/$cons"} | sha256sum | cut -c1-16) $("$PY" -V 2>&1) $TORCH_SPEC $extras"
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then link_labextension "$dir"; return 0; fi
     echo "[setup] building $1 ($("$PY" -V 2>&1), $TORCH_SPEC, [$extras]${cons:+, constraints $cons})" >&2
     [ -x "$dir/bin/python" ] || "$PY" -m venv "$dir"
     "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null 2> >(grep -v "^WARNING: Location" >&2)
@@ -40,7 +40,18 @@ ensure_venv() {  # [PY=python] [TORCH_SPEC=spec] ensure_venv DIR EXTRAS [CONSTRA
         # shellcheck disable=SC2086
         "$dir/bin/python" -m pip install -q -e "$ROOT[$extras]" $TORCH_SPEC 2> >(grep -v "^WARNING: Location" >&2)
     fi
+    link_labextension "$dir"
     echo "$want" > "$stamp"
+}
+
+link_labextension() {  # link_labextension DIR: JupyterLab and Notebook 7 in DIR load this checkout's prebuilt
+    # frontend (cudaassert_ipy/labextension, rebuilt by scripts/build-frontend.sh) rather than the copy an editable
+    # install made of it (what `jupyter labextension develop` does); a wheel install copies it, which is right there
+    local share="$1/share/jupyter/labextensions"
+    [ -L "$share/cudaassert-ipy" ] && return 0
+    mkdir -p "$share"
+    rm -rf "$share/cudaassert-ipy"
+    ln -s "$ROOT/cudaassert_ipy/labextension" "$share/cudaassert-ipy"
 }
 
 ensure_fw_venv() {  # .venv-fw: torch's default build (imports without a GPU, uses one where there is one) with

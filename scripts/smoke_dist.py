@@ -6,13 +6,15 @@
 2. ``%load_ext cudaassert`` in a real InteractiveShell, then a CPU twin (cross_entropy with label 7 of 5 classes)
    gets its report;
 3. ``python -m cudaassert_ipy explain LOG`` explains a saved log;
-4. the runner (``cudaassert-run`` and ``python -m cudaassert_ipy``) reports a failing script.
+4. the runner (``cudaassert-run`` and ``python -m cudaassert_ipy``) reports a failing script;
+5. the prebuilt frontend extension is where JupyterLab 4 and Notebook 7 look for it (no other install step).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -92,8 +94,23 @@ def cli(tmp: Path) -> None:
               done.stdout + done.stderr)
 
 
+def labextension() -> None:
+    from cudaassert_ipy.fix.model import PATCH_MIME
+
+    ext = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "cudaassert-ipy"
+    pkg = json.loads((ext / "package.json").read_text()) if (ext / "package.json").is_file() else {}
+    load = pkg.get("jupyterlab", {}).get("_build", {}).get("load", "")
+    check(pkg.get("name") == "cudaassert-ipy" and bool(load) and (ext / load).is_file(),
+          f"the labextension is installed under {ext.parent} (its remoteEntry: {load or 'missing'})")
+    check(json.loads((ext / "install.json").read_text()).get("packageName") == "cudaassert-ipy"
+          if (ext / "install.json").is_file() else False, "its install.json names the Python package")
+    bundle = "".join(p.read_text(errors="replace") for p in (ext / "static").glob("*.js"))
+    check(PATCH_MIME in bundle, f"its bundle renders {PATCH_MIME}")
+
+
 def main() -> None:
     installed()
+    labextension()
     shell()
     with tempfile.TemporaryDirectory() as tmp:
         cli(Path(tmp))

@@ -28,16 +28,17 @@ MAY_IMPORT: dict[str, set[str]] = {
     "diagnose": {"capture", "frameworks"},
     "checks": {"diagnose", "frameworks"},
     "data": {"diagnose", "checks", "frameworks"},  # data/loaders: made_by, class_names, frame_self
+    "fix": {"diagnose", "checks"},  # the culprit and the words; preflight's reader for the data's evidence
     "view": {"diagnose"},
     "restart": {"diagnose", "data", "view"},
     "run": {"capture", "diagnose", "checks", "data", "view"},
     "logs": {"capture", "diagnose", "view"},
-    "shell": {"capture", "diagnose", "checks", "data", "view", "restart", "logs"},
+    "shell": {"capture", "diagnose", "checks", "data", "fix", "view", "restart", "logs"},
 }
 #: bottom to top: every allowed edge points left (down), so the layers stay a stack however the table grows.
 #: run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
 #: the reverse, and they stay free of IPython (see the bare-import test below).
-ORDER = ["capture", "frameworks", "diagnose", "checks", "data", "view", "restart", "run", "logs", "shell"]
+ORDER = ["capture", "frameworks", "diagnose", "checks", "data", "fix", "view", "restart", "run", "logs", "shell"]
 BASE = {"wording", "atomic_file", "passthrough", "torch_compat", "job_folder"}
 #: entry points above every layer, imported by no layer: the package itself (the public API) and each module
 #: directly in it but the BASE ones (``__main__``, ``auto``, ...); layers are the subpackages

@@ -29,6 +29,7 @@ from cudaassert_ipy.diagnose.causes.texts import (
     Text,
     no_line_text,
 )
+from cudaassert_ipy.diagnose.culprit import Culprit
 from cudaassert_ipy.diagnose.detection import Kind
 from cudaassert_ipy.diagnose.evidence import Evidence
 from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
@@ -76,6 +77,8 @@ class Diagnosis:
     basis: str = ""
     #: when nothing decides: the likely causes, most common first, each with what to check
     candidates: tuple[str, ...] = ()
+    #: the object a fix changes (head, loss, embedding) with the facts the fix was worded from; fix/ reads it
+    culprit: Culprit | None = None
 
 
 def _sticky_text(message: str) -> Text:
@@ -134,8 +137,9 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
             finding, rule_notes = _run_rules(ev, which, rules)
         basis = f"a frame: {point.where}" if point.frame is not None else f"the error text ({point.point.id})"
     notes += rule_notes
+    culprit = None
     if finding is not None and (det.stop is None or finding.fix):
-        specific, likely_fix = finding.specific, finding.fix
+        specific, likely_fix, culprit = finding.specific, finding.fix, finding.culprit
         op = op or finding.op
         facts += finding.facts
         if finding.fix and det.stop is None:
@@ -186,6 +190,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         follow_ons=ev.follow_ons,
         basis=basis,
         candidates=candidates,
+        culprit=culprit,
     )
 
 

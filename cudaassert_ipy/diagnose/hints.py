@@ -445,7 +445,9 @@ def scatter_index(name: str, low: int, top: int, rows_of: str | None = None, row
 # Failure points read from a traceback's frames (diagnose/frame_points.py, data in causes/frame_points.json): the
 # fix in the words of the framework whose code the frame is in, keyed by the point's ``fix`` key. {bound}: " (512)"
 # when the error or the host facts named the number, else empty.
-# ==================================================================================================================
+# ===========================================================================================================
+
+
 FRAME_FIXES: dict[str, str] = {
     "truncate": (
         "truncate the inputs to the model's max_position_embeddings{bound}: tokenizer(..., truncation=True, "
@@ -567,3 +569,56 @@ def label_value(value: int) -> str:
     if value < 0:
         return LABEL_NEGATIVE.format(value=value) if value != -100 else NEGATIVE_LABELS
     return LABEL_TOO_BIG.format(value=value, more=value + 1)
+
+
+# ==================================================================================================================
+# Patches (fix/): the words of each alternative a proposed patch offers, the evidence that ranks it, and the code
+# it writes. The class-count words are the fix sentences' own (set_classes / GENERIC_CLASS_WORDS / HEAD_WORDS),
+# so the patch and the "Likely fix" say the same. Kept in its own section so that wording added above merges
+# cleanly.
+# ==================================================================================================================
+
+#: Each alternative's title; {set_classes}: the framework's words for giving the model {n} classes.
+PATCH_TITLES: dict[str, str] = {
+    "widen_head": "{set_classes}",
+    "ignore_index": "pass ignore_index={value} to the loss (the labels' {value} is not a class)",
+    "drop_rows": "drop the {count} bad row(s) of `{dataset}` ({rows})",
+    "shift_labels": "the labels are 1-based: subtract 1 from them (labels 0..{last})",
+    "bce_logits": BCE_LOGITS,
+    "resize_embeddings": TOKENIZER_RESIZE,
+}
+#: What the data says for (or against) an alternative.
+PATCH_EVIDENCE: dict[str, str] = {
+    "declared": "the data declares {declared} classes ({by}) and the labels stay below {declared}",
+    "void": "{value} appears in {count} mask(s) next to labels 0..{last}: VOC's 'void' border, not a class",
+    "one_based": "the labels run {low}..{top} and no sample has label 0",
+    "new_class": "label {top} is in {count} of {n} samples, as common as the other classes",
+    "names": "`{names}` lists {n} class names and sizes the head: label(s) {bad} have no name",
+    "handful": "{count} of {n} samples hold labels outside 0..{last} (rows {rows})",
+    "negative": "negative labels ({bad}) cannot be classes",
+    "logits": "the loss got values from {lo:.4g} to {hi:.4g}: raw logits, not probabilities",
+    "grew": "the tokenizer has {tokenizer_size} tokens, the embedding {num} rows",
+}
+#: Why a ranking was (or was not) made, and why nothing was proposed.
+PATCH_WHY: dict[str, str] = {
+    "decided": "the data decides: {evidence}",
+    "undecided": "the data does not decide between these: choose one (nothing is applied by default)",
+    "safe": "one meaning only: {evidence}",
+    "no_culprit": "no patch: the diagnosis names no object a patch could change ({title})",
+    "no_cell": "no patch: no cell of this kernel's history built `{name}` (defined in an imported module, or in a "
+               "cell since deleted?)",
+    "edited": "no patch: cell [{number}] was edited since it ran; run it again, then ask again",
+    "no_edit": "no patch: {what}",
+}
+#: The code a patch writes.
+PATCH_CODE: dict[str, str] = {
+    "resize": "{model}.resize_token_embeddings(len({tokenizer}))",
+    "drop_rows_torch": "{dataset} = torch.utils.data.Subset({dataset}, [i for i in range(len({dataset})) "
+                       "if i not in {rows}])  # cudaassert fix: drop the bad rows",
+    "drop_rows_hf": "{dataset} = {dataset}.select([i for i in range(len({dataset})) if i not in {rows}])"
+                    "  # cudaassert fix: drop the bad rows",
+    "ignore_index": "ignore_index={value}",
+    "mismatched": "ignore_mismatched_sizes=True",
+    "bce_module": "BCEWithLogitsLoss",
+    "bce_function": "binary_cross_entropy_with_logits",
+}

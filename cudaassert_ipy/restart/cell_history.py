@@ -170,6 +170,7 @@ class CellRecord:
     duration: float
     error: str | None = None  # "IndexError: Target 195 is out of bounds."
     replayed: bool = False
+    original: str | None = None  # the source as it ran, when a patch was applied since (``source`` is patched)
 
     @property
     def mark(self) -> str | None:
@@ -298,6 +299,18 @@ class CellHistory:
         from cudaassert_ipy.view.actions import ReplayChoice
 
         return [ReplayChoice(r.number or 0, r.first_line, r.duration, True) for r in self.plan(failing)]
+
+    def apply_patch(self, number: int | None, old: str, new: str) -> CellRecord:
+        """Replace the code of the newest record of cell [number] (a restart replays it patched); LookupError when
+        that cell's code is not ``old`` any more (it ran again, edited)."""
+        for rec in reversed(self.records):
+            if rec.number == number:
+                if rec.source != old:
+                    break
+                rec.original = rec.original if rec.original is not None else rec.source
+                rec.source = new
+                return rec
+        raise LookupError(number)
 
     def known_numbers(self) -> list[int]:
         return sorted({r.number for r in self.records if r.number is not None})

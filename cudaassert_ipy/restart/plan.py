@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Mapping, TypeGuard
 
-__all__ = ["PLAN_VERSION", "DiagnosisSummary", "FailingCell", "FrontendKind", "Mode", "Outcome", "PlanCell",
-           "PlanInvalid", "ResumePlan"]
+__all__ = ["PLAN_VERSION", "AppliedFix", "DiagnosisSummary", "FailingCell", "FrontendKind", "Mode", "Outcome",
+           "PlanCell", "PlanInvalid", "ResumePlan"]
 
 PLAN_VERSION = 2  # 2: typed plan (mode, frontend kind, failing_batch); version 1 plans are refused as invalid
 
@@ -103,6 +103,25 @@ class DiagnosisSummary:
 
 
 @dataclass(frozen=True)
+class AppliedFix:
+    """A patch applied before the restart (``%cudaassert fix apply --restart``): the replay runs the patched cell,
+    says that the notebook still holds the old code (unless a frontend applied it), then verifies."""
+
+    number: int | None  # the patched cell's In [n]
+    cell_id: str | None
+    diff: str
+    title: str  # the alternative applied, in words
+    in_notebook: bool = False  # a frontend extension applied the edit to the notebook document too
+    dataset: str | None = None  # what the verification's preflight scans, under the new facts
+    num_classes: int | None = None
+    ignore_index: int | None = None
+    vocab_size: int | None = None
+    full: bool = False  # run the whole failing cell again (the user asked), not one step on the failing batch
+    failing_number: int | None = None  # the cell that failed (patched, when it is the one that defined the culprit)
+    failing_source: str = ""
+
+
+@dataclass(frozen=True)
 class ResumePlan:
     key: str  # the plan file's key: kernel id, VS Code notebook hash, or terminal hash
     mode: Mode
@@ -119,6 +138,7 @@ class ResumePlan:
     failing_batch: tuple[str, tuple[int, ...]] | None = None  # (loader name, dataset indices): the bad batch
     writer_pid: int | None = None
     writer_start: str | None = None
+    fix: AppliedFix | None = None  # optional in the file: a plan without it is a plain restart
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -137,6 +157,7 @@ class ResumePlan:
                                                                        list(self.failing_batch[1])],
             "created": self.created, "expires": self.expires,
             "writer_pid": self.writer_pid, "writer_start": self.writer_start,
+            "fix": None if self.fix is None else dict(vars(self.fix)),
         }
 
     @classmethod
@@ -178,7 +199,7 @@ class ResumePlan:
             failing=_failing(data.get("failing")), diagnosis=_diagnosis(data.get("diagnosis")),
             failing_batch=_batch(data.get("failing_batch")),
             writer_pid=data["writer_pid"] if _is_int(data.get("writer_pid")) else None,
-            writer_start=_opt_str(data, "writer_start"),
+            writer_start=_opt_str(data, "writer_start"), fix=_fix(data.get("fix")),
         )
 
 
@@ -244,3 +265,15 @@ def _batch(v: object) -> tuple[str, tuple[int, ...]] | None:
             or not all(_is_int(i) for i in v[1])):
         raise PlanInvalid("'failing_batch' is not [loader name, [dataset indices]]")
     return v[0], tuple(v[1])
+
+
+def _fix(v: object) -> AppliedFix | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict) or not isinstance(v.get("diff"), str) or not isinstance(v.get("title"), str):
+        raise PlanInvalid("'fix' is not an applied patch")
+    return AppliedFix(_opt_int(v, "number"), _opt_str(v, "cell_id"), v["diff"], v["title"],
+                      v.get("in_notebook") is True, _opt_str(v, "dataset"), _opt_int(v, "num_classes"),
+                      _opt_int(v, "ignore_index"), _opt_int(v, "vocab_size"), v.get("full") is True,
+                      _opt_int(v, "failing_number"), v["failing_source"] if isinstance(v.get("failing_source"), str)
+                      else "")

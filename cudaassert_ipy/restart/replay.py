@@ -39,6 +39,8 @@ CPU_HINT = (" In CPU mode, code that asks for 'cuda' fails: use `device = 'cuda'
 RUN_ALL_SKIP = ("{prefix} You are running the setup cells yourself (this cell is [{number}] of the plan), so nothing "
                 "is replayed.")
 VALIDATORS_FAILED = "{prefix} The validators could not be turned on ({error}); the environment is set."
+OLD_CODE = ("{prefix} The replay ran the patched cell [{number}] ({title}); the notebook still holds the old code: "
+            "apply the patch there too (`%cudaassert fix` shows it).")
 INTERNAL = "{prefix} The replay itself failed ({error}); your cell runs as usual. Details: {log}"
 
 
@@ -74,6 +76,8 @@ class ReplayHost(Protocol):
     def config(self) -> PanelSetting: ...
 
     def set_validators(self, on: bool) -> None: ...
+
+    def verify_fix(self, plan: ResumePlan) -> None: ...
 
 
 def is_own_magic_cell(source: str) -> bool:
@@ -152,6 +156,12 @@ class Replayer:
         from cudaassert_ipy.view.display import display
 
         display(OnBanner(self.plan.mode.value, self.plan.failing_batch))
+        fix = self.plan.fix
+        if fix is not None:
+            if not fix.in_notebook:
+                print(OLD_CODE.format(prefix=PREFIX, number=fix.number, title=fix.title))
+            if self.resumed.report.get("ok", True):
+                self.host.verify_fix(self.plan)
         self.resumed.report["hook_seconds"] = time.perf_counter() - started  # validators' torch import included
 
     def _replay(self, cells: tuple[PlanCell, ...]) -> ReplayReport:

@@ -19,7 +19,15 @@ from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.restart import startup_stub
 from cudaassert_ipy.restart.cell_history import CellHistory, CellRecord, parse_cell_numbers
 from cudaassert_ipy.restart.frontend import Frontend, Verdict, check_server
-from cudaassert_ipy.restart.plan import DiagnosisSummary, FailingCell, FrontendKind, Mode, Outcome, ResumePlan
+from cudaassert_ipy.restart.plan import (
+    AppliedFix,
+    DiagnosisSummary,
+    FailingCell,
+    FrontendKind,
+    Mode,
+    Outcome,
+    ResumePlan,
+)
 from cudaassert_ipy.restart.plan_files import PlanError
 from cudaassert_ipy.view.actions import Action, ReplayChoice
 from cudaassert_ipy.wording import PREFIX
@@ -116,7 +124,7 @@ def _diagnosis_summary(d: Diagnosis | None) -> DiagnosisSummary | None:
 
 
 def build_plan(ext: Host, fe: Frontend, mode: Mode, cells: Sequence[CellRecord],
-               failing_batch: tuple[str, tuple[int, ...]] | None = None) -> ResumePlan:
+               failing_batch: tuple[str, tuple[int, ...]] | None = None, fix: AppliedFix | None = None) -> ResumePlan:
     failing = failing_record(ext)
     now = time.time()
     return ResumePlan(
@@ -125,7 +133,7 @@ def build_plan(ext: Host, fe: Frontend, mode: Mode, cells: Sequence[CellRecord],
         env=tuple(mode.env.items()), validators=mode.validators,
         failing=None if failing is None else FailingCell(failing.number, failing.cell_id, failing.source,
                                                          failing.error),
-        diagnosis=_diagnosis_summary(ext.state.dead_since or ext.last), failing_batch=failing_batch,
+        diagnosis=_diagnosis_summary(ext.state.dead_since or ext.last), failing_batch=failing_batch, fix=fix,
     )
 
 
@@ -171,7 +179,7 @@ def _feedback(button: Any, outcome: Outcome, message: str) -> None:
 
 def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
                     cells: Sequence[CellRecord] | None = None, button: Any = None,
-                    checker: Checker = check_server, keep: bool = True) -> Outcome:
+                    checker: Checker = check_server, keep: bool = True, fix: AppliedFix | None = None) -> Outcome:
     """Write the plan, then restart (or arm and explain). ``checker`` asks the server about this kernel's id.
     Cells marked keep are saved first (restored instead of replayed); ``keep=False`` replays them all."""
     fe = frontend
@@ -179,7 +187,7 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
         cells = ext.history.plan(failing_record(ext))
     from cudaassert_ipy.data.reproduce import plan_entry  # the failing batch's indices, when the bookmark found it
 
-    plan = build_plan(ext, fe, mode, cells, failing_batch=plan_entry(getattr(ext, "samples", None)))
+    plan = build_plan(ext, fe, mode, cells, failing_batch=plan_entry(getattr(ext, "samples", None)), fix=fix)
     notes = [plan_listing(mode, cells)]
     outcome = Outcome.RESTARTING if fe.restarts_itself else Outcome.ARMED
     armed_kind = fe.kind.value

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
     from cudaassert_ipy.diagnose.gpu_state import GpuState
+    from cudaassert_ipy.restart.plan import ResumePlan
     from cudaassert_ipy.restart.replay import Resumed
     from cudaassert_ipy.view.actions import Action
 
@@ -171,6 +172,12 @@ class Extension:
         from cudaassert_ipy.checks import disable_validators, enable_validators
 
         (enable_validators if on else disable_validators)()
+
+    def verify_fix(self, plan: ResumePlan) -> None:
+        """After a replay of a patched setup: preflight, then the failing cell on one batch (shell/fix.py)."""
+        from cudaassert_ipy.shell.fix import verify
+
+        verify(self, plan)
 
     # -- reporting ---------------------------------------------------------------------------
     def diagnose_and_show(self, detection: Detection, sites: list[AssertSite], source: str, execution_count: int | None,

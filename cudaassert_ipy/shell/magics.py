@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CudaAssertMagics", "status_text", "unregister_magics"]
 
-VERBS = ("status", "explain", "on", "off", "validators", "restart", "setup")
+VERBS = ("status", "explain", "on", "off", "validators", "restart", "setup", "fix")
 NO_DIAGNOSIS = "No CUDA failure has been diagnosed in this kernel yet."
 
 
@@ -69,6 +69,14 @@ class CudaAssertMagics(Magics):
     @argument("--normal", action="store_true", help="restart: back to normal speed (no blocking mode, no validators)")
     @argument("--no-replay", action="store_true", help="restart: restart only, replay no cells")
     @argument("--cells", default=None, help="restart: replay exactly these cells, e.g. --cells 2,3,5")
+    @argument("--restart", action="store_true", help="fix apply: then restart, replay the patched setup with "
+              "validators on, and verify (preflight, one step on the failing batch)")
+    @argument("--full", action="store_true", help="fix apply --restart: run the whole failing cell again, not one "
+              "step on the failing batch")
+    @argument("--in-notebook", action="store_true", help="fix apply: the frontend extension's buttons edit the "
+              "notebook's cell too (they pass this; the replay then does not say the notebook holds the old code)")
+    @argument("--choose", type=int, default=None, metavar="N", help="fix apply: apply alternative N (when the data "
+              "does not decide)")
     @argument("--log", default=None, metavar="PATH", help="explain: explain the assertions and CUDA errors in a "
               "saved log file instead (a Kaggle, torchrun or SLURM log); pasted text: %%%%cudaassert_explain")
     @line_magic
@@ -79,6 +87,24 @@ class CudaAssertMagics(Magics):
                         if getattr(args, o) not in (False, None)]
         if restart_only and args.verb != "restart":
             raise UsageError(f"--{restart_only[0].replace('_', '-')} only goes with `%cudaassert restart`.")
+        fix_only = [o for o in ("restart", "full", "choose", "in_notebook") if getattr(args, o) not in (False, None)]
+        if fix_only and not (args.verb == "fix" and args.value == "apply"):
+            raise UsageError(f"--{fix_only[0].replace('_', '-')} only goes with `%cudaassert fix apply`.")
+        if args.verb == "fix":
+            from cudaassert_ipy.shell import fix
+
+            if args.value not in (None, "show", "apply"):
+                raise UsageError(f"`%cudaassert fix {args.value}`: say `%cudaassert fix` (show the patch) or "
+                                 "`%cudaassert fix apply [--restart]`.")
+            proposed = fix.proposed(self.ext)
+            if args.value != "apply":
+                fix.show(proposed)
+                return
+            try:
+                fix.apply(self.ext, proposed, args.choose, args.restart, args.full, args.in_notebook)
+            except fix.FixError as e:
+                raise UsageError(str(e)) from None
+            return
         if args.log is not None and args.verb != "explain":
             raise UsageError("--log only goes with `%cudaassert explain`, e.g. `%cudaassert explain --log train.log`.")
         if args.verb in ("restart", "setup"):

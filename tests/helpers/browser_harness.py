@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from helpers.server_harness import Server, jupyter_server
+from helpers.server_harness import ROOT, Server, jupyter_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -30,6 +30,8 @@ THEMES = "@jupyterlab/apputils-extension/themes"
 LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False,
                                                                 "doNotDisturbMode": True}}
 LAB_ARGS = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
+#: the prebuilt frontend extension of this checkout (scripts/build-frontend.sh), what the wheel installs
+LABEXTENSION = ROOT / "cudaassert_ipy" / "labextension"
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,13 @@ def lab_server(home: Path, name: str, notebook: nbformat.NotebookNode, theme: st
         path.write_text(json.dumps(settings))
     (home / "root").mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, home / "root" / name)
+    # the server's own JUPYTER_DATA_DIR (server_harness.isolated_env) finds this checkout's build first, whatever
+    # the environment has installed, as `pip install` puts it under share/jupyter/labextensions/
+    assert (LABEXTENSION / "package.json").is_file(), "no prebuilt labextension: run scripts/build-frontend.sh"
+    link = home / "data" / "labextensions" / "cudaassert-ipy"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.exists():
+        link.symlink_to(LABEXTENSION, target_is_directory=True)
     with jupyter_server(home, app=app.module, args=LAB_ARGS, JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
                         JUPYTERLAB_WORKSPACES_DIR=str(home / "lab-workspaces"), **env) as server:
         session = server.rest("POST", "api/sessions", {"path": name, "type": "notebook", "name": name,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Protocol, Sequence, TypeVar
 
 if TYPE_CHECKING:
+    from cudaassert_ipy.diagnose.culprit import Culprit
     from cudaassert_ipy.diagnose.evidence import Evidence
     from cudaassert_ipy.diagnose.facts import ModuleFact
     from cudaassert_ipy.diagnose.hints import Facts
@@ -30,6 +31,7 @@ class Finding:
     facts: list[tuple[str, str]] = field(default_factory=list)
     op: str | None = None
     fix: str | None = None  # from hints: the same string the validators and preflight show
+    culprit: Optional[Culprit] = None  # what a patch would change (diagnose/culprit.py), when the rule knows
 
     @property
     def specific(self) -> str | None:

@@ -7,7 +7,8 @@ be probabilities in [0, 1], not logits: pass the raw logits to nn.BCEWithLogitsL
 from __future__ import annotations
 
 from cudaassert_ipy.diagnose import hints
-from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding
+from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, pick
+from cudaassert_ipy.diagnose.culprit import BCE, Culprit
 from cudaassert_ipy.diagnose.hints import BceFacts
 
 __all__ = ["bce"]
@@ -36,4 +37,8 @@ def bce(case: Case) -> Finding | None:
     if facts.has_nan:
         f.sentences.append(HAS_NAN.format(which=which))
     f.fix = hints.bce(facts) or None
+    losses = [m for m in pick(case.ev.losses, ("loss", "criterion"), case.ev.cell_source)
+              if m.type_name.startswith("BCE")]
+    f.culprit = Culprit(BCE, facts, loss=losses[0].name if losses else None,
+                        loss_type=losses[0].type_name if losses else None, op=f.op)
     return f

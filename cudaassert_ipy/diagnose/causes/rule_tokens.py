@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, pick, range_text
+from cudaassert_ipy.diagnose.culprit import TOKEN_IDS, Culprit
 from cudaassert_ipy.diagnose.hints import TokenFacts
 
 __all__ = ["token_ids"]
@@ -81,8 +82,12 @@ def token_ids(case: Case) -> Finding | None:
     if value is not None and not bad:
         bad = (value,)
     if num is not None and bad:
-        f.fix = hints.token_ids(TokenFacts(bad=bad, num_embeddings=num, tokenizer_size=tokenizer_size,
-                                           config_vocab=config_vocab)) or None
+        facts = TokenFacts(bad=bad, num_embeddings=num, tokenizer_size=tokenizer_size, config_vocab=config_vocab)
+        f.fix = hints.token_ids(facts) or None
+        same = emb is not None and emb.get("num_embeddings") == num
+        f.culprit = Culprit(TOKEN_IDS, facts, module=emb.name if same and emb else None,
+                            module_type=emb.type_name if same and emb else None, op=f.op,
+                            tokenizer=ev.tokenizers[0][0] if ev.tokenizers else None)
     if case.cause_id in _RENORM:
         max_norm = call.scalar("max_norm") if call is not None else None
         f.sentences.append(MAX_NORM.format(value=f" (max_norm={max_norm})" if max_norm is not None else ""))

@@ -1,0 +1,339 @@
+"""From a diagnosis's culprit to a proposed fix: the alternatives, each with its patch and the data's evidence,
+ranked when the data decides, and the safety class.
+
+Safe: one meaning only (the loss takes logits; the embedding follows a tokenizer that grew). Decision:
+the patch changes the label space or the data (widen the head, ignore a value, drop rows): the
+alternatives are offered side by side, the one the data decides for first; when nothing decides,
+there is no default. The words come from ``diagnose/hints.py`` (``PATCH_*``, ``set_classes``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Optional, Sequence
+
+from cudaassert_ipy.diagnose import hints
+from cudaassert_ipy.diagnose.culprit import BCE, CLASS_LABELS, TOKEN_IDS, Culprit
+from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+from cudaassert_ipy.diagnose.hints import BceFacts, LabelFacts, TokenFacts
+from cudaassert_ipy.fix.locate import History, Site
+from cudaassert_ipy.fix.model import DECISION, NONE, SAFE, Alternative, CellSource, LabelSurvey, Patch, ProposedFix
+from cudaassert_ipy.fix.source import Edit, Parsed, apply_edits, unified_diff, walk
+
+__all__ = ["propose"]
+
+HANDFUL = 0.01  # at most this share of the samples (or HANDFUL_ROWS) counts as "a handful of bad rows"
+HANDFUL_ROWS = 10
+_COUNT_ARG = {"Linear": (1, "out_features"), "Dense": (0, "units"), "LazyLinear": (0, "out_features")}
+
+
+def _none(why: str, culprit: str = "") -> ProposedFix:
+    return ProposedFix(NONE, why=why, culprit=culprit)
+
+
+def propose(diagnosis: Diagnosis, cells: Sequence[CellSource], survey: Optional[LabelSurvey] = None,
+            resizable: frozenset[str] = frozenset()) -> ProposedFix:
+    """The proposed fix for ``diagnosis`` over ``cells`` (oldest first, the failing cell last).
+
+    ``survey``: the whole training set's labels (a preflight scan), the data's evidence for a decision.
+    ``resizable``: the names whose object has ``resize_token_embeddings``.
+    """
+    c = diagnosis.culprit
+    if c is None:
+        return _none(hints.PATCH_WHY["no_culprit"].format(title=diagnosis.title))
+    history = History(cells)
+    if c.kind == BCE and isinstance(c.facts, BceFacts):
+        return _bce(c, c.facts, history)
+    if c.kind == TOKEN_IDS and isinstance(c.facts, TokenFacts):
+        return _tokens(c, c.facts, history, resizable)
+    if c.kind == CLASS_LABELS and isinstance(c.facts, LabelFacts):
+        return _labels(c, c.facts, history, survey)
+    return _none(hints.PATCH_WHY["no_culprit"].format(title=diagnosis.title))
+
+
+# -- patches ------------------------------------------------------------------------------------------------------
+def _patch(edits: list[Edit], why: str) -> Patch:
+    p = edits[0].parsed
+    new = apply_edits(edits)
+    cell = p.cell
+    name = cell.path or (f"cell[{cell.number}]" if cell.number is not None else "cell")
+    return Patch(cell.number, cell.cell_id, cell.source, new, unified_diff(cell.source, new, name), why, cell.path)
+
+
+def _cell_name(p: Parsed) -> str:
+    return p.cell.path or (f"cell [{p.cell.number}]" if p.cell.number is not None else "this cell")
+
+
+def _why(p: Parsed, verb: str, name: str, code: str) -> str:
+    code = " ".join(code.split())
+    return f"{_cell_name(p)} {verb} `{name}` (`{code[:80]}`)"
+
+
+def _add_keyword(p: Parsed, call: Any, text: str) -> Edit:
+    """``f(a)`` -> ``f(a, text)``; ``f()`` -> ``f(text)``: right after the last argument's value."""
+    if call.args:
+        _, end = p.span(call.args[-1].value)
+        return Edit(p, end, end, ", " + text)
+    start, end = p.span(call)
+    close = p.cell.source.rindex(")", start, end)
+    return Edit(p, close, close, text)
+
+
+def _rename_call(p: Parsed, call: Any, new: str) -> Edit:
+    import libcst as cst
+
+    node = call.func.attr if isinstance(call.func, cst.Attribute) else call.func
+    start, end = p.span(node)
+    return Edit(p, start, end, new)
+
+
+def _insert_after(p: Parsed, node: Any, code: str) -> Edit:
+    """A new line after the top-level statement holding ``node``, at its indentation."""
+    stmt = next(s for s in p.module.body if any(n is node for n in walk(s)))
+    _, end = p.span(stmt)
+    source = p.cell.source
+    newline = source.find("\n", end)
+    if newline < 0:
+        return Edit(p, len(source), len(source), "\n" + code)
+    return Edit(p, newline + 1, newline + 1, code + "\n")
+
+
+def _op_sites(history: History, op: str) -> list[tuple[Parsed, Any]]:
+    """Calls of the functional ``op`` anywhere in the cells (inside functions too), newest cell first."""
+    import libcst as cst
+
+    out = []
+    for p in history.parsed(op):
+        out += [(p, n) for n in walk(p.module) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                and n.func.attr.value == op]
+    return out
+
+
+# -- BCE: logits into BCELoss ------------------------------------------------------------------------------------
+def _bce(c: Culprit, f: BceFacts, history: History) -> ProposedFix:
+    if f.argument != "input" or not (f.lo < 0 or f.hi > 1):
+        return _none(hints.PATCH_WHY["no_edit"].format(what="the targets are out of range; the data needs fixing, "
+                                                            "not the code"), c.loss or "")
+    evidence = hints.PATCH_EVIDENCE["logits"].format(lo=f.lo, hi=f.hi)
+    patch = None
+    if c.loss is not None:
+        site = history.module_site(c.loss)
+        if site is not None and (site.parsed.code(site.call.func).endswith("BCELoss")):
+            patch = _patch([_rename_call(site.parsed, site.call, hints.PATCH_CODE["bce_module"])],
+                           _why(site.parsed, "built", c.loss, site.text))
+    if patch is None:
+        sites = _op_sites(history, "binary_cross_entropy")
+        if sites:
+            p = sites[0][0]
+            calls = [n for q, n in sites if q is p]
+            patch = _patch([_rename_call(p, n, hints.PATCH_CODE["bce_function"]) for n in calls],
+                           _why(p, "calls", "binary_cross_entropy", p.code(calls[0])))
+    if patch is None:
+        return _none(hints.PATCH_WHY["no_cell"].format(name=c.loss or "binary_cross_entropy"), c.loss or "")
+    alt = Alternative("bce_logits", hints.PATCH_TITLES["bce_logits"], evidence, patch)
+    return ProposedFix(SAFE, (alt,), 0, hints.PATCH_WHY["safe"].format(evidence=evidence), c.loss or "")
+
+
+# -- token ids: the tokenizer grew -------------------------------------------------------------------------------
+def _tokens(c: Culprit, f: TokenFacts, history: History, resizable: frozenset[str]) -> ProposedFix:
+    import libcst as cst
+
+    if f.tokenizer_size is None or c.tokenizer is None or f.num_embeddings >= f.tokenizer_size or c.module is None:
+        return _none(hints.PATCH_WHY["no_edit"].format(what="the ids do not come from a tokenizer that grew past "
+                                                            "the embedding; where they come from decides the fix"),
+                     c.module or "")
+    model = c.module.split(".")[0]
+    if model not in resizable:
+        return _none(hints.PATCH_WHY["no_edit"].format(what=f"`{model}` has no resize_token_embeddings()"), model)
+    grew: list[tuple[tuple[int, int], Parsed, Any]] = []
+    for p in history.parsed(c.tokenizer):
+        for n in walk(p.module):
+            if (isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                    and n.func.attr.value in ("add_tokens", "add_special_tokens")
+                    and p.code(n.func.value) == c.tokenizer):
+                grew.append(((p.order, p.line_of(n)), p, n))
+    built = next(iter(history.assignments(model)), None)
+    places = grew[:1] + ([((built[0].order, built[0].line_of(built[1])), built[0], built[1])] if built else [])
+    if not places:
+        return _none(hints.PATCH_WHY["no_cell"].format(name=c.tokenizer), model)
+    _, p, node = max(places, key=lambda t: t[0])
+    code = hints.PATCH_CODE["resize"].format(model=model, tokenizer=c.tokenizer)
+    evidence = hints.PATCH_EVIDENCE["grew"].format(tokenizer_size=f.tokenizer_size, num=f.num_embeddings)
+    verb = "grew" if grew and p is grew[0][1] and node is grew[0][2] else "built"
+    patch = _patch([_insert_after(p, node, code)], _why(p, verb, c.tokenizer if verb == "grew" else model,
+                                                          p.code(node)))
+    title = hints.PATCH_TITLES["resize_embeddings"].format(tokenizer_size=f.tokenizer_size, num=f.num_embeddings)
+    alt = Alternative("resize_embeddings", title, evidence, patch)
+    return ProposedFix(SAFE, (alt,), 0, hints.PATCH_WHY["safe"].format(evidence=evidence), c.module,
+                       vocab_size=f.tokenizer_size)
+
+
+# -- class labels: head, ignore_index, rows ------------------------------------------------------------------------
+def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelSurvey]) -> ProposedFix:
+    alts: list[tuple[Alternative, str]] = []  # (alternative, the evidence that decides for it, "" when none)
+    too_big = [v for v in f.bad if v >= f.n_classes]
+    negative = [v for v in f.bad if v < 0]
+    last = f.n_classes - 1
+    dense_void = 255 in too_big and f.ignore_index != 255
+    if dense_void:
+        count = survey.count(255) if survey is not None else 0
+        ev = hints.PATCH_EVIDENCE["void"].format(value=255, count=count or "the", last=last) if f.dense else ""
+        alts.append((_ignore_alt(c, history, 255, ev), ev))
+    top = max((v for v in too_big if v != 255), default=None)
+    widen_site: Site | None = None
+    if top is not None:
+        n_new = f.declared if f.declared is not None and top < f.declared else top + 1
+        alt, widen_site = _widen_alt(c, f, history, n_new)
+        decides = ""
+        if f.declared is not None and top < f.declared:
+            decides = hints.PATCH_EVIDENCE["declared"].format(declared=f.declared, by=c.dataset or f.declared_by)
+        elif survey is not None and _common(survey, top, f.n_classes):
+            decides = hints.PATCH_EVIDENCE["new_class"].format(top=top, count=survey.count(top), n=survey.n_samples)
+        alts.append((alt if not decides else Alternative(alt.key, alt.title, decides, alt.patch, alt.no_patch),
+                     decides))
+        if survey is not None and top == f.n_classes and survey.count(0) == 0 and survey.count(1):
+            ev = hints.PATCH_EVIDENCE["one_based"].format(low=1, top=top)
+            alts.append((Alternative("shift_labels", hints.PATCH_TITLES["shift_labels"].format(last=last), ev,
+                                     no_patch="where the labels are made is not one call to edit"), ev))
+    if survey is not None and 0 < len(survey.bad_rows) <= max(HANDFUL_ROWS, HANDFUL * survey.n_samples):
+        negative = sorted({*negative, *(v for v, _ in survey.counts if v < 0 and v != f.ignore_index)})
+        alts.append(_drop_alt(c, f, history, survey, widen_site, negative, top))
+    if not alts:
+        return _none(hints.PATCH_WHY["no_edit"].format(what="no alternative fits these labels"), c.module or "")
+    ranked = sorted(range(len(alts)), key=lambda i: not alts[i][1])  # the ones the data decides for first
+    decided = [i for i in ranked if alts[i][1]]
+    alternatives = tuple(alts[i][0] for i in ranked)
+    default = 0 if len(decided) == 1 and alternatives[0].patch is not None else None
+    why = (hints.PATCH_WHY["decided"].format(evidence=alts[decided[0]][1]) if default is not None
+           else hints.PATCH_WHY["undecided"])
+    chosen = alternatives[default] if default is not None else None
+    n_classes = f.n_classes
+    if chosen is not None and chosen.key == "widen_head":
+        n_classes = f.declared if f.declared is not None and top is not None and top < f.declared else (top or 0) + 1
+    return ProposedFix(DECISION, alternatives, default, why, c.module or c.loss or "",
+                       dataset=survey.source if survey is not None else c.dataset, num_classes=n_classes,
+                       ignore_index=255 if chosen is not None and chosen.key == "ignore_index" else f.ignore_index)
+
+
+def _common(survey: LabelSurvey, top: int, n_classes: int) -> bool:
+    """Whether label ``top`` is about as common as the valid classes (a class of its own, not a stray row)."""
+    valid = [survey.count(v) for v in range(n_classes) if survey.count(v)]
+    return bool(valid) and survey.count(top) >= 0.5 * statistics.median(valid)
+
+
+def _ignore_alt(c: Culprit, history: History, value: int, evidence: str) -> Alternative:
+    title = hints.PATCH_TITLES["ignore_index"].format(value=value)
+    code = hints.PATCH_CODE["ignore_index"].format(value=value)
+    if c.loss is not None:
+        site = history.module_site(c.loss)
+        if site is not None:
+            return Alternative("ignore_index", title, evidence,
+                               _patch([_add_keyword(site.parsed, site.call, code)],
+                                      _why(site.parsed, "built", c.loss, site.text)))
+    sites = _op_sites(history, c.op or "cross_entropy")
+    if sites:
+        p, call = sites[0]
+        return Alternative("ignore_index", title, evidence,
+                           _patch([_add_keyword(p, call, code)], _why(p, "calls", c.op or "cross_entropy",
+                                                                      p.code(call))))
+    return Alternative("ignore_index", title, evidence, no_patch="no cell built the loss")
+
+
+def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alternative, Site | None]:
+    import libcst as cst
+
+    words = hints.set_classes(f.head, f.n_classes)
+    title = hints.PATCH_TITLES["widen_head"].format(
+        set_classes=words(n) if words is not None else hints.GENERIC_CLASS_WORDS["set"].format(n=n))
+    site = history.module_site(c.module) if c.module is not None else None
+    edits: list[Edit] = []
+    name = c.module or ""
+    if site is not None:
+        kind = _callee(site)
+        position, keyword = _COUNT_ARG.get(kind, (None, None))
+        arg = _arg(site.call, position, keyword)
+        edit = history.value_edit(site.parsed, arg, str(n), site.frames) if arg is not None else None
+        if edit is not None:
+            edits.append(edit)
+    if not edits and f.head is not None and f.head.setting:
+        site = history.keyword_site(f.head.setting)
+        arg = _arg(site.call, None, f.head.setting) if site is not None else None
+        if site is not None and arg is not None:
+            edit = history.value_edit(site.parsed, arg, str(n), site.frames)
+            if edit is not None:
+                edits.append(edit)
+                name = f.head.owner or f.head.setting
+                if (isinstance(site.call.func, cst.Attribute) and site.call.func.attr.value == "from_pretrained"
+                        and edit.parsed is site.parsed
+                        and not any(a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes"
+                                    for a in site.call.args)):
+                    edits.append(_add_keyword(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
+    if not edits or site is None:
+        return Alternative("widen_head", title, no_patch=f"no cell of this kernel built `{name or 'the head'}`"), None
+    same = [e for e in edits if e.parsed is edits[0].parsed]
+    where = edits[0].parsed
+    why = _why(site.parsed, "built", name, site.text)
+    if where is not site.parsed:
+        why += f"; {_cell_name(where)} gives it the class count"
+    return Alternative("widen_head", title, patch=_patch(same, why)), site
+
+
+def _callee(site: Site) -> str:
+    import libcst as cst
+
+    func = site.call.func
+    return str(func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name)
+               else "")
+
+
+def _arg(call: Any, position: int | None, keyword: str | None) -> Any | None:
+    for a in call.args:
+        if keyword is not None and a.keyword is not None and a.keyword.value == keyword:
+            return a.value
+    positional = [a for a in call.args if a.keyword is None and a.star == ""]
+    if position is not None and position < len(positional):
+        return positional[position].value
+    return None
+
+
+def _drop_alt(c: Culprit, f: LabelFacts, history: History, survey: LabelSurvey, widen_site: Site | None,
+              negative: list[int], top: int | None) -> tuple[Alternative, str]:
+    rows = survey.bad_rows
+    shown = ", ".join(map(str, rows[:8])) + (f", ... ({len(rows) - 8} more)" if len(rows) > 8 else "")
+    title = hints.PATCH_TITLES["drop_rows"].format(count=len(rows), dataset=survey.source, rows=shown)
+    last = f.n_classes - 1
+    evidence = hints.PATCH_EVIDENCE["handful"].format(count=len(rows), n=survey.n_samples, last=last, rows=shown)
+    handful = len(rows) <= max(HANDFUL_ROWS, HANDFUL * survey.n_samples)
+    decides = ""
+    names = _names_list(widen_site)
+    bad_text = ", ".join(map(str, sorted({v for v in f.bad if v >= f.n_classes or v < 0})))
+    if handful and names is not None:
+        decides = hints.PATCH_EVIDENCE["names"].format(names=names, n=f.n_classes, bad=bad_text) + "; " + evidence
+    elif handful and negative and not any(v in (-1, -100) and f.ignore_index is None for v in negative):
+        decides = hints.PATCH_EVIDENCE["negative"].format(bad=", ".join(map(str, negative))) + "; " + evidence
+    elif handful and (top is None or top > f.n_classes or negative):
+        decides = evidence  # scattered bad values in a few rows: not a class the head misses
+    code_key = "drop_rows_hf" if survey.has_select else "drop_rows_torch"
+    code = hints.PATCH_CODE[code_key].format(dataset=survey.source, rows="{" + ", ".join(map(str, rows)) + "}")
+    built = next(iter(history.assignments(survey.source)), None)
+    if built is None or len(rows) > 1000:
+        return Alternative("drop_rows", title, decides or evidence,
+                           no_patch=f"no cell of this kernel built `{survey.source}`" if built is None
+                           else "too many rows to list in code"), decides
+    p, stmt, _ = built
+    patch = _patch([_insert_after(p, stmt, code)], _why(p, "built", survey.source, p.code(stmt)))
+    return Alternative("drop_rows", title, decides or evidence, patch), decides
+
+
+def _names_list(site: Site | None) -> str | None:
+    """``classes`` when the head's class count is written ``len(classes)``: the author named the classes."""
+    import libcst as cst
+
+    if site is None:
+        return None
+    position, keyword = _COUNT_ARG.get(_callee(site), (None, None))
+    arg = _arg(site.call, position, keyword)
+    if (isinstance(arg, cst.Call) and isinstance(arg.func, cst.Name) and arg.func.value == "len"
+            and len(arg.args) == 1):
+        return site.parsed.code(arg.args[0].value)
+    return None

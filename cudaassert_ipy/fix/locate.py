@@ -1,0 +1,271 @@
+"""Find the code that created or last configured a culprit, in the cells this kernel ran (oldest first).
+
+Follows what a reader would: the newest assignment to ``model.head`` or to ``model``; through
+``.to(device)``; into ``nn.Sequential`` by position; into the ``__init__`` of a class defined in a
+cell (``self.head = nn.Linear(...)``); from a parameter back to the call that passed it
+(``CarNet(num_classes)``, ``make_trainer(num_labels=3)``), and from a name to the literal it was
+given in that cell (``num_classes = 195``). Only what the tree says: nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional, Sequence
+
+from cudaassert_ipy.fix.model import CellSource
+from cudaassert_ipy.fix.source import Edit, Parsed, dotted, parse, walk
+
+__all__ = ["Frame", "History", "Site"]
+
+#: methods that hand back the same module: followed through (``Net().to(device)``)
+_SAME_OBJECT = {"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "requires_grad_"}
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A function the value is inside of, and the call that ran it (to follow a parameter back)."""
+
+    function: Any  # libcst.FunctionDef
+    call: Optional[tuple[Parsed, Any]]  # (cell, libcst.Call) that called it (a class call for __init__)
+    is_init: bool = False
+
+
+@dataclass(frozen=True)
+class Site:
+    """A call found in a cell (``nn.Linear(32, num_classes)``), and the functions it sits in."""
+
+    parsed: Parsed
+    call: Any  # libcst.Call
+    frames: tuple[Frame, ...] = ()  # innermost last
+
+    @property
+    def text(self) -> str:
+        return self.parsed.code(self.call)
+
+
+def _name_of_call(call: Any) -> str | None:
+    import libcst as cst
+
+    func = call.func
+    if isinstance(func, cst.Name):
+        return str(func.value)
+    if isinstance(func, cst.Attribute):
+        return str(func.attr.value)
+    return None
+
+
+class History:
+    """The cells, parsed lazily (and only those that mention what is looked for: 200 cells stay cheap)."""
+
+    def __init__(self, cells: Sequence[CellSource]) -> None:
+        self.cells = list(cells)
+        self._parsed: dict[int, Parsed | None] = {}
+
+    def parsed(self, word: str | None = None) -> Iterator[Parsed]:
+        """Newest first; with ``word``, only cells whose text contains it."""
+        for order in range(len(self.cells) - 1, -1, -1):
+            cell = self.cells[order]
+            if word is not None and word not in cell.source:
+                continue
+            if order not in self._parsed:
+                self._parsed[order] = parse(cell, order)
+            p = self._parsed[order]
+            if p is not None:
+                yield p
+
+    # -- statements --------------------------------------------------------------------------------------
+    def assignments(self, target: str, top_level: bool = True) -> Iterator[tuple[Parsed, Any, Any]]:
+        """(cell, statement, value) of each ``target = value``, newest first (last in a cell first)."""
+        import libcst as cst
+
+        root = target.split(".")[0]
+        for p in self.parsed(root):
+            found = []
+            nodes = _top_statements(p.module) if top_level else walk(p.module)
+            for stmt in nodes:
+                for small in _small_statements(stmt):
+                    if isinstance(small, cst.Assign):
+                        if any(dotted(t.target) == target for t in small.targets):
+                            found.append((p, stmt, small.value))
+                    elif (isinstance(small, cst.AnnAssign) and small.value is not None
+                          and dotted(small.target) == target):
+                        found.append((p, stmt, small.value))
+            yield from reversed(found)
+
+    def class_def(self, name: str) -> tuple[Parsed, Any] | None:
+        import libcst as cst
+
+        for p in self.parsed(f"class {name}"):
+            for node in walk(p.module):
+                if isinstance(node, cst.ClassDef) and node.name.value == name:
+                    return p, node
+        return None
+
+    def function_def(self, name: str) -> tuple[Parsed, Any] | None:
+        import libcst as cst
+
+        for p in self.parsed(f"def {name}"):
+            for node in p.module.body:
+                if isinstance(node, cst.FunctionDef) and node.name.value == name:
+                    return p, node
+        return None
+
+    def calls_of(self, name: str) -> Iterator[tuple[Parsed, Any]]:
+        """Every call of ``name(...)`` (or ``x.name(...)``) at a cell's top level, newest first."""
+        import libcst as cst
+
+        for p in self.parsed(name):
+            found = [(p, n) for stmt in p.module.body for n in walk(stmt)
+                     if isinstance(n, cst.Call) and _name_of_call(n) == name
+                     and not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))]
+            yield from reversed(found)
+
+    # -- following a module's name to the call that built it -----------------------------------------------
+    def module_site(self, name: str) -> Site | None:
+        """The call that built the module the user knows as ``name`` (``model.head``, ``model.2``)."""
+        parts = name.split(".")
+        best: tuple[tuple[int, int], Parsed, Any, list[str]] | None = None
+        for k in range(len(parts), 0, -1):
+            for p, stmt, value in self.assignments(".".join(parts[:k])):
+                key = (p.order, p.line_of(stmt))
+                if best is None or key > best[0]:
+                    best = (key, p, value, parts[k:])
+                break  # the newest for this target
+        if best is None:
+            return None
+        _, p, value, rest = best
+        return self._follow(p, value, rest, ())
+
+    def _follow(self, p: Parsed, expr: Any, rest: list[str], frames: tuple[Frame, ...]) -> Site | None:
+        import libcst as cst
+
+        while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+               and expr.func.attr.value in _SAME_OBJECT):
+            expr = expr.func.value
+        if not isinstance(expr, cst.Call):
+            return None
+        if not rest:
+            return Site(p, expr, frames)
+        callee = _name_of_call(expr)
+        if callee == "Sequential" and rest[0].isdigit():
+            positional = [a for a in expr.args if a.keyword is None and a.star == ""]
+            i = int(rest[0])
+            return self._follow(p, positional[i].value, rest[1:], frames) if i < len(positional) else None
+        found = self.class_def(callee) if callee else None
+        if found is None:
+            return None
+        cp, cls = found
+        init = next((n for n in walk(cls) if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"), None)
+        if init is None:
+            return None
+        value = None
+        for node in walk(init):
+            if isinstance(node, cst.Assign) and any(dotted(t.target) == f"self.{rest[0]}" for t in node.targets):
+                value = node.value  # the last one wins
+        if value is None:
+            return None
+        return self._follow(cp, value, rest[1:], (*frames, Frame(init, (p, expr), is_init=True)))
+
+    def keyword_site(self, setting: str) -> Site | None:
+        """The newest call that passes ``setting=`` (``num_labels=3``, ``num_classes=5``), with its function."""
+        import libcst as cst
+
+        for p in self.parsed(setting):
+            best = None
+            for stmt in p.module.body:
+                func = stmt if isinstance(stmt, cst.FunctionDef) else None
+                for node in walk(stmt):
+                    if isinstance(node, cst.Call) and any(a.keyword is not None and a.keyword.value == setting
+                                                          for a in node.args):
+                        if isinstance(stmt, cst.ClassDef):
+                            continue
+                        best = (node, func)
+            if best is not None:
+                node, func = best
+                frames = (Frame(func, None),) if func is not None else ()
+                return Site(p, node, frames)
+        return None
+
+    # -- from an argument to the literal to edit --------------------------------------------------------------
+    def value_edit(self, p: Parsed, expr: Any, new: str, frames: tuple[Frame, ...]) -> Edit | None:
+        """Set the value ``expr`` stands for to ``new``: at the literal, else at the parameter's caller, else the
+        expression itself."""
+        import libcst as cst
+
+        if isinstance(expr, cst.Integer):
+            start, end = p.span(expr)
+            return Edit(p, start, end, new)
+        param = None
+        if isinstance(expr, cst.Name):
+            param = str(expr.value)
+        elif isinstance(expr, cst.Attribute) and dotted(expr) is not None and str(dotted(expr)).startswith(
+                "self.hparams."):
+            param = str(dotted(expr)).split(".", 2)[2]
+        if param is not None and frames:
+            frame = frames[-1]
+            arg = self._argument_for(frame, param)
+            if arg is not None:
+                cp, value = arg
+                return self.value_edit(cp, value, new, frames[:-1])
+        if isinstance(expr, cst.Name) and not frames:
+            literal = _unique_literal(p, str(expr.value))
+            if literal is not None:
+                start, end = p.span(literal)
+                return Edit(p, start, end, new)
+        if isinstance(expr, (cst.Name, cst.Attribute)) and frames:
+            return None  # a name we cannot follow inside a function: do not guess
+        start, end = p.span(expr)
+        return Edit(p, start, end, new)
+
+    def _argument_for(self, frame: Frame, param: str) -> tuple[Parsed, Any] | None:
+        """The caller's expression bound to ``param`` of ``frame``'s function (its newest call)."""
+        import libcst as cst
+
+        names = [x.name.value for x in frame.function.params.params]
+        if frame.is_init and names and names[0] == "self":
+            names = names[1:]
+        if param not in names:
+            return None
+        calls = [frame.call] if frame.call is not None else list(self.calls_of(frame.function.name.value))[:1]
+        for cp, call in calls:
+            positional = [a for a in call.args if a.keyword is None and a.star == ""]
+            for a in call.args:
+                if a.keyword is not None and a.keyword.value == param:
+                    return cp, a.value
+            i = names.index(param)
+            if i < len(positional):
+                return cp, positional[i].value
+            default = frame.function.params.params[i + (1 if frame.is_init else 0)].default
+            if default is not None and isinstance(default, cst.Integer):
+                return None  # the default is used: the call site gets the keyword (see derive)
+        return None
+
+
+def _top_statements(module: Any) -> Iterator[Any]:
+    """A cell's statements, and those inside top-level ``with``/``if``/``for``/``try`` blocks."""
+    import libcst as cst
+
+    for stmt in module.body:
+        yield stmt
+        if isinstance(stmt, (cst.With, cst.If, cst.For, cst.Try)):
+            for inner in walk(stmt.body):
+                if isinstance(inner, (cst.SimpleStatementLine,)):
+                    yield inner
+
+
+def _small_statements(stmt: Any) -> list[Any]:
+    import libcst as cst
+
+    return list(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else []
+
+
+def _unique_literal(p: Parsed, name: str) -> Any | None:
+    """The integer literal of the one top-level ``name = <int>`` in this cell, if there is exactly one."""
+    import libcst as cst
+
+    found = []
+    for stmt in p.module.body:
+        for small in _small_statements(stmt):
+            if isinstance(small, cst.Assign) and any(dotted(t.target) == name for t in small.targets):
+                found.append(small.value)
+    return found[0] if len(found) == 1 and isinstance(found[0], cst.Integer) else None

@@ -1,0 +1,41 @@
+"""The data's evidence for a decision: every label of the training set, read with preflight's reader.
+
+A scan of the dataset (not only the failing batch) says whether label C is a class of its own, a
+handful of stray rows, a 'void' 255, or 1-based labels; the alternatives are ranked from it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Optional
+
+from cudaassert_ipy.checks.preflight_scan import LABEL_KEYS, batch_len, pick_field, samples
+from cudaassert_ipy.fix.model import LabelSurvey
+
+__all__ = ["survey_labels"]
+
+MAX_SAMPLES = 1_000_000  # a larger dataset is surveyed up to here
+
+
+def survey_labels(name: str, data: Any, n_classes: int, ignore_index: Optional[int] = None) -> LabelSurvey:
+    """Every label value and the rows outside ``0..n_classes-1`` (``ignore_index`` excepted) of ``data``."""
+    import torch
+
+    items, _, _ = samples(data)
+    counts: Counter[int] = Counter()
+    bad: list[int] = []
+    n = 0
+    for first, item, batched in items:
+        if first >= MAX_SAMPLES:
+            break
+        t = torch.as_tensor(pick_field(item, None, LABEL_KEYS, -1)).detach().cpu()
+        rows = [t[i] for i in range(batch_len(item))] if batched else [t]
+        for i, row in enumerate(rows):
+            values = [int(v) for v in torch.unique(row).tolist()] if row.numel() else []
+            counts.update(values)
+            if any((v < 0 or v >= n_classes) and v != ignore_index for v in values):
+                bad.append(first + i)
+        n += len(rows)
+    dataset = getattr(data, "dataset", data)
+    return LabelSurvey(name, n, tuple(sorted(counts.items())), tuple(bad),
+                       has_select=callable(getattr(dataset, "select", None)) and hasattr(dataset, "features"))

@@ -1,0 +1,243 @@
+"""``%cudaassert fix [apply [--restart]]``, the proposal behind ``proposed_fix()``, the check after the replay.
+
+The kernel side of issue #26: the diagnosis's culprit, this kernel's history and a scan of the
+training data go to ``fix.derive``; applying a patch replaces the cell's code in the history (so a
+restart replays the patched code), shows the apply request a frontend extension consumes
+(``fix.PATCH_MIME``), and, with ``--restart``, restarts with validators on. The restarted kernel
+runs :func:`verify`: a preflight of the data under the new facts, then one step of the failing cell
+on the failing batch (the whole cell only when asked), and says one of three outcomes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from cudaassert_ipy.fix.model import NONE, PATCH_MIME, Alternative, CellSource, LabelSurvey, ProposedFix
+from cudaassert_ipy.wording import PREFIX, error_line
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.restart.plan import ResumePlan
+    from cudaassert_ipy.shell.extension import Extension
+
+__all__ = ["FixError", "apply", "fix_text", "proposed", "show", "verify"]
+
+NO_FAILURE = "no patch: no CUDA failure has been diagnosed in this kernel yet"
+CHOOSE = ("The data does not decide: choose an alternative with `%cudaassert fix apply --choose N` "
+          "(N = {numbers}).")
+NO_PATCH_CHOSEN = "Alternative {n} has no patch ({why}); nothing was applied."
+EDITED = "Cell [{number}] ran again or changed since the patch was proposed: run `%cudaassert fix` again."
+APPLIED = ("{prefix} Patched cell [{number}] in this kernel's history: a restart replays the patched code. "
+           "{where}")
+IN_NOTEBOOK = "In JupyterLab and Notebook 7 the patch's Apply buttons edit the notebook's cell too (undo reverts it)."
+COPY = "Where no frontend edits notebooks (Colab, Kaggle, VS Code, a batch run), copy the patched cell into it."
+FIXED = "{prefix} fixed: cell [{number}] ran to the end with validators on, and all {n} samples are in range."
+FIXED_NO_DATA = "{prefix} fixed: cell [{number}] ran to the end with validators on."
+NOT_ENOUGH = "{prefix} the patch was not enough: cell [{number}] failed again ({error}); its diagnosis is above."
+MORE_BAD = "{prefix} preflight found {k} more bad samples: {rows}."
+NOT_RUN = ("{prefix} preflight: all {n} samples are in range; cell [{number}] was not run again (it reads no "
+           "DataLoader to shrink to the failing batch): run it to check, or `%cudaassert fix apply --restart --full`.")
+
+
+class FixError(ValueError):
+    """A usage mistake in ``%cudaassert fix``; the message says how to fix it."""
+
+
+def _failing_index(ext: Extension, number: int | None) -> int | None:
+    rec = ext.history.failing(number)
+    return rec.index if rec is not None else None
+
+
+def proposed(ext: Extension) -> ProposedFix:
+    """The patch for the last diagnosed failure, from this kernel's history (up to the failing cell)."""
+    d = ext.state.dead_since or ext.last
+    if d is None:
+        return ProposedFix(NONE, why=NO_FAILURE)
+    from cudaassert_ipy.fix import derive
+
+    limit = _failing_index(ext, d.cell)
+    cells = [CellSource(r.number, r.cell_id, r.source, r.ok) for r in ext.history.records
+             if limit is None or r.index <= limit]
+    ns = ext.shell.user_ns
+    survey = None
+    c = d.culprit
+    if c is not None and c.kind == "class_labels":
+        survey = _survey(ext, ns, c.dataset, c.facts)
+    resizable: frozenset[str] = frozenset()
+    if c is not None and c.module is not None:
+        root = c.module.split(".")[0]
+        if callable(getattr(ns.get(root), "resize_token_embeddings", None)):
+            resizable = frozenset({root})
+    return derive.propose(d, cells, survey, resizable)
+
+
+def _dataset_name(ns: Mapping[str, Any], obj: Any) -> str | None:
+    return next((k for k, v in ns.items() if v is obj and not k.startswith("_")), None)
+
+
+def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: Any) -> LabelSurvey | None:
+    """The training set behind the failure (the failing loader's dataset, else the one that declared the classes),
+    scanned whole; None when none is known or it cannot be read."""
+    from cudaassert_ipy.fix.survey import survey_labels
+
+    candidates = []
+    failing = ext.samples.failing if ext.samples is not None else None
+    if failing is not None and failing.loader:
+        candidates.append(failing.loader)
+    if declared:
+        candidates.append(declared)
+    for name in candidates:
+        obj: Any = ns.get(name.split(".")[0])
+        for part in name.split(".")[1:]:
+            obj = getattr(obj, part, None)
+        obj = getattr(obj, "dataset", obj) if type(obj).__name__ == "DataLoader" else obj
+        source = _dataset_name(ns, obj)
+        if obj is None or source is None:
+            continue
+        try:
+            return survey_labels(source, obj, facts.n_classes, facts.ignore_index)
+        except Exception:  # a dataset preflight cannot read: no evidence from the data, no default
+            continue
+    return None
+
+
+def fix_text(fix: ProposedFix) -> str:
+    """``%cudaassert fix``: the alternatives, each with its evidence and diff; the default marked."""
+    if fix.safety == NONE:
+        return f"{PREFIX} {fix.why}"
+    lines = [f"{PREFIX} Proposed fix for `{fix.culprit}` ({fix.safety}): {fix.why}."]
+    for i, alt in enumerate(fix.alternatives, 1):
+        mark = " (default)" if fix.default == i - 1 else ""
+        lines.append(f"[{i}]{mark} {alt.title}")
+        if alt.evidence:
+            lines.append(f"    evidence: {alt.evidence}")
+        if alt.patch is not None:
+            lines.append(f"    patch of {alt.patch.why_cell}:")
+            lines += ["    " + ln for ln in alt.patch.diff.rstrip("\n").splitlines()]
+        else:
+            lines.append(f"    no patch: {alt.no_patch}")
+    if fix.default is None:
+        lines.append(CHOOSE.format(numbers=", ".join(str(i) for i, a in enumerate(fix.alternatives, 1) if a.patch)))
+    else:
+        lines.append("Apply it with `%cudaassert fix apply` (add `--restart` to restart, replay and verify).")
+    return "\n".join(lines)
+
+
+def show(fix: ProposedFix) -> None:
+    """``%cudaassert fix``: the text, and beside it the proposal the frontend extension renders with its Apply
+    buttons (a bundle: where no extension runs, the text alone shows)."""
+    if not any(a.patch is not None for a in fix.alternatives):
+        print(fix_text(fix))
+        return
+    from cudaassert_ipy.view.display import display
+
+    display({PATCH_MIME: fix.proposal(), "text/plain": fix_text(fix)}, raw=True)
+
+
+def _chosen(fix: ProposedFix, choose: int | None) -> Alternative:
+    if fix.safety == NONE:
+        raise FixError(fix.why)
+    if choose is None:
+        if fix.chosen is None:
+            raise FixError(CHOOSE.format(numbers=", ".join(
+                str(i) for i, a in enumerate(fix.alternatives, 1) if a.patch)))
+        return fix.chosen
+    if not 1 <= choose <= len(fix.alternatives):
+        raise FixError(f"`--choose {choose}`: there are {len(fix.alternatives)} alternatives (1..)")
+    alt = fix.alternatives[choose - 1]
+    if alt.patch is None:
+        raise FixError(NO_PATCH_CHOSEN.format(n=choose, why=alt.no_patch))
+    return alt
+
+
+def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: bool = False,
+          full: bool = False, in_notebook: bool = False) -> Alternative:
+    """Apply the chosen alternative's patch (the buttons and ``%cudaassert fix apply`` both come here).
+
+    ``in_notebook``: the frontend extension's buttons ran this and edit the notebook's cell once the apply
+    request below arrives, so the replay does not say the notebook holds the old code."""
+    alt = _chosen(fix, choose)
+    d = ext.state.dead_since or ext.last
+    failing = ext.history.failing(d.cell if d is not None else None)
+    patch = alt.patch
+    assert patch is not None  # _chosen returns patched alternatives only
+    try:
+        ext.history.apply_patch(patch.number, patch.old_source, patch.new_source)
+    except LookupError:
+        raise FixError(EDITED.format(number=patch.number)) from None
+    from cudaassert_ipy.view.display import display
+
+    display({PATCH_MIME: patch.request(), "text/plain": patch.new_source}, raw=True)
+    print(APPLIED.format(prefix=PREFIX, number=patch.number, where="" if in_notebook else f"{IN_NOTEBOOK} {COPY}")
+          .rstrip())
+    if restart:
+        from cudaassert_ipy.restart.frontend import detect
+        from cudaassert_ipy.restart.plan import AppliedFix, Mode
+        from cudaassert_ipy.restart.request import request_restart
+
+        applied = AppliedFix(patch.number, patch.cell_id, patch.diff, alt.title, dataset=fix.dataset,
+                             num_classes=fix.num_classes, ignore_index=fix.ignore_index,
+                             vocab_size=fix.vocab_size, full=full, in_notebook=in_notebook,
+                             failing_number=failing.number if failing is not None else None,
+                             failing_source=failing.source if failing is not None else "")
+        request_restart(ext, detect(ext.shell), Mode.DEBUG, fix=applied)
+    return alt
+
+
+# -- after the replay ----------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _one_batch(ns: dict[str, Any], plan: ResumePlan) -> Iterator[bool]:
+    """Every DataLoader of the namespace shrunk to one batch (the failing one where the plan names it) while the
+    block runs; yields whether there was any."""
+    import torch.utils.data
+
+    from cudaassert_ipy.data import reproduce
+
+    saved = {k: v for k, v in ns.items() if isinstance(v, torch.utils.data.DataLoader) and not k.startswith("_")}
+    try:
+        for name, loader in saved.items():
+            indices: Any = None
+            if plan.failing_batch is not None and plan.failing_batch[0] == name:
+                indices = plan.failing_batch[1]
+            size = len(loader.dataset) if hasattr(loader.dataset, "__len__") else None
+            if indices is None or (size is not None and max(indices, default=0) >= size):
+                indices = range(min(size or 0, loader.batch_size or 1))
+            ns[name] = reproduce.failing_loader(loader, list(indices))
+        yield bool(saved)
+    finally:
+        ns.update(saved)
+
+
+def verify(ext: Extension, plan: ResumePlan) -> str:
+    """Preflight under the new facts, then the failing cell on one batch; prints and returns the outcome line."""
+    fix = plan.fix
+    if fix is None or not fix.failing_source.strip():
+        return ""
+    ns = ext.shell.user_ns
+    n = 0
+    if fix.dataset is not None and fix.dataset in ns and (fix.num_classes or fix.vocab_size):
+        from cudaassert_ipy.checks.preflight import preflight
+
+        report = preflight(ns[fix.dataset], num_classes=fix.num_classes, vocab_size=fix.vocab_size,
+                           ignore_index=fix.ignore_index, progress=False)
+        n = report.n_samples
+        if not report.ok:
+            rows = report.bad_samples
+            text = MORE_BAD.format(prefix=PREFIX, k=len(rows), rows=", ".join(map(str, rows[:20])))
+            print(text)
+            return text
+    with _one_batch(ns, plan) as shrunk:
+        if not shrunk and not fix.full:
+            text = NOT_RUN.format(prefix=PREFIX, n=n, number=fix.failing_number)
+            print(text)
+            return text
+        result = ext.shell.run_cell(fix.failing_source, store_history=False)
+    error = result.error_in_exec or result.error_before_exec
+    if error is not None:
+        text = NOT_ENOUGH.format(prefix=PREFIX, number=fix.failing_number, error=error_line(error))
+    elif n:
+        text = FIXED.format(prefix=PREFIX, number=fix.failing_number, n=n)
+    else:
+        text = FIXED_NO_DATA.format(prefix=PREFIX, number=fix.failing_number)
+    print(text)
+    return text

@@ -1,0 +1,181 @@
+"""fix/ and shell/fix.py: the fix as a patch of the cell that defined the culprit, applied, replayed and verified.
+
+The example notebooks' own cells run in the in-process shell with the extension loaded (real torch on
+the CPU: the errors are PyTorch's own); "the restart" is simulated in-process as in the other replay
+tests (helpers/restart_story.py); the real restarts are in bench_fix.py's kernels.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.restart_story import restart_in_process
+
+import cudaassert_ipy
+from cudaassert_ipy.fix import DECISION, NONE, PATCH_MIME, SAFE
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "examples" / "notebooks"
+
+
+def run_until_failure(shell, name: str) -> list[tuple[int, str, str]]:
+    """The notebook's code cells up to (and with) the first that fails: [(In [n], cell id, source)]."""
+    nb = json.loads((NOTEBOOKS / name).read_text())
+    ran = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        if source.startswith("%load_ext"):
+            continue
+        number = shell.execution_count
+        result = shell.run_cell(source, store_history=True, cell_id=cell["id"])
+        ran.append((number, cell["id"], source))
+        if not result.success:
+            return ran
+    raise AssertionError(f"{name} did not fail")
+
+
+def test_the_head_is_widened_where_its_class_count_is_written_and_no_other_cell_changes(restart_ext, shell):
+    ran = run_until_failure(shell, "02_kaggle_image_classifier.ipynb")
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.safety == DECISION and fix.culprit == "model.head"
+    assert fix.chosen.key == "widen_head" and "the data declares 196 classes" in fix.why
+    number, cell_id, source = next(r for r in ran if "num_classes = 195" in r[2])
+    assert (fix.execution_count, fix.cell_id, fix.old_source) == (number, cell_id, source)
+    assert fix.new_source == source.replace("num_classes = 195", "num_classes = 196")  # comments and all kept
+    assert "-num_classes = 195" in fix.diff and "+num_classes = 196" in fix.diff
+    assert [a.key for a in fix.alternatives] == ["widen_head", "drop_rows"]  # the other choice, side by side
+    assert fix.patch.why_cell.startswith(f"cell [{number}] built `model.head` (`nn.Linear(32, num_classes)`)")
+
+
+def test_apply_restart_replays_the_patched_cell_and_verifies(restart_ext, shell, tmp_path, capsys):
+    ran = run_until_failure(shell, "02_kaggle_image_classifier.ipynb")
+    failing = ran[-1][0]
+    fix = cudaassert_ipy.proposed_fix()
+    shell.run_line_magic("cudaassert", "fix apply --restart")
+    out = capsys.readouterr().out
+    assert f"Patched cell [{fix.execution_count}] in this kernel's history" in out
+    restart_in_process(shell, tmp_path)
+    shell.run_cell("print('next cell')", store_history=True)
+    out = capsys.readouterr().out
+    assert "the notebook still holds the old code" in out
+    assert (f"[cudaassert] fixed: cell [{failing}] ran to the end with validators on, and all 392 samples are in "
+            "range.") in out
+    assert shell.user_ns["model"].head.out_features == 196
+
+
+def test_the_apply_request_is_a_custom_mime_display_a_frontend_extension_reads(restart_ext, shell):
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    run_until_failure(shell, "04_bce_without_sigmoid.ipynb")
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.safety == SAFE and "nn.BCEWithLogitsLoss()" in fix.new_source
+    publisher, shell.display_pub = shell.display_pub, CapturingDisplayPublisher()
+    try:
+        shell.run_line_magic("cudaassert", "fix apply")
+        bundles = [data for data, _ in ((o["data"], o) for o in shell.display_pub.outputs) if PATCH_MIME in data]
+    finally:
+        shell.display_pub = publisher
+    assert bundles == [{PATCH_MIME: {"cell_id": fix.cell_id, "diff": fix.diff, "execution_count": fix.execution_count,
+                                     "kind": "applied", "old_source": fix.old_source, "new_source": fix.new_source,
+                                     "path": None, "version": 1},
+                        "text/plain": fix.new_source}]
+
+
+def test_the_resize_goes_right_after_the_tokenizer_grew(restart_ext, shell):
+    ran = run_until_failure(shell, "03_token_ids_vs_vocab.ipynb")
+    fix = cudaassert_ipy.proposed_fix()
+    grew = next(r for r in ran if "tokenizer.add_tokens" in r[2])
+    assert fix.safety == SAFE and fix.execution_count == grew[0]
+    assert fix.new_source.startswith('tokenizer.add_tokens(["<user>", "<bot>"])\n'
+                                     "model.resize_token_embeddings(len(tokenizer))\n")
+
+
+def test_a_void_255_is_ignored_not_a_wider_head(restart_ext, shell):
+    run_until_failure(shell, "05_segmentation_ignore_255.ipynb")
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.chosen.key == "ignore_index"
+    assert "criterion = nn.CrossEntropyLoss(ignore_index=255)  # the mistake" in fix.new_source
+    assert "widen_head" not in [a.key for a in fix.alternatives]
+
+
+def test_a_handful_of_rows_with_negative_labels_are_dropped_and_named(restart_ext, shell):
+    run_until_failure(shell, "06_cuda_debug_and_preflight.ipynb")
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.chosen.key == "drop_rows" and "(17, 256, 731)" in fix.chosen.title
+    assert "if i not in {17, 256, 731}" in fix.new_source
+
+
+def test_when_the_data_does_not_decide_nothing_is_applied_by_default(restart_ext, shell, capsys):
+    shell.run_cell("import torch, torch.nn as nn, torch.nn.functional as F\n"
+                   "labels = torch.arange(40) % 4\nx = torch.randn(40, 8)", store_history=True)
+    shell.run_cell("head = nn.Linear(8, 3)", store_history=True)
+    shell.run_cell("loss = F.cross_entropy(head(x), labels)", store_history=True)
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.safety == DECISION and fix.default is None and fix.patch is None
+    assert fix.alternatives[0].patch.new_source == "head = nn.Linear(8, 4)"
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="choose an alternative"):
+        shell.run_line_magic("cudaassert", "fix apply")
+    shell.run_line_magic("cudaassert", "fix apply --choose 1")
+    assert "Patched cell" in capsys.readouterr().out
+
+
+def test_nothing_is_proposed_without_a_failure_and_says_why_in_one_line(loaded, shell, capsys):
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.safety == NONE and fix.alternatives == () and "\n" not in fix.why
+    shell.run_line_magic("cudaassert", "fix")
+    assert capsys.readouterr().out.strip() == f"[cudaassert] {fix.why}"
+
+
+def _bundles(shell, line: str) -> list[dict]:
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    publisher, shell.display_pub = shell.display_pub, CapturingDisplayPublisher()
+    try:
+        shell.run_line_magic("cudaassert", line)
+        return [o["data"] for o in shell.display_pub.outputs if PATCH_MIME in o["data"]]
+    finally:
+        shell.display_pub = publisher
+
+
+def test_the_proposal_the_buttons_render_is_a_bundle_beside_the_same_text(restart_ext, shell):
+    run_until_failure(shell, "02_kaggle_image_classifier.ipynb")
+    fix = cudaassert_ipy.proposed_fix()
+    (bundle,) = _bundles(shell, "fix")
+    from cudaassert_ipy.shell.fix import fix_text
+
+    assert bundle["text/plain"] == fix_text(fix)  # where no extension runs, `%cudaassert fix` reads as before
+    proposal = bundle[PATCH_MIME]
+    assert (proposal["kind"], proposal["version"], proposal["safety"], proposal["culprit"]) == (
+        "proposal", 1, DECISION, "model.head")
+    first, second = proposal["alternatives"]
+    assert (first["choose"], first["default"], first["title"]) == (1, True, fix.chosen.title)
+    assert first["patch"] == {**fix.patch.request(), "kind": "applied"} and first["patch"]["cell_id"] == fix.cell_id
+    assert (second["choose"], second["default"]) == (2, False)
+    assert json.loads(json.dumps(proposal)) == proposal  # plain JSON, as the kernel sends it
+
+
+def test_the_buttons_apply_run_the_magic_and_the_replay_then_trusts_the_notebook(restart_ext, shell, tmp_path,
+                                                                                  capsys):
+    ran = run_until_failure(shell, "02_kaggle_image_classifier.ipynb")
+    fix = cudaassert_ipy.proposed_fix()
+    (applied,) = _bundles(shell, "fix apply --choose 1 --restart --in-notebook")  # what the Apply buttons send
+    assert applied[PATCH_MIME] == fix.patch.request()
+    out = capsys.readouterr().out
+    assert "Patched cell" in out and "copy the patched cell" not in out
+    restart_in_process(shell, tmp_path)
+    shell.run_cell("print('next cell')", store_history=True)
+    out = capsys.readouterr().out
+    assert "the notebook still holds the old code" not in out
+    assert f"[cudaassert] fixed: cell [{ran[-1][0]}] ran to the end" in out
+
+
+def test_in_notebook_goes_with_fix_apply_only(restart_ext, shell):
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="--in-notebook only goes with `%cudaassert fix apply`"):
+        shell.run_line_magic("cudaassert", "fix --in-notebook")
