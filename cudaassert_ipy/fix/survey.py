@@ -7,12 +7,12 @@ handful of stray rows, a 'void' 255, or 1-based labels; the alternatives are ran
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from cudaassert_ipy.checks.preflight_scan import LABEL_KEYS, batch_len, pick_field, samples
 from cudaassert_ipy.fix.model import LabelSurvey
 
-__all__ = ["survey_labels"]
+__all__ = ["survey_from", "survey_labels"]
 
 MAX_SAMPLES = 1_000_000  # a larger dataset is surveyed up to here
 
@@ -39,3 +39,22 @@ def survey_labels(name: str, data: Any, n_classes: int, ignore_index: Optional[i
     dataset = getattr(data, "dataset", data)
     return LabelSurvey(name, n, tuple(sorted(counts.items())), tuple(bad),
                        has_select=callable(getattr(dataset, "select", None)) and hasattr(dataset, "features"))
+
+
+def survey_from(ns: Mapping[str, Any], candidates: Sequence[str], n_classes: int,
+                ignore_index: Optional[int] = None) -> LabelSurvey | None:
+    """The first of ``candidates`` (dotted names: the failing loader, the dataset that declared the classes) that
+    is a dataset of ``ns`` (a DataLoader stands for its dataset), scanned whole; None when none can be read."""
+    for name in candidates:
+        obj: Any = ns.get(name.split(".")[0])
+        for part in name.split(".")[1:]:
+            obj = getattr(obj, part, None)
+        obj = getattr(obj, "dataset", obj) if type(obj).__name__ == "DataLoader" else obj
+        source = next((k for k, v in ns.items() if v is obj and not k.startswith("_")), None)
+        if obj is None or source is None:
+            continue
+        try:
+            return survey_labels(source, obj, n_classes, ignore_index)
+        except Exception:  # a dataset preflight cannot read: no evidence from the data, no default
+            continue
+    return None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start
     from cudaassert_ipy.data.bookmark import Bookmark
     from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.fix.model import ProposedFix
 
 __all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "UserFiles"]
 
@@ -79,8 +80,11 @@ class Guard:
         self._tail: Any = None  # capture.rescue.TailFile: this runner's stderr tail, for its watcher
         self._rescue: tuple[int, int] | None = None  # (the rescue helper's pid, the pid that started it)
         self.diagnosis: Diagnosis | None = None
+        self.fix: ProposedFix | None = None  # the patch of the user's file that defined the culprit (run/patch.py)
         self.exception: BaseException | None = None
         self.report_text = ""
+        self._user_ns: dict[str, Any] | None = None  # the script's globals, once it failed
+        self._loader: str | None = None  # the DataLoader whose batch failed (the bookmark's)
 
     def start(self) -> None:
         """Environment first (CUDA reads CUDA_LAUNCH_BLOCKING when torch initialises it), then the tap."""
@@ -222,6 +226,7 @@ class Guard:
         self.report_text = self.render(diagnosis)
         short = f"{PREFIX} {diagnosis.headline}\nFix: {diagnosis.fix}"
         print(short if self.options.quiet else self.report_text, file=sys.stderr, flush=True)
+        self._patch(diagnosis, detection)
         error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
         if error_file:
             import traceback
@@ -262,16 +267,48 @@ class Guard:
         # have raised a later one while handling the first: detection.top)
         top = detection.top if detection.top is not None else detection.exception
         user_ns = _script_globals(top.__traceback__, self.user_files)
+        self._user_ns = user_ns
         evidence, diagnosis = diagnose_failure(detection, sites, text, "", None, user_ns, self.user_files)
         if self.bookmark is not None:  # the DataLoader's last batches: which dataset samples hold the bad values
             from cudaassert_ipy.data.post_mortem import annotate
 
-            diagnosis, _ = annotate(self.bookmark, diagnosis, evidence, user_ns or {})
+            diagnosis, check = annotate(self.bookmark, diagnosis, evidence, user_ns or {})
+            failing = check.failing if check is not None else None
+            self._loader = failing.loader if failing is not None else None
         if diagnosis.context_dead:
             import dataclasses
 
             diagnosis = dataclasses.replace(diagnosis, status=DEAD_PROCESS)
         return diagnosis
+
+    def _patch(self, diagnosis: Diagnosis, detection: Detection) -> None:
+        """The proposed patch of the user's file, printed as a diff after the report; never costs the report."""
+        if diagnosis.culprit is None:
+            return
+        from cudaassert_ipy.run import patch
+
+        try:
+            top = detection.top if detection.top is not None else detection.exception
+            sources = patch.user_sources(top.__traceback__, self.user_files)
+            if not sources:
+                return
+            self.fix = fix = patch.propose(diagnosis, sources, self._user_ns, self._loader)
+        except Exception as failure:  # the diagnosis above stands without its patch
+            print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(failure)), file=sys.stderr, flush=True)
+            return
+        from cudaassert_ipy.view.fix_report import fix_lines
+
+        lines = fix_lines(fix)
+        if fix.patch is not None:
+            lines.append(patch.apply_fix(fix) if self.options.apply_fix
+                         else patch.SHOWN.format(prefix=PREFIX, path=fix.patch.path))
+        elif self.options.apply_fix:
+            lines.append(patch.apply_fix(fix))
+        text = "\n".join(lines)
+        if text:
+            self.report_text = f"{self.report_text}\n{text}"
+            if not self.options.quiet:
+                print(text, file=sys.stderr, flush=True)
 
     def render(self, diagnosis: Diagnosis) -> str:
         from cudaassert_ipy.view.report import to_text
@@ -295,6 +332,10 @@ class Guard:
             from cudaassert_ipy.run import outputs
 
             data = outputs.report_data(self.diagnosis, self.rank, exit_code, self.report_text, exc, rerun)
+            if self.fix is not None:
+                from cudaassert_ipy.run.patch import fix_data
+
+                data["fix"] = fix_data(self.fix)
             failed = outputs.write_report_json(path, data)
             if failed:
                 print(failed, file=sys.stderr, flush=True)

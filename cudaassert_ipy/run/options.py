@@ -18,6 +18,7 @@ class RunOptions(NamedTuple):  # a NamedTuple: dataclasses costs ~20 ms of start
     report_json: str | None = None
     rerun_on_failure: bool = False
     children: bool = True
+    apply_fix: bool = False  # write the proposed patch into the script (or module) file (run/patch.py)
 
     def to_env(self) -> str:
         """What a child process needs (files and reruns stay with the parent that asked for them)."""

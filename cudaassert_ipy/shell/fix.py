@@ -82,14 +82,10 @@ def proposed_fix() -> ProposedFix:
     return proposed(ext)
 
 
-def _dataset_name(ns: Mapping[str, Any], obj: Any) -> str | None:
-    return next((k for k, v in ns.items() if v is obj and not k.startswith("_")), None)
-
-
 def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: Any) -> LabelSurvey | None:
     """The training set behind the failure (the failing loader's dataset, else the one that declared the classes),
     scanned whole; None when none is known or it cannot be read."""
-    from cudaassert_ipy.fix.survey import survey_labels
+    from cudaassert_ipy.fix.survey import survey_from
 
     candidates = []
     failing = ext.samples.failing if ext.samples is not None else None
@@ -97,36 +93,16 @@ def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: 
         candidates.append(failing.loader)
     if declared:
         candidates.append(declared)
-    for name in candidates:
-        obj: Any = ns.get(name.split(".")[0])
-        for part in name.split(".")[1:]:
-            obj = getattr(obj, part, None)
-        obj = getattr(obj, "dataset", obj) if type(obj).__name__ == "DataLoader" else obj
-        source = _dataset_name(ns, obj)
-        if obj is None or source is None:
-            continue
-        try:
-            return survey_labels(source, obj, facts.n_classes, facts.ignore_index)
-        except Exception:  # a dataset preflight cannot read: no evidence from the data, no default
-            continue
-    return None
+    return survey_from(ns, candidates, facts.n_classes, facts.ignore_index)
 
 
 def fix_text(fix: ProposedFix) -> str:
-    """``%cudaassert fix``: the alternatives, each with its evidence and diff; the default marked."""
+    """``%cudaassert fix``: the alternatives, each with its evidence and diff (view/fix_report.py), and how to apply."""
+    from cudaassert_ipy.view.fix_report import fix_lines
+
     if fix.safety == NONE:
         return f"{PREFIX} {fix.why}"
-    lines = [f"{PREFIX} Proposed fix for `{fix.culprit}` ({fix.safety}): {fix.why}."]
-    for i, alt in enumerate(fix.alternatives, 1):
-        mark = " (default)" if fix.default == i - 1 else ""
-        lines.append(f"[{i}]{mark} {alt.title}")
-        if alt.evidence:
-            lines.append(f"    evidence: {alt.evidence}")
-        if alt.patch is not None:
-            lines.append(f"    patch of {alt.patch.why_cell}:")
-            lines += ["    " + ln for ln in alt.patch.diff.rstrip("\n").splitlines()]
-        else:
-            lines.append(f"    no patch: {alt.no_patch}")
+    lines = fix_lines(fix)
     if fix.default is None:
         lines.append(CHOOSE.format(numbers=", ".join(str(i) for i, a in enumerate(fix.alternatives, 1) if a.patch)))
     else:
