@@ -17,10 +17,12 @@ from cudaassert_ipy.fix.model import NONE, PATCH_MIME, Alternative, CellSource, 
 from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
+    from cudaassert_ipy.restart.frontend import Frontend
     from cudaassert_ipy.restart.plan import ResumePlan
     from cudaassert_ipy.shell.extension import Extension
+    from cudaassert_ipy.view.actions import FixActions
 
-__all__ = ["FixError", "apply", "fix_text", "proposed", "proposed_fix", "verify"]
+__all__ = ["FixError", "apply", "fix_text", "panel_actions", "proposed", "proposed_fix", "verify"]
 
 NO_FAILURE = "no patch: no CUDA failure has been diagnosed in this kernel yet"
 CHOOSE = ("The data does not decide: choose an alternative with `%cudaassert fix apply --choose N` "
@@ -31,6 +33,8 @@ APPLIED = ("{prefix} Patched cell [{number}] in this kernel's history: a restart
            "{where}")
 IN_NOTEBOOK = "The notebook's cell is edited too where the cudaassert frontend extension runs."
 COPY = "Where no frontend edits notebooks (Colab, Kaggle, VS Code, a batch run), copy the patched cell into it."
+BUTTON_DONE = "Patched cell [{number}]: {title}.{restart}"
+NO_RESTART = "this kernel cannot be restarted from here ({detail}): Apply, then restart it yourself"
 FIXED = "{prefix} fixed: cell [{number}] ran to the end with validators on, and all {n} samples are in range."
 FIXED_NO_DATA = "{prefix} fixed: cell [{number}] ran to the end with validators on."
 NOT_ENOUGH = "{prefix} the patch was not enough: cell [{number}] failed again ({error}); its diagnosis is above."
@@ -154,6 +158,24 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
                              failing_source=failing.source if failing is not None else "")
         request_restart(ext, detect(ext.shell), Mode.DEBUG, fix=applied)
     return alt
+
+
+def panel_actions(ext: Extension, fix: ProposedFix, frontend: Frontend) -> FixActions:
+    """The panel's fix section: its Apply buttons call :func:`apply`, the path of ``%cudaassert fix apply``."""
+    from cudaassert_ipy.restart.frontend import edits_cells
+    from cudaassert_ipy.restart.plan import FrontendKind
+    from cudaassert_ipy.view.actions import FixActions
+
+    def on_apply(choose: int | None, restart: bool) -> str:
+        alt = apply(ext, fix, choose, restart)
+        patch = alt.patch
+        number = patch.number if patch is not None else None
+        return BUTTON_DONE.format(number=number, title=alt.title, restart=" Restarting: the replay runs it." if restart
+                                  else " Restart to run it (the replay runs the patched cell).")
+
+    restart_disabled = (NO_RESTART.format(detail=frontend.detail) if frontend.kind is FrontendKind.HEADLESS
+                        else None)
+    return FixActions(fix, on_apply if fix.safety != NONE else None, edits_cells(frontend), restart_disabled)
 
 
 # -- after the replay ----------------------------------------------------------------------------------------------
