@@ -264,16 +264,16 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
                 edits.append(edit)
                 name = f.head.owner or f.head.setting
                 if (isinstance(site.call.func, cst.Attribute) and site.call.func.attr.value == "from_pretrained"
-                        and edit.parsed is site.parsed
+                        and edit.parsed.order == site.parsed.order
                         and not any(a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes"
                                     for a in site.call.args)):
                     edits.append(_add_keyword(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
     if not edits or site is None:
         return Alternative("widen_head", title, no_patch=f"no cell of this kernel built `{name or 'the head'}`"), None
-    same = [e for e in edits if e.parsed is edits[0].parsed]
+    same = [e for e in edits if e.parsed.order == edits[0].parsed.order]
     where = edits[0].parsed
     why = _why(site.parsed, "built", name, site.text)
-    if where is not site.parsed:
+    if where.order != site.parsed.order:
         why += f"; {_cell_name(where)} gives it the class count"
     return Alternative("widen_head", title, patch=_patch(same, why)), site
 

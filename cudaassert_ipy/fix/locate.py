@@ -55,11 +55,13 @@ def _name_of_call(call: Any) -> str | None:
 
 
 class History:
-    """The cells, parsed lazily (and only those that mention what is looked for: 200 cells stay cheap)."""
+    """The cells, parsed lazily: only those that mention what is looked for, and of those only the statements that
+    matter for it (fix/source.py, ``pruned``): 200 cells stay cheap. One cell may so have several trees: compare
+    cells by ``Parsed.order``, not by identity."""
 
     def __init__(self, cells: Sequence[CellSource]) -> None:
         self.cells = list(cells)
-        self._parsed: dict[int, Parsed | None] = {}
+        self._parsed: dict[tuple[int, str | None], Parsed | None] = {}
 
     def parsed(self, word: str | None = None) -> Iterator[Parsed]:
         """Newest first; with ``word``, only cells whose text contains it."""
@@ -67,9 +69,9 @@ class History:
             cell = self.cells[order]
             if word is not None and word not in cell.source:
                 continue
-            if order not in self._parsed:
-                self._parsed[order] = parse(cell, order)
-            p = self._parsed[order]
+            if (order, word) not in self._parsed:
+                self._parsed[(order, word)] = parse(cell, order, word)
+            p = self._parsed[(order, word)]
             if p is not None:
                 yield p
 
