@@ -129,3 +129,24 @@ def test_nothing_is_proposed_without_a_failure_and_says_why_in_one_line(loaded, 
     assert fix.safety == NONE and fix.alternatives == () and "\n" not in fix.why
     shell.run_line_magic("cudaassert", "fix")
     assert capsys.readouterr().out.strip() == f"[cudaassert] {fix.why}"
+
+
+def test_a_dataset_preflight_cannot_read_leaves_the_verification_to_the_failing_cell(restart_ext, shell, tmp_path,
+                                                                                     capsys, monkeypatch):
+    monkeypatch.delenv("CUDAASSERT_TEST_PRETEND_GPU")  # the CPU error itself, no GPU double
+    shell.run_cell("import torch, torch.nn as nn, torch.nn.functional as F\n"
+                   "class Birds:  # declares the classes, yields no samples\n"
+                   "    classes = [f'species_{i}' for i in range(196)]\n"
+                   "train_ds = Birds()\n"
+                   "model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 195))\n"
+                   "labels = torch.tensor([3, 195, 7, 195])", store_history=True)
+    failing = shell.execution_count
+    assert not shell.run_cell("loss = F.cross_entropy(model(torch.randn(4, 8)), labels)", store_history=True).success
+    assert cudaassert_ipy.proposed_fix().chosen.key == "widen_head"
+    shell.run_line_magic("cudaassert", "fix apply --restart --full")
+    restart_in_process(shell, tmp_path)
+    capsys.readouterr()
+    shell.run_cell("pass", store_history=True)
+    out = capsys.readouterr().out
+    assert f"[cudaassert] fixed: cell [{failing}] ran to the end with validators on." in out
+    assert "The replay itself failed" not in out
