@@ -150,3 +150,19 @@ def test_a_dataset_preflight_cannot_read_leaves_the_verification_to_the_failing_
     out = capsys.readouterr().out
     assert f"[cudaassert] fixed: cell [{failing}] ran to the end with validators on." in out
     assert "The replay itself failed" not in out
+
+
+def test_a_class_count_left_to_its_default_is_passed_at_the_call(restart_ext, shell, monkeypatch):
+    monkeypatch.delenv("CUDAASSERT_TEST_PRETEND_GPU")
+    shell.run_cell("import torch, torch.nn as nn, torch.nn.functional as F\n"
+                   "class Net(nn.Module):\n"
+                   "    def __init__(self, width=16, num_classes=3):\n"
+                   "        super().__init__()\n"
+                   "        self.head = nn.Linear(width, num_classes)\n"
+                   "    def forward(self, x):\n"
+                   "        return self.head(x)", store_history=True)
+    shell.run_cell("model = Net(16)", store_history=True)
+    shell.run_cell("loss = F.cross_entropy(model(torch.randn(4, 16)), torch.tensor([0, 1, 2, 3]))",
+                   store_history=True)
+    alt = cudaassert_ipy.proposed_fix().alternatives[0]
+    assert alt.key == "widen_head" and alt.patch.new_source == "model = Net(16, num_classes=4)"
