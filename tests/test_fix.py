@@ -166,3 +166,16 @@ def test_a_class_count_left_to_its_default_is_passed_at_the_call(restart_ext, sh
                    store_history=True)
     alt = cudaassert_ipy.proposed_fix().alternatives[0]
     assert alt.key == "widen_head" and alt.patch.new_source == "model = Net(16, num_classes=4)"
+
+
+def test_the_panels_scan_of_the_data_has_a_budget_past_which_the_data_gives_no_evidence():
+    import torch
+
+    from cudaassert_ipy.fix.survey import OutOfTime, survey_from, survey_labels
+
+    data = torch.utils.data.TensorDataset(torch.randn(50, 2), torch.arange(50) % 4)
+    assert survey_labels("data", data, 3).bad_rows == tuple(range(3, 50, 4))
+    with pytest.raises(OutOfTime):
+        survey_labels("data", data, 3, budget_s=-1.0)
+    assert survey_from({"data": data}, ["data"], 3, budget_s=-1.0) is None
+    assert survey_from({"data": data}, ["data"], 3).n_samples == 50

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CudaAssert", "Extension", "current", "last_diagnosis", "load", "unload"]
 
+SURVEY_BUDGET_S = 2.0  # the panel's scan of the training set for the patch's evidence (`%cudaassert fix`: whole)
+
 
 class CudaAssert(Configurable):
     """Settings: ``%config CudaAssert.<name> = value`` or ``c.CudaAssert.<name>`` in ipython_config.py."""
@@ -228,7 +230,7 @@ class Extension:
         from cudaassert_ipy.shell import fix
 
         try:
-            return fix.proposed(self)
+            return fix.proposed(self, SURVEY_BUDGET_S)
         except Exception as e:
             print(f"{PREFIX} the patch could not be derived ({error_line(e)}); `%cudaassert fix` tries again.",
                   file=sys.stderr)

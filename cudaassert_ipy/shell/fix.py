@@ -52,8 +52,11 @@ def _failing_index(ext: Extension, number: int | None) -> int | None:
     return rec.index if rec is not None else None
 
 
-def proposed(ext: Extension) -> ProposedFix:
-    """The patch for the last diagnosed failure, from this kernel's history (up to the failing cell)."""
+def proposed(ext: Extension, budget_s: float | None = None) -> ProposedFix:
+    """The patch for the last diagnosed failure, from this kernel's history (up to the failing cell).
+
+    ``budget_s``: how long the scan of the training set may take (the panel's; ``%cudaassert fix`` has none):
+    past it, the data gives no evidence and nothing is preselected."""
     d = ext.state.dead_since or ext.last
     if d is None:
         return ProposedFix(NONE, why=NO_FAILURE)
@@ -66,7 +69,7 @@ def proposed(ext: Extension) -> ProposedFix:
     survey = None
     c = d.culprit
     if c is not None and c.kind == "class_labels":
-        survey = _survey(ext, ns, c.dataset, c.facts)
+        survey = _survey(ext, ns, c.dataset, c.facts, budget_s)
     resizable: frozenset[str] = frozenset()
     if c is not None and c.module is not None:
         root = c.module.split(".")[0]
@@ -86,7 +89,8 @@ def proposed_fix() -> ProposedFix:
     return proposed(ext)
 
 
-def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: Any) -> LabelSurvey | None:
+def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: Any,
+            budget_s: float | None = None) -> LabelSurvey | None:
     """The training set behind the failure (the failing loader's dataset, else the one that declared the classes),
     scanned whole; None when none is known or it cannot be read."""
     from cudaassert_ipy.fix.survey import survey_from
@@ -97,7 +101,7 @@ def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: 
         candidates.append(failing.loader)
     if declared:
         candidates.append(declared)
-    return survey_from(ns, candidates, facts.n_classes, facts.ignore_index)
+    return survey_from(ns, candidates, facts.n_classes, facts.ignore_index, budget_s)
 
 
 def fix_text(fix: ProposedFix) -> str:
