@@ -179,3 +179,23 @@ def test_the_panels_scan_of_the_data_has_a_budget_past_which_the_data_gives_no_e
         survey_labels("data", data, 3, budget_s=-1.0)
     assert survey_from({"data": data}, ["data"], 3, budget_s=-1.0) is None
     assert survey_from({"data": data}, ["data"], 3).n_samples == 50
+
+
+def test_the_alternative_the_user_chooses_is_verified_under_its_own_facts(restart_ext, shell, tmp_path, capsys,
+                                                                         monkeypatch):
+    monkeypatch.delenv("CUDAASSERT_TEST_PRETEND_GPU")
+    shell.run_cell("import torch, torch.nn as nn, torch.nn.functional as F\n"
+                   "labels = torch.arange(256) % 3\nlabels[201] = 3  # a 4th kind, new in this data\n"
+                   "train_ds = torch.utils.data.TensorDataset(torch.randn(256, 8), labels)\n"
+                   "loader = torch.utils.data.DataLoader(train_ds, batch_size=32)\n"
+                   "head = nn.Linear(8, 3)", store_history=True)
+    failing = shell.execution_count
+    shell.run_cell("for xb, yb in loader:\n    loss = F.cross_entropy(head(xb), yb)", store_history=True)
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.default is None and [a.key for a in fix.alternatives] == ["widen_head", "drop_rows"]
+    shell.run_line_magic("cudaassert", "fix apply --restart --choose 1")
+    restart_in_process(shell, tmp_path)
+    capsys.readouterr()
+    shell.run_cell("pass", store_history=True)
+    out = capsys.readouterr().out
+    assert f"[cudaassert] fixed: cell [{failing}] ran to the end with validators on, and all 256 samples" in out

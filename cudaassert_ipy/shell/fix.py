@@ -156,7 +156,8 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
         from cudaassert_ipy.restart.request import request_restart
 
         applied = AppliedFix(patch.number, patch.cell_id, patch.diff, alt.title, dataset=fix.dataset,
-                             num_classes=fix.num_classes, ignore_index=fix.ignore_index,
+                             num_classes=alt.num_classes if alt.num_classes is not None else fix.num_classes,
+                             ignore_index=alt.ignore_index if alt.num_classes is not None else fix.ignore_index,
                              vocab_size=fix.vocab_size, full=full,
                              failing_number=failing.number if failing is not None else None,
                              failing_source=failing.source if failing is not None else "")
