@@ -179,3 +179,73 @@ def test_in_notebook_goes_with_fix_apply_only(restart_ext, shell):
 
     with pytest.raises(UsageError, match="--in-notebook only goes with `%cudaassert fix apply`"):
         shell.run_line_magic("cudaassert", "fix --in-notebook")
+
+
+def test_a_dataset_preflight_cannot_read_leaves_the_verification_to_the_failing_cell(restart_ext, shell, tmp_path,
+                                                                                     capsys, monkeypatch):
+    monkeypatch.delenv("CUDAASSERT_TEST_PRETEND_GPU")  # the CPU error itself, no GPU double
+    shell.run_cell("import torch, torch.nn as nn, torch.nn.functional as F\n"
+                   "class Birds:  # declares the classes, yields no samples\n"
+                   "    classes = [f'species_{i}' for i in range(196)]\n"
+                   "train_ds = Birds()\n"
+                   "model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 195))\n"
+                   "labels = torch.tensor([3, 195, 7, 195])", store_history=True)
+    failing = shell.execution_count
+    assert not shell.run_cell("loss = F.cross_entropy(model(torch.randn(4, 8)), labels)", store_history=True).success
+    assert cudaassert_ipy.proposed_fix().chosen.key == "widen_head"
+    shell.run_line_magic("cudaassert", "fix apply --restart --full")
+    restart_in_process(shell, tmp_path)
+    capsys.readouterr()
+    shell.run_cell("pass", store_history=True)
+    out = capsys.readouterr().out
+    assert f"[cudaassert] fixed: cell [{failing}] ran to the end with validators on." in out
+    assert "The replay itself failed" not in out
+
+
+def test_a_class_count_left_to_its_default_is_passed_at_the_call(restart_ext, shell, monkeypatch):
+    monkeypatch.delenv("CUDAASSERT_TEST_PRETEND_GPU")
+    shell.run_cell("import torch, torch.nn as nn, torch.nn.functional as F\n"
+                   "class Net(nn.Module):\n"
+                   "    def __init__(self, width=16, num_classes=3):\n"
+                   "        super().__init__()\n"
+                   "        self.head = nn.Linear(width, num_classes)\n"
+                   "    def forward(self, x):\n"
+                   "        return self.head(x)", store_history=True)
+    shell.run_cell("model = Net(16)", store_history=True)
+    shell.run_cell("loss = F.cross_entropy(model(torch.randn(4, 16)), torch.tensor([0, 1, 2, 3]))",
+                   store_history=True)
+    alt = cudaassert_ipy.proposed_fix().alternatives[0]
+    assert alt.key == "widen_head" and alt.patch.new_source == "model = Net(16, num_classes=4)"
+
+
+def test_the_panels_scan_of_the_data_has_a_budget_past_which_the_data_gives_no_evidence():
+    import torch
+
+    from cudaassert_ipy.fix.survey import OutOfTime, survey_from, survey_labels
+
+    data = torch.utils.data.TensorDataset(torch.randn(50, 2), torch.arange(50) % 4)
+    assert survey_labels("data", data, 3).bad_rows == tuple(range(3, 50, 4))
+    with pytest.raises(OutOfTime):
+        survey_labels("data", data, 3, budget_s=-1.0)
+    assert survey_from({"data": data}, ["data"], 3, budget_s=-1.0) is None
+    assert survey_from({"data": data}, ["data"], 3).n_samples == 50
+
+
+def test_the_alternative_the_user_chooses_is_verified_under_its_own_facts(restart_ext, shell, tmp_path, capsys,
+                                                                         monkeypatch):
+    monkeypatch.delenv("CUDAASSERT_TEST_PRETEND_GPU")
+    shell.run_cell("import torch, torch.nn as nn, torch.nn.functional as F\n"
+                   "labels = torch.arange(256) % 3\nlabels[201] = 3  # a 4th kind, new in this data\n"
+                   "train_ds = torch.utils.data.TensorDataset(torch.randn(256, 8), labels)\n"
+                   "loader = torch.utils.data.DataLoader(train_ds, batch_size=32)\n"
+                   "head = nn.Linear(8, 3)", store_history=True)
+    failing = shell.execution_count
+    shell.run_cell("for xb, yb in loader:\n    loss = F.cross_entropy(head(xb), yb)", store_history=True)
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.default is None and [a.key for a in fix.alternatives] == ["widen_head", "drop_rows"]
+    shell.run_line_magic("cudaassert", "fix apply --restart --choose 1")
+    restart_in_process(shell, tmp_path)
+    capsys.readouterr()
+    shell.run_cell("pass", store_history=True)
+    out = capsys.readouterr().out
+    assert f"[cudaassert] fixed: cell [{failing}] ran to the end with validators on, and all 256 samples" in out

@@ -70,6 +70,16 @@ def test_fit_on_the_cpu_with_label_3_gets_the_dense_fix_and_the_models_facts(kr,
     assert f"Note: {FILTERED}" in out
 
 
+def test_the_patch_widens_the_last_dense_of_the_sequential_list(loaded, kr):  # loaded first: SETUP in its history
+    import cudaassert_ipy
+
+    kr.run_cell(FIT, store_history=True)
+    alt = cudaassert_ipy.proposed_fix().alternatives[0]
+    assert alt.key == "widen_head" and alt.title == "make the last layer Dense(4)"
+    assert "+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation=\"relu\"), " \
+        "keras.layers.Dense(4)])" in alt.patch.diff
+
+
 def test_a_gpu_failure_recreated_by_dense_call_is_read_through_and_is_not_a_later_error(kr, capfd):
     error, d = diagnose_cell(kr, f"with DeadGpu(surfaces={{torch.matmul}}):\n    {FIT}", capfd)
     assert type(error).__name__ == "AcceleratorError" and not hasattr(error, "error_code")  # Keras' copy

@@ -218,3 +218,12 @@ def train_mixup():
             "scatter index: class label 3 is outside 0..2 (the model has 3 classes).") in out
     assert f"Likely fix: {TIMM_FIX}." in out
     assert "  mixup_fn: Mixup(num_classes=3): labels >= num_classes fail in one_hot's scatter" in out
+
+
+def test_under_label_smoothing_the_patch_widens_create_models_num_classes(loaded, tm):  # loaded first: SETUP recorded
+    import cudaassert_ipy
+
+    tm.run_cell("train_one_epoch()", store_history=True)
+    alt = cudaassert_ipy.proposed_fix().alternatives[0]
+    assert alt.key == "widen_head"
+    assert '+model = timm.create_model("resnet18", pretrained=False, num_classes=4)' in alt.patch.diff

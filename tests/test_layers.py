@@ -29,9 +29,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "checks": {"diagnose", "frameworks"},
     "data": {"diagnose", "checks", "frameworks"},  # data/loaders: made_by, class_names, frame_self
     "fix": {"diagnose", "checks"},  # the culprit and the words; preflight's reader for the data's evidence
-    "view": {"diagnose"},
+    "view": {"diagnose", "fix"},  # a ProposedFix (fix/model.py) rendered as the panel's and the report's fix section
     "restart": {"diagnose", "data", "view"},
-    "run": {"capture", "diagnose", "checks", "data", "view"},
+    "run": {"capture", "diagnose", "checks", "data", "fix", "view"},  # the patch against the script file
     "logs": {"capture", "diagnose", "view"},
     "shell": {"capture", "diagnose", "checks", "data", "fix", "view", "restart", "logs"},
 }

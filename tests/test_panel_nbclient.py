@@ -14,6 +14,7 @@ pytestmark = pytest.mark.kernel
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+PATCH_MIME = "application/vnd.cudaassert.patch+json"
 SETUP = """
 import torch, torch.nn as nn
 from gpu_double import fail_like_gpu
@@ -69,9 +70,43 @@ def test_a_failing_cell_holds_the_panel_with_the_full_text_and_html_report(tmp_p
     root = state[data[WIDGET_VIEW]["model_id"]]["state"]
     assert "cudaassert-panel" in root["_dom_classes"]
     buttons = {m["state"]["description"]: m["state"] for m in state.values() if m["model_name"] == "ButtonModel"}
-    assert set(buttons) == {"Restart & replay setup", "Restart on CPU", "Copy report"}
-    assert not buttons["Copy report"]["disabled"]
+    # the fix section (#26): Apply and Apply, Restart & replay; nbclient is no frontend that edits cells, so the
+    # patched cell is offered to copy
+    assert set(buttons) == {"Restart & replay setup", "Restart on CPU", "Copy report", "Apply",
+                            "Apply, Restart & replay", "Copy patched cell"}
+    assert not buttons["Copy report"]["disabled"] and not buttons["Apply"]["disabled"]
+    assert ("[cudaassert] Proposed fix for `model.2` (decision): the data decides: the data declares 196 classes"
+            in plain)
+    assert "+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 196))" in plain
+    assert ('class="ca-diff-add" style="color:var(--jp-success-color1,#2e7d32)">+model = nn.Sequential'
+            in data["text/html"])  # inline: a saved notebook's HTML keeps the diff's colours
     assert all(b["tooltip"] for b in buttons.values() if b["disabled"]), "a disabled button says why"
+
+
+CLICK_APPLY = """
+import ipywidgets.widgets.widget as registry
+apply = [w for w in list(registry._instances.values()) if getattr(w, "description", None) == "Apply"][-1]
+apply.click()
+"""
+
+
+def test_the_apply_button_in_a_real_kernel_patches_the_history_and_its_request_lands_in_the_panel(tmp_path):
+    nb = new_notebook(cells=[new_code_cell("%load_ext cudaassert"), new_code_cell(SETUP),
+                             new_code_cell("loss = fail_like_gpu()", metadata={"tags": ["raises-exception"]}),
+                             new_code_cell(CLICK_APPLY),
+                             new_code_cell("print(cudaassert_ipy.shell.extension.current().history.records[1].source)")],
+                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb.cells[4].source = "import cudaassert_ipy.shell.extension\n" + nb.cells[4].source
+    env = kernel_env(IPYTHONDIR=str(tmp_path / "ipython"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    InteractiveClient(nb, timeout=120, kernel_name="python3").execute(env=env)
+    assert "nn.Linear(32, 196))" in nb.cells[4].outputs[0].text  # the history's cell [2] is the patched one
+    state = nb.metadata.widgets[WIDGET_STATE]["state"]
+    outputs = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"].get("outputs", [])]
+    requests = [o["data"][PATCH_MIME] for o in outputs if PATCH_MIME in o.get("data", {})]
+    assert len(requests) == 1 and requests[0]["execution_count"] == 2 and requests[0]["version"] == 1
+    assert "nn.Linear(32, 196))" in requests[0]["new_source"]
+    status = [m["state"]["value"] for m in state.values() if m["model_name"] == "HTMLModel"]
+    assert any("Patched cell [2]: set" in v for v in status)
 
 
 def test_a_kaggle_batch_run_gets_the_text_report_without_a_widget(tmp_path):
@@ -80,3 +115,4 @@ def test_a_kaggle_batch_run_gets_the_text_report_without_a_widget(tmp_path):
     assert displays and all(WIDGET_VIEW not in o.data for o in displays)
     plain = displays[-1].data["text/plain"]
     assert "[cudaassert] GPU context dead · class label out of range in cross_entropy" in plain
+    assert "+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 196))" in plain  # the patch too

@@ -110,7 +110,7 @@ def test_help_documents_every_option_and_torchrun(tmp_path):
     result = run(["--help"], tmp_path)
     assert result.returncode == 0
     for word in ("--validators", "--blocking", "--report-json", "--quiet", "--rerun-on-failure", "--no-children",
-                 "torchrun --nproc-per-node", "TORCHELASTIC_ERROR_FILE", "import cudaassert_ipy.auto"):
+                 "--apply-fix", "torchrun --nproc-per-node", "TORCHELASTIC_ERROR_FILE", "import cudaassert_ipy.auto"):
         assert word in result.stdout
 
 

@@ -9,6 +9,7 @@ there is no default. The words come from ``diagnose/hints.py`` (``PATCH_*``, ``s
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from typing import Any, Optional, Sequence
 
@@ -200,6 +201,10 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
         alts.append(_drop_alt(c, f, history, survey, widen_site, negative, top))
     if not alts:
         return _none(hints.PATCH_WHY["no_edit"].format(what="no alternative fits these labels"), c.module or "")
+    widened = f.declared if f.declared is not None and top is not None and top < f.declared else (top or 0) + 1
+    alts = [(dataclasses.replace(a, num_classes=widened if a.key == "widen_head" else f.n_classes,
+                                 ignore_index=255 if a.key == "ignore_index" else f.ignore_index), d)
+            for a, d in alts]  # what the verification checks after each one
     ranked = sorted(range(len(alts)), key=lambda i: not alts[i][1])  # the ones the data decides for first
     decided = [i for i in ranked if alts[i][1]]
     alternatives = tuple(alts[i][0] for i in ranked)
@@ -255,6 +260,13 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
         edit = history.value_edit(site.parsed, arg, str(n), site.frames) if arg is not None else None
         if edit is not None:
             edits.append(edit)
+    if not edits and f.head is not None and (f.head.owner or "").endswith(".layers[-1]"):
+        site = _last_layer_site(history, str(f.head.owner).split(".")[0])  # keras.Sequential([..., Dense(3)])
+        arg = _arg(site.call, *_COUNT_ARG.get(_callee(site), (None, None))) if site is not None else None
+        edit = history.value_edit(site.parsed, arg, str(n), site.frames) if site is not None and arg else None
+        if edit is not None:
+            edits.append(edit)
+            name = str(f.head.owner)
     if not edits and f.head is not None and f.head.setting:
         site = history.keyword_site(f.head.setting)
         arg = _arg(site.call, None, f.head.setting) if site is not None else None
@@ -264,18 +276,31 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
                 edits.append(edit)
                 name = f.head.owner or f.head.setting
                 if (isinstance(site.call.func, cst.Attribute) and site.call.func.attr.value == "from_pretrained"
-                        and edit.parsed is site.parsed
+                        and edit.parsed.order == site.parsed.order
                         and not any(a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes"
                                     for a in site.call.args)):
                     edits.append(_add_keyword(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
     if not edits or site is None:
         return Alternative("widen_head", title, no_patch=f"no cell of this kernel built `{name or 'the head'}`"), None
-    same = [e for e in edits if e.parsed is edits[0].parsed]
+    same = [e for e in edits if e.parsed.order == edits[0].parsed.order]
     where = edits[0].parsed
     why = _why(site.parsed, "built", name, site.text)
-    if where is not site.parsed:
+    if where.order != site.parsed.order:
         why += f"; {_cell_name(where)} gives it the class count"
     return Alternative("widen_head", title, patch=_patch(same, why)), site
+
+
+def _last_layer_site(history: History, model: str) -> Site | None:
+    """The last layer of ``model = Sequential([..., Dense(3)])`` (Keras lists its layers), as a site."""
+    import libcst as cst
+
+    for p, _, value in history.assignments(model):
+        if (isinstance(value, cst.Call) and _callee(Site(p, value)) == "Sequential" and value.args
+                and isinstance(value.args[0].value, cst.List) and value.args[0].value.elements):
+            last = value.args[0].value.elements[-1].value
+            return Site(p, last) if isinstance(last, cst.Call) else None
+        return None
+    return None
 
 
 def _callee(site: Site) -> str:

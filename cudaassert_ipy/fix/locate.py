@@ -55,11 +55,13 @@ def _name_of_call(call: Any) -> str | None:
 
 
 class History:
-    """The cells, parsed lazily (and only those that mention what is looked for: 200 cells stay cheap)."""
+    """The cells, parsed lazily: only those that mention what is looked for, and of those only the statements that
+    matter for it (fix/source.py, ``pruned``): 200 cells stay cheap. One cell may so have several trees: compare
+    cells by ``Parsed.order``, not by identity."""
 
     def __init__(self, cells: Sequence[CellSource]) -> None:
         self.cells = list(cells)
-        self._parsed: dict[int, Parsed | None] = {}
+        self._parsed: dict[tuple[int, str | None], Parsed | None] = {}
 
     def parsed(self, word: str | None = None) -> Iterator[Parsed]:
         """Newest first; with ``word``, only cells whose text contains it."""
@@ -67,9 +69,9 @@ class History:
             cell = self.cells[order]
             if word is not None and word not in cell.source:
                 continue
-            if order not in self._parsed:
-                self._parsed[order] = parse(cell, order)
-            p = self._parsed[order]
+            if (order, word) not in self._parsed:
+                self._parsed[(order, word)] = parse(cell, order, word)
+            p = self._parsed[(order, word)]
             if p is not None:
                 yield p
 
@@ -207,6 +209,10 @@ class History:
             if arg is not None:
                 cp, value = arg
                 return self.value_edit(cp, value, new, frames[:-1])
+            defaulted = self._defaulted_call(frame, param)
+            if defaulted is not None:  # `LitClassifier()` with `num_classes=3` as the default: pass it at the call
+                cp, call = defaulted
+                return _keyword_edit(cp, call, f"{param}={new}")
         if isinstance(expr, cst.Name) and not frames:
             literal = _unique_literal(p, str(expr.value))
             if literal is not None:
@@ -216,6 +222,22 @@ class History:
             return None  # a name we cannot follow inside a function: do not guess
         start, end = p.span(expr)
         return Edit(p, start, end, new)
+
+    def _defaulted_call(self, frame: Frame, param: str) -> tuple[Parsed, Any] | None:
+        """The newest call of ``frame``'s function that leaves ``param`` to its default (None when it passes it)."""
+        names = [x.name.value for x in frame.function.params.params]
+        offset = 1 if frame.is_init and names and names[0] == "self" else 0
+        if param not in names[offset:] or frame.function.params.params[names.index(param)].default is None:
+            return None
+        calls = [frame.call] if frame.call is not None else list(self.calls_of(frame.function.name.value))[:1]
+        for cp, call in calls:
+            positional = [a for a in call.args if a.keyword is None and a.star == ""]
+            if any(a.star for a in call.args) or any(a.keyword is not None and a.keyword.value == param
+                                                     for a in call.args):
+                return None
+            if len(positional) <= names.index(param) - offset:
+                return cp, call
+        return None
 
     def _argument_for(self, frame: Frame, param: str) -> tuple[Parsed, Any] | None:
         """The caller's expression bound to ``param`` of ``frame``'s function (its newest call)."""
@@ -239,6 +261,16 @@ class History:
             if default is not None and isinstance(default, cst.Integer):
                 return None  # the default is used: the call site gets the keyword (see derive)
         return None
+
+
+def _keyword_edit(p: Parsed, call: Any, text: str) -> Edit:
+    """``f(a)`` -> ``f(a, text)``; ``f()`` -> ``f(text)``."""
+    if call.args:
+        _, end = p.span(call.args[-1].value)
+        return Edit(p, end, end, ", " + text)
+    start, end = p.span(call)
+    close = p.cell.source.rindex(")", start, end)
+    return Edit(p, close, close, text)
 
 
 def _top_statements(module: Any) -> Iterator[Any]:

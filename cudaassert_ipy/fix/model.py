@@ -70,6 +70,9 @@ class Alternative:
     evidence: str = ""
     patch: Optional[Patch] = None
     no_patch: str = ""  # why this alternative has no patch
+    # the facts after applying it, for the verification's preflight (None: the fix's own)
+    num_classes: Optional[int] = None
+    ignore_index: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -7,19 +7,30 @@ handful of stray rows, a 'void' 255, or 1-based labels; the alternatives are ran
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from cudaassert_ipy.checks.preflight_scan import LABEL_KEYS, batch_len, pick_field, samples
 from cudaassert_ipy.fix.model import LabelSurvey
 
-__all__ = ["survey_labels"]
+__all__ = ["survey_from", "survey_labels"]
 
 MAX_SAMPLES = 1_000_000  # a larger dataset is surveyed up to here
 
 
-def survey_labels(name: str, data: Any, n_classes: int, ignore_index: Optional[int] = None) -> LabelSurvey:
-    """Every label value and the rows outside ``0..n_classes-1`` (``ignore_index`` excepted) of ``data``."""
+class OutOfTime(Exception):
+    """The scan ran past its budget: no evidence rather than a partial one."""
+
+
+def survey_labels(name: str, data: Any, n_classes: int, ignore_index: Optional[int] = None,
+                  budget_s: Optional[float] = None) -> LabelSurvey:
+    """Every label value and the rows outside ``0..n_classes-1`` (``ignore_index`` excepted) of ``data``.
+
+    ``budget_s``: raise :class:`OutOfTime` past it (the panel must not wait on a dataset that decodes images)."""
+    import time
+
     import torch
+
+    deadline = time.monotonic() + budget_s if budget_s is not None else None
 
     items, _, _ = samples(data)
     counts: Counter[int] = Counter()
@@ -28,6 +39,8 @@ def survey_labels(name: str, data: Any, n_classes: int, ignore_index: Optional[i
     for first, item, batched in items:
         if first >= MAX_SAMPLES:
             break
+        if deadline is not None and time.monotonic() > deadline:
+            raise OutOfTime(name)
         t = torch.as_tensor(pick_field(item, None, LABEL_KEYS, -1)).detach().cpu()
         rows = [t[i] for i in range(batch_len(item))] if batched else [t]
         for i, row in enumerate(rows):
@@ -39,3 +52,24 @@ def survey_labels(name: str, data: Any, n_classes: int, ignore_index: Optional[i
     dataset = getattr(data, "dataset", data)
     return LabelSurvey(name, n, tuple(sorted(counts.items())), tuple(bad),
                        has_select=callable(getattr(dataset, "select", None)) and hasattr(dataset, "features"))
+
+
+def survey_from(ns: Mapping[str, Any], candidates: Sequence[str], n_classes: int,
+                ignore_index: Optional[int] = None, budget_s: Optional[float] = None) -> LabelSurvey | None:
+    """The first of ``candidates`` (dotted names: the failing loader, the dataset that declared the classes) that
+    is a dataset of ``ns`` (a DataLoader stands for its dataset), scanned whole; None when none can be read."""
+    for name in candidates:
+        obj: Any = ns.get(name.split(".")[0])
+        for part in name.split(".")[1:]:
+            obj = getattr(obj, part, None)
+        obj = getattr(obj, "dataset", obj) if type(obj).__name__ == "DataLoader" else obj
+        source = next((k for k, v in ns.items() if v is obj and not k.startswith("_")), None)
+        if obj is None or source is None:
+            continue
+        try:
+            return survey_labels(source, obj, n_classes, ignore_index, budget_s)
+        except OutOfTime:
+            return None
+        except Exception:  # a dataset preflight cannot read: no evidence from the data, no default
+            continue
+    return None

@@ -24,8 +24,8 @@ from typing import Any
 
 from cudaassert_ipy.restart.plan import FrontendKind
 
-__all__ = ["Frontend", "FrontendKind", "ServerRef", "Verdict", "check_server", "detect", "kernel_id", "kernel_key",
-           "terminal_key", "vscode_key"]
+__all__ = ["Frontend", "FrontendKind", "ServerRef", "Verdict", "check_server", "detect", "edits_cells", "kernel_id",
+           "kernel_key", "terminal_key", "vscode_key"]
 
 _HEADLESS_PARENTS = ("papermill", "nbconvert", "nbclient", "testbook")
 
@@ -221,7 +221,7 @@ def detect(shell: Any) -> Frontend:
     if server is not None:
         return Frontend(K.SERVER, key, kid, notebook, server, detail=server.url)
     if "google.colab" in sys.modules or run_type == "Interactive":
-        return Frontend(K.SERVER, key, kid, notebook, detail="Colab / Kaggle session")
+        return Frontend(K.SERVER, key, kid, notebook, detail=_NOT_JUPYTER)
     base = os.path.basename(conn or "")
     if vsc_file or base.startswith(("kernel-v2", "kernel-v3")) or "VSCODE_PID" in os.environ:
         return Frontend(K.VSCODE, vscode_key(vsc_file) if vsc_file else key, kid, vsc_file, detail="VS Code")
@@ -230,6 +230,15 @@ def detect(shell: Any) -> Frontend:
         if any(word in part for part in launcher):
             return Frontend(K.HEADLESS, key, kid, notebook, detail=f"launched by {word}")
     return Frontend(K.KERNEL, key, kid, notebook, detail=looked)
+
+
+_NOT_JUPYTER = "Colab / Kaggle session"
+
+
+def edits_cells(frontend: Frontend) -> bool:
+    """Whether a frontend extension can edit this notebook's cells (JupyterLab 4 / Notebook 7 under a Jupyter server);
+    Colab, Kaggle, VS Code, terminals and batch runs cannot: the patched cell is given to copy there."""
+    return frontend.kind is FrontendKind.SERVER and frontend.detail != _NOT_JUPYTER
 
 
 def check_server(server: ServerRef, kid: str, timeout: float = 2.0) -> tuple[Verdict, str]:

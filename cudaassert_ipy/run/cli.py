@@ -65,6 +65,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--rerun-on-failure", action="store_true",
                    help="after a CUDA failure, run the same command once more with CUDA_LAUNCH_BLOCKING=1 and "
                         "validators on, and show what the validator found beside the first diagnosis")
+    p.add_argument("--apply-fix", action="store_true",
+                   help="write the proposed patch (shown as a diff after the report) into the script or module file "
+                        "it changes, when the data decides for one and the file is unchanged since the run")
     p.add_argument("--no-children", dest="children", action="store_false",
                    help="do not watch the processes the script starts")
     return p
@@ -90,7 +93,8 @@ def parse(argv: list[str], prog: str) -> tuple[RunOptions, Target | None]:
     options = RunOptions()
     if ours:  # argparse costs a few ms: only when there are options to read
         ns = build_parser(prog).parse_args(ours)  # --help and bad options exit here, as argparse does
-        options = RunOptions(ns.validators, ns.blocking, ns.quiet, ns.report_json, ns.rerun_on_failure, ns.children)
+        options = RunOptions(ns.validators, ns.blocking, ns.quiet, ns.report_json, ns.rerun_on_failure, ns.children,
+                             ns.apply_fix)
     rest = argv[i:]
     if not rest:
         return options, None

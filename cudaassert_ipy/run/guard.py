@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start
     from cudaassert_ipy.data.bookmark import Bookmark
     from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.fix.model import ProposedFix
     from cudaassert_ipy.run.ranks import DeadRanks
 
 __all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "MainFiles", "Outcome",
@@ -85,6 +86,7 @@ class Outcome(NamedTuple):
     diagnosis: Diagnosis | None = None
     report_text: str = ""
     exception: BaseException | None = None
+    fix: ProposedFix | None = None  # the patch of the user's file (run/patch.py), for --report-json
 
 
 class Guard:
@@ -111,6 +113,9 @@ class Guard:
         self.outcome = Outcome(self.rank)
         self._closed = False
         self._checked: tuple[str, ...] = ()  # the bookmark's check of the last failure (without the reproduce line)
+        self._fix: ProposedFix | None = None  # the patch of the user's file that defined the culprit (run/patch.py)
+        self._user_ns: dict[str, Any] | None = None  # the script's globals, once it failed
+        self._loader: str | None = None  # the DataLoader whose batch failed (the bookmark's)
 
     def start(self) -> None:
         """Environment first (CUDA reads CUDA_LAUNCH_BLOCKING when torch initialises it), then the tap."""
@@ -257,7 +262,7 @@ class Guard:
         stopped = isinstance(exc, SystemExit)
         diagnosis, text = (None, "") if stopped else self._handle(exc, tb)
         text = self._dead_ranks(None if stopped else exc, text)
-        self.outcome = Outcome(self.rank, diagnosis, text, None if stopped else exc)
+        self.outcome = Outcome(self.rank, diagnosis, text, None if stopped else exc, self._fix)
         return self.outcome
 
     def _handle(self, exc: BaseException, tb: types.TracebackType | None) -> tuple[Diagnosis | None, str]:
@@ -302,6 +307,7 @@ class Guard:
         print(short if self.options.quiet else report_text, file=sys.stderr, flush=True)
         if self.rank.distributed:  # for the process that launched this rank (a notebook)
             self._print_checked(diagnosis)
+        report_text += self._patch(diagnosis, detection)
         error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
         if error_file:
             import traceback
@@ -349,7 +355,39 @@ class Guard:
         diagnosis, check = explain_failure(detection, sites, text, user_ns=user_ns, user_files=self.user_files,
                                            bookmark=self.bookmark, dead_status=DEAD_PROCESS)
         self._checked = check.lines if check is not None else ()
+        self._user_ns = user_ns
+        failing = check.failing if check is not None else None
+        self._loader = failing.loader if failing is not None else None
         return diagnosis
+
+    def _patch(self, diagnosis: Diagnosis, detection: Detection) -> str:
+        """The proposed patch of the user's file, printed as a diff after the report (the text added to the report);
+        never costs the report."""
+        if diagnosis.culprit is None:
+            return ""
+        from cudaassert_ipy.run import patch
+
+        try:
+            top = detection.top if detection.top is not None else detection.exception
+            sources = patch.user_sources(top.__traceback__, self.user_files)
+            if not sources:
+                return ""
+            self._fix = fix = patch.propose(diagnosis, sources, self._user_ns, self._loader)
+        except Exception as failure:  # the diagnosis above stands without its patch
+            print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(failure)), file=sys.stderr, flush=True)
+            return ""
+        from cudaassert_ipy.view.fix_report import fix_lines
+
+        lines = fix_lines(fix)
+        if fix.patch is not None:
+            lines.append(patch.apply_fix(fix) if self.options.apply_fix
+                         else patch.SHOWN.format(prefix=PREFIX, path=fix.patch.path))
+        elif self.options.apply_fix:
+            lines.append(patch.apply_fix(fix))
+        text = "\n".join(lines)
+        if text and not self.options.quiet:
+            print(text, file=sys.stderr, flush=True)
+        return f"\n{text}" if text else ""
 
     def render(self, diagnosis: Diagnosis) -> str:
         from cudaassert_ipy.view.report import to_text
@@ -383,6 +421,10 @@ def write_report(path: str, outcome: Outcome, exit_code: int, rerun: dict[str, A
 
     data = outputs.report_data(outcome.diagnosis, outcome.rank, exit_code, outcome.report_text, outcome.exception,
                                rerun)
+    if outcome.fix is not None:
+        from cudaassert_ipy.run.patch import fix_data
+
+        data["fix"] = fix_data(outcome.fix)
     failed = outputs.write_report_json(path, data)
     if failed:
         print(failed, file=sys.stderr, flush=True)

@@ -18,6 +18,7 @@ class RunOptions(NamedTuple):  # a NamedTuple: dataclasses costs ~20 ms of start
     report_json: str | None = None
     rerun_on_failure: bool = False
     children: bool = True
+    apply_fix: bool = False  # write the proposed patch into the script (or module) file (run/patch.py)
     bookmark_bytes: int = 256 * 1024 * 1024  # CPU batches kept per DataLoader, as the notebook extension's default
 
     def to_env(self) -> str:

@@ -26,11 +26,14 @@ if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
     from cudaassert_ipy.diagnose.gpu_state import GpuState
+    from cudaassert_ipy.fix.model import ProposedFix
     from cudaassert_ipy.restart.plan import ResumePlan
     from cudaassert_ipy.restart.replay import Resumed
-    from cudaassert_ipy.view.actions import Action
+    from cudaassert_ipy.view.actions import Action, FixActions
 
 __all__ = ["CudaAssert", "Extension", "current", "last_diagnosis", "load", "unload"]
+
+SURVEY_BUDGET_S = 2.0  # the panel's scan of the training set for the patch's evidence (`%cudaassert fix`: whole)
 
 
 class CudaAssert(Configurable):
@@ -201,6 +204,7 @@ class Extension:
         from cudaassert_ipy.view.display import display
 
         gpu = self.gpu_summary(diagnosis)
+        proposed = self.proposed_fix(diagnosis)
         if self.config.panel and not self.headless():
             panel: Any = None
             try:
@@ -209,7 +213,8 @@ class Extension:
                 print(f"{PREFIX} panel unavailable ({e}); showing the text report.", file=sys.stderr)
             if panel is not None and panel.available():
                 try:
-                    panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu)
+                    panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu,
+                                        fix=self.fix_actions(proposed))
                     return
                 except Exception as e:  # the diagnosis must still reach the user
                     print(f"{PREFIX} panel failed ({error_line(e)}); showing the text report.",
@@ -217,7 +222,30 @@ class Extension:
         from cudaassert_ipy.diagnose.gpu_state import GpuState, describe
         from cudaassert_ipy.view.report import Report
 
-        display(Report(diagnosis, describe(gpu) if isinstance(gpu, GpuState) else gpu))
+        display(Report(diagnosis, describe(gpu) if isinstance(gpu, GpuState) else gpu, proposed))
+
+    def proposed_fix(self, diagnosis: Diagnosis) -> ProposedFix | None:
+        """The patch of the cell that defined the culprit (shell/fix.py); None when there is no culprit, or when
+        deriving it failed (the diagnosis must still show)."""
+        if diagnosis.culprit is None:
+            return None
+        from cudaassert_ipy.shell import fix
+
+        try:
+            return fix.proposed(self, SURVEY_BUDGET_S)
+        except Exception as e:
+            print(f"{PREFIX} the patch could not be derived ({error_line(e)}); `%cudaassert fix` tries again.",
+                  file=sys.stderr)
+            return None
+
+    def fix_actions(self, proposed: ProposedFix | None) -> FixActions | None:
+        """The panel's fix section and its Apply buttons (the `%cudaassert fix apply` path)."""
+        if proposed is None:
+            return None
+        from cudaassert_ipy.restart.frontend import detect
+        from cudaassert_ipy.shell import fix
+
+        return fix.panel_actions(self, proposed, detect(self.shell))
 
     def headless(self) -> bool:
         """Batch runs (papermill, nbconvert --execute, nbclient, Kaggle "Save Version") store outputs nobody

@@ -17,10 +17,12 @@ from cudaassert_ipy.fix.model import NONE, PATCH_MIME, Alternative, CellSource, 
 from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
+    from cudaassert_ipy.restart.frontend import Frontend
     from cudaassert_ipy.restart.plan import ResumePlan
     from cudaassert_ipy.shell.extension import Extension
+    from cudaassert_ipy.view.actions import FixActions
 
-__all__ = ["FixError", "apply", "fix_text", "proposed", "show", "verify"]
+__all__ = ["FixError", "apply", "fix_text", "panel_actions", "proposed", "show", "verify"]
 
 NO_FAILURE = "no patch: no CUDA failure has been diagnosed in this kernel yet"
 CHOOSE = ("The data does not decide: choose an alternative with `%cudaassert fix apply --choose N` "
@@ -31,6 +33,8 @@ APPLIED = ("{prefix} Patched cell [{number}] in this kernel's history: a restart
            "{where}")
 IN_NOTEBOOK = "In JupyterLab and Notebook 7 the patch's Apply buttons edit the notebook's cell too (undo reverts it)."
 COPY = "Where no frontend edits notebooks (Colab, Kaggle, VS Code, a batch run), copy the patched cell into it."
+BUTTON_DONE = "Patched cell [{number}]: {title}.{restart}"
+NO_RESTART = "this kernel cannot be restarted from here ({detail}): Apply, then restart it yourself"
 FIXED = "{prefix} fixed: cell [{number}] ran to the end with validators on, and all {n} samples are in range."
 FIXED_NO_DATA = "{prefix} fixed: cell [{number}] ran to the end with validators on."
 NOT_ENOUGH = "{prefix} the patch was not enough: cell [{number}] failed again ({error}); its diagnosis is above."
@@ -48,8 +52,11 @@ def _failing_index(ext: Extension, number: int | None) -> int | None:
     return rec.index if rec is not None else None
 
 
-def proposed(ext: Extension) -> ProposedFix:
-    """The patch for the last diagnosed failure, from this kernel's history (up to the failing cell)."""
+def proposed(ext: Extension, budget_s: float | None = None) -> ProposedFix:
+    """The patch for the last diagnosed failure, from this kernel's history (up to the failing cell).
+
+    ``budget_s``: how long the scan of the training set may take (the panel's; ``%cudaassert fix`` has none):
+    past it, the data gives no evidence and nothing is preselected."""
     d = ext.state.dead_since or ext.last
     if d is None:
         return ProposedFix(NONE, why=NO_FAILURE)
@@ -62,7 +69,7 @@ def proposed(ext: Extension) -> ProposedFix:
     survey = None
     c = d.culprit
     if c is not None and c.kind == "class_labels":
-        survey = _survey(ext, ns, c.dataset, c.facts)
+        survey = _survey(ext, ns, c.dataset, c.facts, budget_s)
     resizable: frozenset[str] = frozenset()
     if c is not None and c.module is not None:
         root = c.module.split(".")[0]
@@ -71,14 +78,11 @@ def proposed(ext: Extension) -> ProposedFix:
     return derive.propose(d, cells, survey, resizable)
 
 
-def _dataset_name(ns: Mapping[str, Any], obj: Any) -> str | None:
-    return next((k for k, v in ns.items() if v is obj and not k.startswith("_")), None)
-
-
-def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: Any) -> LabelSurvey | None:
+def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: Any,
+            budget_s: float | None = None) -> LabelSurvey | None:
     """The training set behind the failure (the failing loader's dataset, else the one that declared the classes),
     scanned whole; None when none is known or it cannot be read."""
-    from cudaassert_ipy.fix.survey import survey_labels
+    from cudaassert_ipy.fix.survey import survey_from
 
     candidates = []
     failing = ext.samples.failing if ext.samples is not None else None
@@ -86,36 +90,16 @@ def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: 
         candidates.append(failing.loader)
     if declared:
         candidates.append(declared)
-    for name in candidates:
-        obj: Any = ns.get(name.split(".")[0])
-        for part in name.split(".")[1:]:
-            obj = getattr(obj, part, None)
-        obj = getattr(obj, "dataset", obj) if type(obj).__name__ == "DataLoader" else obj
-        source = _dataset_name(ns, obj)
-        if obj is None or source is None:
-            continue
-        try:
-            return survey_labels(source, obj, facts.n_classes, facts.ignore_index)
-        except Exception:  # a dataset preflight cannot read: no evidence from the data, no default
-            continue
-    return None
+    return survey_from(ns, candidates, facts.n_classes, facts.ignore_index, budget_s)
 
 
 def fix_text(fix: ProposedFix) -> str:
-    """``%cudaassert fix``: the alternatives, each with its evidence and diff; the default marked."""
+    """``%cudaassert fix``: the alternatives, each with its evidence and diff (view/fix_report.py), and how to apply."""
+    from cudaassert_ipy.view.fix_report import fix_lines
+
     if fix.safety == NONE:
         return f"{PREFIX} {fix.why}"
-    lines = [f"{PREFIX} Proposed fix for `{fix.culprit}` ({fix.safety}): {fix.why}."]
-    for i, alt in enumerate(fix.alternatives, 1):
-        mark = " (default)" if fix.default == i - 1 else ""
-        lines.append(f"[{i}]{mark} {alt.title}")
-        if alt.evidence:
-            lines.append(f"    evidence: {alt.evidence}")
-        if alt.patch is not None:
-            lines.append(f"    patch of {alt.patch.why_cell}:")
-            lines += ["    " + ln for ln in alt.patch.diff.rstrip("\n").splitlines()]
-        else:
-            lines.append(f"    no patch: {alt.no_patch}")
+    lines = fix_lines(fix)
     if fix.default is None:
         lines.append(CHOOSE.format(numbers=", ".join(str(i) for i, a in enumerate(fix.alternatives, 1) if a.patch)))
     else:
@@ -176,12 +160,31 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
         from cudaassert_ipy.restart.request import request_restart
 
         applied = AppliedFix(patch.number, patch.cell_id, patch.diff, alt.title, dataset=fix.dataset,
-                             num_classes=fix.num_classes, ignore_index=fix.ignore_index,
+                             num_classes=alt.num_classes if alt.num_classes is not None else fix.num_classes,
+                             ignore_index=alt.ignore_index if alt.num_classes is not None else fix.ignore_index,
                              vocab_size=fix.vocab_size, full=full, in_notebook=in_notebook,
                              failing_number=failing.number if failing is not None else None,
                              failing_source=failing.source if failing is not None else "")
         request_restart(ext, detect(ext.shell), Mode.DEBUG, fix=applied)
     return alt
+
+
+def panel_actions(ext: Extension, fix: ProposedFix, frontend: Frontend) -> FixActions:
+    """The panel's fix section: its Apply buttons call :func:`apply`, the path of ``%cudaassert fix apply``."""
+    from cudaassert_ipy.restart.frontend import edits_cells
+    from cudaassert_ipy.restart.plan import FrontendKind
+    from cudaassert_ipy.view.actions import FixActions
+
+    def on_apply(choose: int | None, restart: bool) -> str:
+        alt = apply(ext, fix, choose, restart)
+        patch = alt.patch
+        number = patch.number if patch is not None else None
+        return BUTTON_DONE.format(number=number, title=alt.title, restart=" Restarting: the replay runs it." if restart
+                                  else " Restart to run it (the replay runs the patched cell).")
+
+    restart_disabled = (NO_RESTART.format(detail=frontend.detail) if frontend.kind is FrontendKind.HEADLESS
+                        else None)
+    return FixActions(fix, on_apply if fix.safety != NONE else None, edits_cells(frontend), restart_disabled)
 
 
 # -- after the replay ----------------------------------------------------------------------------------------------
@@ -218,10 +221,13 @@ def verify(ext: Extension, plan: ResumePlan) -> str:
     if fix.dataset is not None and fix.dataset in ns and (fix.num_classes or fix.vocab_size):
         from cudaassert_ipy.checks.preflight import preflight
 
-        report = preflight(ns[fix.dataset], num_classes=fix.num_classes, vocab_size=fix.vocab_size,
-                           ignore_index=fix.ignore_index, progress=False)
-        n = report.n_samples
-        if not report.ok:
+        try:
+            report: Any = preflight(ns[fix.dataset], num_classes=fix.num_classes, vocab_size=fix.vocab_size,
+                                    ignore_index=fix.ignore_index, progress=False)
+        except Exception:  # an object preflight cannot read (a dataset-like holder of class names): the cell decides
+            report = None
+        n = report.n_samples if report is not None else 0
+        if report is not None and not report.ok:
             rows = report.bad_samples
             text = MORE_BAD.format(prefix=PREFIX, k=len(rows), rows=", ".join(map(str, rows[:20])))
             print(text)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-__all__ = ["Action", "ReplayChoice"]
+from cudaassert_ipy.fix.model import ProposedFix
+
+__all__ = ["Action", "FixActions", "ReplayChoice"]
 
 
 @dataclass(frozen=True)
@@ -34,3 +36,15 @@ class ReplayChoice:
     duration: float  # seconds it took
     selected: bool = True
     keep: bool = False  # restore its values instead of replaying it (restart/keep/)
+
+
+@dataclass(frozen=True)
+class FixActions:
+    """The panel's fix section: the proposed fix, and what Apply and Apply, Restart & replay do (the shell's
+    ``%cudaassert fix apply [--restart] [--choose N]`` path, handed in)."""
+
+    fix: ProposedFix
+    #: (alternative number 1.., or None for the one the data decides for; restart) -> the line to show
+    apply: Optional[Callable[[Optional[int], bool], str]] = None
+    editable: bool = False  # a frontend can edit the notebook's cell; else the panel offers the patched cell to copy
+    restart_disabled: Optional[str] = None  # why Apply, Restart & replay cannot run here

@@ -12,7 +12,7 @@ import os
 from typing import Any, Callable, Mapping, Sequence
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.view.actions import Action, ReplayChoice
+from cudaassert_ipy.view.actions import Action, FixActions, ReplayChoice
 from cudaassert_ipy.view.report import (
     DETAILS,
     GpuInput,
@@ -126,8 +126,10 @@ def _checklist(widgets: Any, choices: Sequence[ReplayChoice]) -> Any:
 
 
 def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput = None,
-          replay_choices: Sequence[ReplayChoice] | None = None, header: bool = True) -> Any:
-    """One VBox: header, cause and fix, evidence, Details, GPU state, replay checklist, buttons.
+          replay_choices: Sequence[ReplayChoice] | None = None, header: bool = True,
+          fix: FixActions | None = None) -> Any:
+    """One VBox: header, cause and fix, the patch (view/fix_panel.py), evidence, Details, GPU state, replay
+    checklist, buttons.
 
     ``header=False`` when the header is displayed as its own output just above (see display_panel).
     """
@@ -162,6 +164,12 @@ def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput =
     children = [widgets.HTML(stylesheet() + header_html(d))] if header else []
     style = "" if header else stylesheet()
     children += [widgets.HTML(style + cause_html(d, with_cause=header))]
+    if fix is not None:
+        from cudaassert_ipy.view.fix_panel import build_fix
+
+        section = build_fix(widgets, fix)
+        if section is not None:
+            children.append(section)
     if d.samples:
         children.append(widgets.HTML(samples_html(d)))
     children.append(widgets.HTML(evidence_html(d)))
@@ -186,19 +194,22 @@ def _clicker(action: Action, status: Any) -> Callable[[Any], None]:
 
 
 # -- display ------------------------------------------------------------------------------------
-def bundle(widget: Any, diagnosis: Diagnosis, gpu_state: GpuInput = None) -> dict[str, Any]:
-    """The widget view plus the complete text and HTML report (not ipywidgets' 110-character cut)."""
+def bundle(widget: Any, diagnosis: Diagnosis, gpu_state: GpuInput = None,
+           fix: FixActions | None = None) -> dict[str, Any]:
+    """The widget view plus the complete text and HTML report (not ipywidgets' 110-character cut), the patch
+    included."""
     make = getattr(widget, "_repr_mimebundle_", None)  # ipywidgets 8
     data = dict(make() or {}) if callable(make) else {}
     if WIDGET_VIEW not in data:  # ipywidgets 7 builds this inside _ipython_display_
         data[WIDGET_VIEW] = {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
-    data["text/plain"] = to_text(diagnosis, gpu_state)
-    data["text/html"] = to_html(diagnosis, gpu_state)
+    proposed = fix.fix if fix is not None else None
+    data["text/plain"] = to_text(diagnosis, gpu_state, proposed)
+    data["text/html"] = to_html(diagnosis, gpu_state, proposed)
     return data
 
 
 def display_panel(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput = None,
-                  replay_choices: Sequence[ReplayChoice] | None = None) -> None:
+                  replay_choices: Sequence[ReplayChoice] | None = None, fix: FixActions | None = None) -> None:
     """Display the headline, then the panel where widgets render (the full report everywhere else).
 
     The headline is its own plain output so that a notebook reopened without saved widget state
@@ -208,8 +219,8 @@ def display_panel(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: Gp
     from cudaassert_ipy.view.display import display
 
     display(headline_bundle(diagnosis), raw=True)
-    widget = build(diagnosis, actions, gpu_state, replay_choices, header=False)
-    display(bundle(widget, diagnosis, gpu_state), raw=True)
+    widget = build(diagnosis, actions, gpu_state, replay_choices, header=False, fix=fix)
+    display(bundle(widget, diagnosis, gpu_state, fix), raw=True)
     if not callable(getattr(type(widget), "_repr_mimebundle_", None)):
         handle = getattr(widget, "_handle_displayed", None)  # ipywidgets 7: fire on_displayed callbacks
         if callable(handle):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Union
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+from cudaassert_ipy.fix.model import ProposedFix
 from cudaassert_ipy.view.style import ACCENTS, block, box, escape
 from cudaassert_ipy.wording import PREFIX
 
@@ -65,7 +66,8 @@ def _follow_ons(d: Diagnosis) -> list[str]:
     return [f"{FOLLOW_ON} {line}" for line in d.follow_ons]
 
 
-def to_text(d: Diagnosis, gpu_state: GpuInput = None) -> str:
+def to_text(d: Diagnosis, gpu_state: GpuInput = None, fix: ProposedFix | None = None) -> str:
+    """The complete report; with ``fix``, the proposed patch after it (its diff and alternatives)."""
     gpu_state = gpu_line(gpu_state)
     lines = [f"{PREFIX} {d.status}", f"{PREFIX} {d.headline}", *_follow_ons(d), ""]
     if d.specific:
@@ -87,6 +89,11 @@ def to_text(d: Diagnosis, gpu_state: GpuInput = None) -> str:
     if gpu_state:
         lines += [f"GPU: {gpu_state}"]
     lines += [f"Note: {n}" for n in d.notes]
+    if fix is not None:
+        from cudaassert_ipy.view.fix_report import fix_lines
+
+        patch_lines = fix_lines(fix)
+        lines += ["", *patch_lines] if patch_lines else []
     return "\n".join(lines)
 
 
@@ -191,9 +198,14 @@ def details_html(d: Diagnosis) -> str:
     return block(*parts)
 
 
-def to_html(d: Diagnosis, gpu_state: GpuInput = None) -> str:
+def to_html(d: Diagnosis, gpu_state: GpuInput = None, fix: ProposedFix | None = None) -> str:
     """The whole report as one self-contained output (inline styles): the panel's sections, Details collapsed."""
-    body = [header_html(d), cause_html(d), samples_html(d), evidence_html(d)]
+    body = [header_html(d), cause_html(d)]
+    if fix is not None:
+        from cudaassert_ipy.view.fix_report import fix_html
+
+        body.append(fix_html(fix))
+    body += [samples_html(d), evidence_html(d)]
     if gpu_state is not None:
         body.append(gpu_html(gpu_state))
     body.append(f"<details><summary>{DETAILS}</summary>{details_html(d)}</details>")
@@ -214,19 +226,26 @@ def headline_bundle(d: Diagnosis) -> dict[str, str]:
 class Report:
     """A displayable report: IPython picks text/plain or text/html from the bundle."""
 
-    def __init__(self, diagnosis: Diagnosis, gpu_state: GpuInput = None) -> None:
+    def __init__(self, diagnosis: Diagnosis, gpu_state: GpuInput = None, fix: ProposedFix | None = None) -> None:
         self.diagnosis = diagnosis
         self.gpu_state = gpu_state
+        self.fix = fix  # the proposed patch: headless runs show its diff too
 
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
+        md = to_markdown(self.diagnosis, self.gpu_state)
+        if self.fix is not None:
+            from cudaassert_ipy.view.fix_report import fix_text
+
+            text = fix_text(self.fix)
+            md += f"\n\n```\n{text}\n```" if text else ""
         return {
-            "text/plain": to_text(self.diagnosis, self.gpu_state),
-            "text/html": to_html(self.diagnosis, self.gpu_state),
-            "text/markdown": to_markdown(self.diagnosis, self.gpu_state),
+            "text/plain": to_text(self.diagnosis, self.gpu_state, self.fix),
+            "text/html": to_html(self.diagnosis, self.gpu_state, self.fix),
+            "text/markdown": md,
         }
 
     def __repr__(self) -> str:
-        return to_text(self.diagnosis, self.gpu_state)
+        return to_text(self.diagnosis, self.gpu_state, self.fix)
 
 
 class Banner:

@@ -39,6 +39,10 @@ RULES: tuple[tuple[str, str], ...] = (
      "padding:3px 6px;background:var(--jp-layout-color2,#eee);border:1px solid var(--jp-border-color2,#e0e0e0);"
      "color:var(--jp-content-font-color1,#212121)"),
     ("ul", "margin:0;padding-left:1.4em"),
+    (".ca-diff-add", "color:var(--jp-success-color1,#2e7d32)"),  # a patch's diff (view/fix_report.py)
+    (".ca-diff-del", "color:var(--jp-error-color1,#c62828)"),
+    (".cudaassert-alternative", "flex:1 1 22em;min-width:0;padding:2px 6px;border:1px solid "
+     "var(--jp-border-color2,#e0e0e0)"),
 )
 #: left to the frontend in standalone outputs: its own ``<code>`` style already follows its theme
 PANEL_ONLY = ("code",)

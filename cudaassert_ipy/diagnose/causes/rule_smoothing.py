@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, last_linear, pick, range_text
+from cudaassert_ipy.diagnose.culprit import CLASS_LABELS, Culprit
 from cudaassert_ipy.diagnose.hints import LabelFacts
 
 if TYPE_CHECKING:
@@ -76,5 +77,13 @@ def label_smoothing(case: Case) -> Finding | None:
     if value is None:
         return None
     f.sentences.insert(0, loss[1] + OUTSIDE.format(value=value, valid=range_text(n), n=n))
-    f.fix = hints.class_labels(LabelFacts(bad=bad or (value,), n_classes=n, head=ev.head)) or None
+    facts = LabelFacts(bad=bad or (value,), n_classes=n, head=ev.head)
+    f.fix = hints.class_labels(facts) or None
+    lin = last_linear(ev)
+    head = lin if lin is not None and lin.get("out_features") == n else None
+    # the head (or the framework's class-count setting, ev.head) is what a patch widens; the loss takes no
+    # ignore_index, so it is left out of the culprit
+    f.culprit = Culprit(CLASS_LABELS, facts, module=head.name if head else None,
+                        module_type=head.type_name if head else None,
+                        dataset=ev.datasets[0][0] if ev.datasets else None)
     return f
