@@ -27,7 +27,8 @@ from cudaassert_ipy.frameworks.base import Launch
 from cudaassert_ipy.frameworks.registry import failure_notes, launch_of, own_text
 from cudaassert_ipy.wording import error_line
 
-__all__ = ["FOLLOW_ON_NOTE", "Detection", "Kind", "classify", "classify_text", "is_launched", "logged_exception"]
+__all__ = ["CUBLAS_NOT_INITIALIZED", "FOLLOW_ON_NOTE", "Detection", "Kind", "classify", "classify_text", "is_launched",
+           "logged_exception"]
 
 FOLLOW_ON_NOTE = (
     "`{error}` is a follow-on error: the kernel assertion above killed the GPU context first, and this "
@@ -64,9 +65,6 @@ _STICKY_RE = re.compile(
 _FOLLOW_ON_RE = re.compile(
     r"CUBLAS_STATUS_EXECUTION_FAILED|CUBLAS_STATUS_INTERNAL_ERROR|CUDNN_STATUS_EXECUTION_FAILED|"
     r"CUDNN_STATUS_MAPPING_ERROR|cublas runtime error : the GPU program failed to execute|"
-    # cuBLAS cannot even create its handle on a context an earlier kernel killed (the well-known symptom of an
-    # embedding lookup past the vocabulary; a full GPU reads the same, hence a follow-on with both named)
-    r"CUBLAS_STATUS_NOT_INITIALIZED|cublas runtime error : library not initialized|"
     r"ncclUnhandledCudaError|NCCL error[^\n]*unhandled cuda error",
     re.IGNORECASE,
 )
@@ -78,6 +76,10 @@ _ANY_CUDA_RE = re.compile(
     r"CUDA_ERROR_\w+|cudaError\w+",
     re.IGNORECASE,
 )
+# cuBLAS could not create its handle: on a context an earlier kernel killed (the well-known symptom of an embedding
+# lookup past the vocabulary), or on a full GPU. Alone, live, it is not ours (a full GPU reads the same); in a
+# pasted report of a failure it is read as a follow-on (logs/explain.py), and the frame points name its likely cause.
+CUBLAS_NOT_INITIALIZED = re.compile(r"CUBLAS_STATUS_NOT_INITIALIZED|cublas runtime error : library not initialized")
 _NOT_STICKY_RE = re.compile(r"out of memory|invalid argument", re.IGNORECASE)
 _CODE_IN_TEXT = re.compile(r"cuda runtime error \((\d+)\)|error=(\d+)", re.IGNORECASE)
 

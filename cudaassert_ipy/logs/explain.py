@@ -17,7 +17,13 @@ from cudaassert_ipy.capture.child_lines import first_failure, readable
 from cudaassert_ipy.capture.tracebacks import Frame, frames_in_text
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, match_assert
 from cudaassert_ipy.diagnose.causes.cpu_twins import bare_twin
-from cudaassert_ipy.diagnose.detection import Detection, Kind, classify_text, logged_exception
+from cudaassert_ipy.diagnose.detection import (
+    CUBLAS_NOT_INITIALIZED,
+    Detection,
+    Kind,
+    classify_text,
+    logged_exception,
+)
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
 from cudaassert_ipy.diagnose.evidence import Evidence
 from cudaassert_ipy.diagnose.recovered import recover
@@ -90,7 +96,10 @@ def _dedupe(errors: list[LoggedError]) -> list[LoggedError]:
 
 
 def _detect(e: LoggedError, assert_seen: bool) -> Detection | None:
-    return classify_text(e.type_name, e.message, assert_seen=assert_seen)
+    found = classify_text(e.type_name, e.message, assert_seen=assert_seen)
+    if found is None and CUBLAS_NOT_INITIALIZED.search(e.message):  # a pasted failure: read as a dead context's
+        found = classify_text(e.type_name, e.message, context_dead=True)
+    return found
 
 
 def _cause_key(site: AssertSite) -> str:
