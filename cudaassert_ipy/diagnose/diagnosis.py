@@ -325,6 +325,8 @@ def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:
     if found is None:
         return None
     cause = found.point.cause
+    if found.frame is None and ev.sites and which.id not in _GENERIC_IDS:
+        return None  # the kernel's own line named its cause: only a frame, not the text around it, may sharpen it
     if which.id in _GENERIC_IDS or which.id == cause or which.id in found.point.refines:
         return found
     return None
