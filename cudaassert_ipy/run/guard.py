@@ -307,7 +307,6 @@ class Guard:
         print(short if self.options.quiet else report_text, file=sys.stderr, flush=True)
         if self.rank.distributed:  # for the process that launched this rank (a notebook)
             self._print_checked(diagnosis)
-        report_text += self._patch(diagnosis, detection)
         error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
         if error_file:
             import traceback
@@ -318,6 +317,7 @@ class Guard:
             failed = outputs.write_error_file(error_file, outputs.error_file_data(exc, callstack, report_text))
             if failed:
                 print(failed, file=sys.stderr, flush=True)
+        report_text += self._patch(diagnosis, detection)  # the diagnosis stands in torchelastic's file, the patch after
         return diagnosis, report_text
 
     def _dead_ranks(self, exc: BaseException | None, report_text: str) -> str:
