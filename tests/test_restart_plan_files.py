@@ -16,7 +16,7 @@ from helpers.plans import edit, mode_of, plan_for, written
 
 from cudaassert_ipy.restart import plan_files as resume_plan
 from cudaassert_ipy.restart.plan import PLAN_VERSION, Mode
-from cudaassert_ipy.restart.plan_files import PlanError, claim, has_plan_files, pending_keys, write_plan
+from cudaassert_ipy.restart.plan_files import PlanError, claim, pending_keys, write_plan
 
 
 # -- writing ----------------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ def test_a_plan_is_claimed_once_and_is_gone_afterwards(plan_dir):
     first = claim("k1", plan_dir)
     assert first.plan is not None and first.plan.cells[0].source == "x = 1" and first.notes == []
     assert claim("k1", plan_dir).plan is None
-    assert not has_plan_files(plan_dir)
+    assert not list(plan_dir.glob("plan-*.json"))
 
 
 def test_another_kernels_plan_is_never_taken(plan_dir):
@@ -158,12 +158,6 @@ def test_pending_keys_keep_broken_plans_for_a_while_and_remove_expired_ones(plan
     assert pending_keys(plan_dir) == ["a", "c"]
     assert not (plan_dir / "plan-b.json").exists()
     assert (plan_dir / "plan-c.json").exists() and (plan_dir / "plan-d.json").exists()
-
-
-def test_has_plan_files_is_a_listing_and_false_without_a_directory(plan_dir):
-    assert not has_plan_files(plan_dir)
-    written(plan_dir)
-    assert has_plan_files(plan_dir)
 
 
 def test_the_log_is_private_and_bounded(plan_dir, monkeypatch):

@@ -20,7 +20,6 @@ from cudaassert_ipy.restart import replay, startup_stub
 from cudaassert_ipy.restart import request as restart
 from cudaassert_ipy.restart.frontend import Frontend, ServerRef, Verdict, detect
 from cudaassert_ipy.restart.plan import FrontendKind, Mode, Outcome
-from cudaassert_ipy.restart.plan_files import has_plan_files
 
 
 def test_restart_in_a_terminal_arms_the_plan_and_says_what_to_do(restart_ext, shell, tmp_path, capsys):
@@ -89,7 +88,7 @@ def test_a_read_only_profile_restarts_nothing_and_leaves_no_plan(restart_ext, sh
     capsys.readouterr()
     assert restart.request_restart(restart_ext, detect(shell)) is Outcome.FAILED
     assert "[cudaassert] Cannot write the startup file" in capsys.readouterr().out
-    assert not has_plan_files(tmp_path / "rt" / "cudaassert")
+    assert not list((tmp_path / "rt" / "cudaassert").glob("plan-*.json"))
 
 
 def test_an_unwritable_runtime_dir_restarts_nothing(restart_ext, shell, tmp_path, monkeypatch, capsys):

@@ -8,8 +8,8 @@ sharing the profile never takes it. Claiming is one ``os.rename``: one-shot even
 race. A plan is refused while its writer is still alive, and removed once it has expired. A
 file that is not valid JSON is renamed aside (``.invalid``), never deleted.
 
-Imports only the standard library: the startup stub calls :func:`has_plan_files` in every new
-kernel, and that must cost a directory listing, nothing more.
+Imports only the standard library and the project's own small modules (the startup stub loads it
+only once a plan file is there).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.restart.plan import PLAN_VERSION, PlanInvalid, ResumePlan
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["PLAN_TTL", "PLAN_VERSION", "Claim", "PlanError", "claim", "ensure_dir", "has_plan_files", "log",
+__all__ = ["PLAN_TTL", "PLAN_VERSION", "Claim", "PlanError", "claim", "ensure_dir", "log",
            "pending_keys", "plan_dir", "plan_lock", "write_plan"]
 
 PLAN_TTL = 3600.0  # seconds a plan waits for its restart
@@ -63,15 +63,6 @@ def plan_dir() -> Path:
 
         base = get_ipython_dir()
     return Path(base) / "cudaassert"
-
-
-def has_plan_files(directory: Path | None = None) -> bool:
-    """The startup stub's whole cost when nothing is pending: one directory listing."""
-    try:
-        with os.scandir(directory or plan_dir()) as it:
-            return any(e.name.startswith("plan-") and e.name.endswith(".json") for e in it)
-    except OSError:
-        return False
 
 
 def _why_unsafe(st: os.stat_result, is_dir: bool) -> str | None:
