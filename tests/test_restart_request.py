@@ -15,8 +15,7 @@ from helpers.plans import mode_of, plan_for
 from helpers.restart_story import FAILING, FakeKernel, plan_file, run_story
 from IPython.core.error import UsageError
 
-from cudaassert_ipy.restart import plan_files as resume_plan
-from cudaassert_ipy.restart import replay, startup_stub
+from cudaassert_ipy.restart import plan_files, replay, startup_stub
 from cudaassert_ipy.restart import request as restart
 from cudaassert_ipy.restart.frontend import Frontend, ServerRef, Verdict, detect
 from cudaassert_ipy.restart.plan import FrontendKind, Mode, Outcome
@@ -41,7 +40,7 @@ def test_restart_in_a_terminal_arms_the_plan_and_says_what_to_do(restart_ext, sh
     assert [c["number"] for c in plan["cells"]] == [first, first + 1, first + 2]
     assert plan["failing"]["number"] == first + 4 and plan["failing"]["source"] == FAILING
     assert plan["diagnosis"]["cause_id"] and plan["diagnosis"]["cell"] == first + 4
-    assert plan["expires"] - plan["created"] == resume_plan.PLAN_TTL
+    assert plan["expires"] - plan["created"] == plan_files.PLAN_TTL
     assert (tmp_path / "startup" / startup_stub.STUB_NAME).read_text() == startup_stub.STUB_SOURCE
 
 

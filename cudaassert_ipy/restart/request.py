@@ -15,8 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from cudaassert_ipy.restart import plan_files as resume_plan
-from cudaassert_ipy.restart import startup_stub
+from cudaassert_ipy.restart import plan_files, startup_stub
 from cudaassert_ipy.restart.cell_history import CellHistory, CellRecord, parse_cell_numbers
 from cudaassert_ipy.restart.frontend import Frontend, Verdict, check_server
 from cudaassert_ipy.restart.plan import (
@@ -129,7 +128,7 @@ def build_plan(ext: Host, fe: Frontend, mode: Mode, cells: Sequence[CellRecord],
     now = time.time()
     return ResumePlan(
         key=fe.key, mode=mode, cells=tuple(c.as_plan_cell() for c in cells), created=now,
-        expires=now + resume_plan.PLAN_TTL, kernel_id=fe.kernel_id, notebook=fe.notebook, frontend=fe.kind,
+        expires=now + plan_files.PLAN_TTL, kernel_id=fe.kernel_id, notebook=fe.notebook, frontend=fe.kind,
         env=tuple(mode.env.items()), validators=mode.validators,
         failing=None if failing is None else FailingCell(failing.number, failing.cell_id, failing.source,
                                                          failing.error),
@@ -145,17 +144,17 @@ def plan_listing(mode: Mode, cells: Sequence[CellRecord]) -> str:
 
 def _arm(shell: Any, plan: ResumePlan) -> None:
     """Plan and stub together, under the lock a claiming kernel takes before it removes an idle stub."""
-    directory = resume_plan.ensure_dir()
+    directory = plan_files.ensure_dir()
     try:
-        with resume_plan.plan_lock(directory):
-            path = resume_plan.write_plan(plan, directory)
+        with plan_files.plan_lock(directory):
+            path = plan_files.write_plan(plan, directory)
             try:
                 startup_stub.ensure_stub(shell)
             except startup_stub.StubError:
                 path.unlink(missing_ok=True)  # without the stub the plan could never run
                 raise
     except OSError as e:  # the lock file itself
-        raise PlanError(resume_plan.PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=e)) from e
+        raise PlanError(plan_files.PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=e)) from e
 
 
 def _shutdown(shell: Any) -> None:
@@ -216,7 +215,7 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
         _shutdown(ext.shell)
     else:
         notes.append(ARMED[armed_kind].format(prefix=PREFIX, detail=fe.detail,
-                                              ttl=int(resume_plan.PLAN_TTL // 60)))
+                                              ttl=int(plan_files.PLAN_TTL // 60)))
         _feedback(button, outcome, "\n".join(notes))
     return outcome
 
@@ -250,7 +249,7 @@ def actions_for(ext: Host, diagnosis: Diagnosis | None, frontend: Frontend,
     picks = [(ReplayChoice(r.number or 0, r.first_line, r.duration, True,
                            r.mark == "keep" or r.number in ext.history.kept), r) for r in records]
     fe = frontend
-    reason = (ARMED["headless"].format(prefix=PREFIX, detail=fe.detail, ttl=int(resume_plan.PLAN_TTL // 60))
+    reason = (ARMED["headless"].format(prefix=PREFIX, detail=fe.detail, ttl=int(plan_files.PLAN_TTL // 60))
               if fe.kind is FrontendKind.HEADLESS else None)
     n = len(picks)
     if dead:
