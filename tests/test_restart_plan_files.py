@@ -169,3 +169,17 @@ def test_the_log_is_private_and_bounded(plan_dir, monkeypatch):
     assert mode_of(log) == 0o600
     assert log.stat().st_size < 1200 and "line 099" in log.read_text() and "line 000" not in log.read_text()
 
+
+
+def test_why_unsafe_is_the_one_trust_test_for_plans_and_kept_variables(tmp_path):
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    assert plan_files.why_unsafe(os.lstat(own), True) is None
+    os.chmod(own, 0o770)
+    assert plan_files.why_unsafe(os.lstat(own), True) == "it is writable by its group (mode 770)"
+    (tmp_path / "file").write_text("x")
+    os.chmod(tmp_path / "file", 0o600)
+    assert plan_files.why_unsafe(os.lstat(tmp_path / "file"), True) == "it is not a regular directory"
+    assert plan_files.why_unsafe(os.lstat(tmp_path / "file"), False) is None
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    assert plan_files.why_unsafe(os.lstat(tmp_path / "link"), False) == "it is a symbolic link, not a file"

@@ -29,7 +29,7 @@ from cudaassert_ipy.restart.plan import PLAN_VERSION, PlanInvalid, ResumePlan
 from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["PLAN_TTL", "PLAN_VERSION", "Claim", "PlanError", "claim", "ensure_dir", "log",
-           "pending_keys", "plan_dir", "plan_lock", "write_plan"]
+           "pending_keys", "plan_dir", "plan_lock", "why_unsafe", "write_plan"]
 
 PLAN_TTL = 3600.0  # seconds a plan waits for its restart
 LOG_NAME = "resume.log"
@@ -65,7 +65,12 @@ def plan_dir() -> Path:
     return Path(base) / "cudaassert"
 
 
-def _why_unsafe(st: os.stat_result, is_dir: bool) -> str | None:
+def why_unsafe(st: os.stat_result, is_dir: bool) -> str | None:
+    """Why a file (or directory) whose stat is ``st`` must not be trusted with code that runs, or None if it may.
+
+    Plans and kept variables (restart/keep/) are both read back into a kernel, so both take the same test: a
+    regular file (directory) owned by this user and writable by nobody else. Pass ``lstat`` so a link is seen.
+    """
     kind = "directory" if is_dir else "file"
     if stat.S_ISLNK(st.st_mode):
         return f"it is a symbolic link, not a {kind}"
@@ -83,7 +88,7 @@ def ensure_dir(directory: Path | None = None) -> Path:
     directory = directory or plan_dir()
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        why = _why_unsafe(os.lstat(directory), True)
+        why = why_unsafe(os.lstat(directory), True)
     except OSError as e:
         raise PlanError(PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=e)) from e
     if why is not None:
@@ -172,7 +177,7 @@ def _read(path: Path) -> tuple[object, str | None, str | None]:
     """(content, unsafe-why, parse-error), opening without following links and checking the open file."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:
-        why = _why_unsafe(os.fstat(f.fileno()), False)
+        why = why_unsafe(os.fstat(f.fileno()), False)
         if why is not None:
             return None, why, None
         data = f.read(16 * 1024 * 1024)
@@ -199,7 +204,7 @@ def claim(key: str, directory: Path | None = None, now: float | None = None) -> 
         return out
     now = time.time() if now is None else now
     try:
-        why = _why_unsafe(os.lstat(d), True)
+        why = why_unsafe(os.lstat(d), True)
         if why is not None:
             out.notes.append(UNSAFE.format(prefix=PREFIX, path=d, why=why))
             return out

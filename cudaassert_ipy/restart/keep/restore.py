@@ -118,7 +118,7 @@ def open_checked(path: Path, name: str) -> io.BufferedReader:
     """A file of the keep directory, opened without following links; OSError when it is not safely ours."""
     fd = os.open(path / name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     f = os.fdopen(fd, "rb")
-    why = plan_files._why_unsafe(os.fstat(fd), False)
+    why = plan_files.why_unsafe(os.fstat(fd), False)
     if why is not None:
         f.close()
         raise PermissionError(f"{name}: {why}")
@@ -135,7 +135,7 @@ def opened(key: str, stamp: float, namespace: dict[str, Any], directory: Path | 
         yield restorer
         return
     now = time.time() if now is None else now
-    why = plan_files._why_unsafe(os.lstat(path), True)
+    why = plan_files.why_unsafe(os.lstat(path), True)
     if why is None:
         try:
             with open_checked(path, MANIFEST) as f:
@@ -180,7 +180,7 @@ def sweep(directory: Path | None = None, now: float | None = None) -> list[Path]
     for name in names:
         path = base / name
         try:
-            if plan_files._why_unsafe(os.lstat(path), True) is not None:
+            if plan_files.why_unsafe(os.lstat(path), True) is not None:
                 continue
             try:
                 with open_checked(path, MANIFEST) as f:
@@ -199,7 +199,7 @@ def discard(key: str, directory: Path | None = None) -> None:
     """Remove this plan's kept values unread (the restart did not happen, or replays nothing); only if ours."""
     path = keep_dir(key, directory)
     try:
-        if plan_files._why_unsafe(os.lstat(path), True) is None:
+        if plan_files.why_unsafe(os.lstat(path), True) is None:
             shutil.rmtree(path)
     except OSError:
         return  # nothing there, or already gone

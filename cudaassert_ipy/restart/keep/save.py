@@ -50,7 +50,7 @@ def _fresh_dir(key: str, directory: Path | None) -> Path:
     base = plan_files.ensure_dir(directory)
     path = keep_dir(key, base)
     if os.path.lexists(path):
-        why = plan_files._why_unsafe(os.lstat(path), True)
+        why = plan_files.why_unsafe(os.lstat(path), True)
         if why is not None:
             raise OSError(f"{path} is in the way: {why}")
         shutil.rmtree(path)
