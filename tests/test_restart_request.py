@@ -203,6 +203,14 @@ def test_frontends_that_do_not_restart_by_themselves_get_an_armed_plan(restart_e
     assert capsys.readouterr().out.rstrip().endswith(text) and kernel.calls == []
 
 
+def test_every_frontend_kind_has_its_words():
+    # the server restarts its kernel and says RESTARTING; every other kind says what the user does next
+    for kind in FrontendKind:
+        restarts_itself = Frontend(kind, "k").restarts_itself
+        assert restarts_itself != (kind in restart.ARMED), kind
+    assert all(isinstance(kind, FrontendKind) for kind in restart.ARMED)
+
+
 def test_headless_runs_get_disabled_buttons_that_say_why(restart_ext, shell, monkeypatch):
     run_story(shell)
     actions = restart.actions_for(restart_ext, restart_ext.last,

@@ -69,21 +69,27 @@ PLAN_LINE = "  [{number}] {first_line}  ({duration:.2f} s)"
 NO_CELLS = "  (no cells: the kernel restarts empty)"
 RESTARTING = ("{prefix} Restarting the kernel now; it comes back in a few seconds with the same id. Then run a cell "
               "(the failing one{cell}): the setup replays first, inside that cell.")
-ARMED = {
-    "vscode": "{prefix} Plan armed. VS Code does not restart this kernel by itself: press Restart in the notebook "
-              "toolbar, then run a cell; the setup replays first, inside that cell.",
-    "terminal": "{prefix} Plan armed. This IPython cannot restart itself: exit (Ctrl-D), start `ipython` again in "
-                "this directory and terminal, and run a command; the setup replays first.",
-    "headless": "{prefix} This run has no interactive frontend ({detail}), so nothing here can restart the kernel. "
-                "The plan is kept for {ttl} min: restart this kernel and run a cell to replay the setup, or re-run "
-                "the notebook with CUDA_LAUNCH_BLOCKING=1 and CUDAASSERT_VALIDATORS=1 in its environment.",
-    "kernel": "{prefix} No Jupyter server was found for this kernel (looked for {detail}), so it cannot restart "
-              "itself. The plan is kept for {ttl} min: restart the kernel from your frontend, then run a cell; the "
-              "setup replays first, inside that cell.",
-    "unknown": "{prefix} The Jupyter server at {detail} does not know this kernel's id, so it would not restart it. "
-               "Nothing was restarted. The plan is kept for {ttl} min: restart the kernel from your frontend, then "
-               "run a cell.",
+#: what to do next, for each frontend that does not restart its kernel itself (the server does: RESTARTING)
+ARMED: dict[FrontendKind, str] = {
+    FrontendKind.VSCODE:
+        "{prefix} Plan armed. VS Code does not restart this kernel by itself: press Restart in the notebook "
+        "toolbar, then run a cell; the setup replays first, inside that cell.",
+    FrontendKind.TERMINAL:
+        "{prefix} Plan armed. This IPython cannot restart itself: exit (Ctrl-D), start `ipython` again in "
+        "this directory and terminal, and run a command; the setup replays first.",
+    FrontendKind.HEADLESS:
+        "{prefix} This run has no interactive frontend ({detail}), so nothing here can restart the kernel. "
+        "The plan is kept for {ttl} min: restart this kernel and run a cell to replay the setup, or re-run "
+        "the notebook with CUDA_LAUNCH_BLOCKING=1 and CUDAASSERT_VALIDATORS=1 in its environment.",
+    FrontendKind.KERNEL:
+        "{prefix} No Jupyter server was found for this kernel (looked for {detail}), so it cannot restart "
+        "itself. The plan is kept for {ttl} min: restart the kernel from your frontend, then run a cell; the "
+        "setup replays first, inside that cell.",
 }
+#: a server that does not know this kernel's id: armed, as if no server were there
+SERVER_UNKNOWN = ("{prefix} The Jupyter server at {detail} does not know this kernel's id, so it would not restart it. "
+                  "Nothing was restarted. The plan is kept for {ttl} min: restart the kernel from your frontend, then "
+                  "run a cell.")
 SERVER_NOTE = {
     "refused": "{prefix} The Jupyter server at {url} refused the token in its runtime file ({why}), so this "
                "kernel's id could not be confirmed; restarting anyway: the server that launched this kernel "
@@ -189,11 +195,11 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
     plan = build_plan(ext, fe, mode, cells, failing_batch=plan_entry(getattr(ext, "samples", None)), fix=fix)
     notes = [plan_listing(mode, cells)]
     outcome = Outcome.RESTARTING if fe.restarts_itself else Outcome.ARMED
-    armed_kind = fe.kind.value
+    armed: str | None = None  # the words for fe.kind, unless its server does not know this kernel
     if fe.kind is FrontendKind.SERVER and fe.server is not None and fe.kernel_id:
         verdict, why = checker(fe.server, fe.kernel_id)
         if verdict is Verdict.UNKNOWN:
-            outcome, armed_kind = Outcome.ARMED, "unknown"
+            outcome, armed = Outcome.ARMED, SERVER_UNKNOWN
         elif verdict.value in SERVER_NOTE:
             notes.append(SERVER_NOTE[verdict.value].format(prefix=PREFIX, url=fe.detail, why=why))
     from cudaassert_ipy.restart import keep as keeping  # cloudpickle, only when a restart happens
@@ -214,8 +220,8 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
         _feedback(button, outcome, "\n".join(notes))
         _shutdown(ext.shell)
     else:
-        notes.append(ARMED[armed_kind].format(prefix=PREFIX, detail=fe.detail,
-                                              ttl=int(plan_files.PLAN_TTL // 60)))
+        words = armed or ARMED[fe.kind]
+        notes.append(words.format(prefix=PREFIX, detail=fe.detail, ttl=int(plan_files.PLAN_TTL // 60)))
         _feedback(button, outcome, "\n".join(notes))
     return outcome
 
@@ -249,7 +255,8 @@ def actions_for(ext: Host, diagnosis: Diagnosis | None, frontend: Frontend,
     picks = [(ReplayChoice(r.number or 0, r.first_line, r.duration, True,
                            r.mark == "keep" or r.number in ext.history.kept), r) for r in records]
     fe = frontend
-    reason = (ARMED["headless"].format(prefix=PREFIX, detail=fe.detail, ttl=int(plan_files.PLAN_TTL // 60))
+    reason = (ARMED[FrontendKind.HEADLESS].format(prefix=PREFIX, detail=fe.detail,
+                                                  ttl=int(plan_files.PLAN_TTL // 60))
               if fe.kind is FrontendKind.HEADLESS else None)
     n = len(picks)
     if dead:
