@@ -24,7 +24,7 @@ from cudaassert_ipy.restart.plan import (
     FailingCell,
     FrontendKind,
     Mode,
-    Outcome,
+    RestartOutcome,
     ResumePlan,
 )
 from cudaassert_ipy.restart.plan_files import PlanError
@@ -97,8 +97,8 @@ SERVER_NOTE = {
     "unreachable": "{prefix} The Jupyter server at {url} did not answer ({why}), so this kernel's id could not be "
                    "confirmed; restarting anyway: the server that launched this kernel restarts it when it exits.",
 }
-BUTTON = {Outcome.RESTARTING: "Restarting…", Outcome.ARMED: "Armed: restart the kernel",
-          Outcome.FAILED: "Restart failed"}
+BUTTON = {RestartOutcome.RESTARTING: "Restarting…", RestartOutcome.ARMED: "Armed: restart the kernel",
+          RestartOutcome.FAILED: "Restart failed"}
 SETUP_HEADER = {
     "pinned": "{prefix} Setup cells a restart replays (your choice, `%cudaassert setup`):",
     "failing": "{prefix} Setup cells a restart replays (default: cells that succeeded before cell [{cell}]):",
@@ -173,7 +173,7 @@ def _shutdown(shell: Any) -> None:
         loop.add_callback(kernel.do_shutdown, True)
 
 
-def _feedback(button: Any, outcome: Outcome, message: str) -> None:
+def _feedback(button: Any, outcome: RestartOutcome, message: str) -> None:
     if button is None:
         print(message)
         return
@@ -184,7 +184,8 @@ def _feedback(button: Any, outcome: Outcome, message: str) -> None:
 
 def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
                     cells: Sequence[CellRecord] | None = None, button: Any = None,
-                    checker: Checker = check_server, keep: bool = True, fix: AppliedFix | None = None) -> Outcome:
+                    checker: Checker = check_server, keep: bool = True,
+                    fix: AppliedFix | None = None) -> RestartOutcome:
     """Write the plan, then restart (or arm and explain). ``checker`` asks the server about this kernel's id.
     Cells marked keep are saved first (restored instead of replayed); ``keep=False`` replays them all."""
     fe = frontend
@@ -194,12 +195,12 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
 
     plan = build_plan(ext, fe, mode, cells, failing_batch=plan_entry(getattr(ext, "samples", None)), fix=fix)
     notes = [plan_listing(mode, cells)]
-    outcome = Outcome.RESTARTING if fe.restarts_itself else Outcome.ARMED
+    outcome = RestartOutcome.RESTARTING if fe.restarts_itself else RestartOutcome.ARMED
     armed: str | None = None  # the words for fe.kind, unless its server does not know this kernel
     if fe.kind is FrontendKind.SERVER and fe.server is not None and fe.kernel_id:
         verdict, why = checker(fe.server, fe.kernel_id)
         if verdict is Verdict.UNKNOWN:
-            outcome, armed = Outcome.ARMED, SERVER_UNKNOWN
+            outcome, armed = RestartOutcome.ARMED, SERVER_UNKNOWN
         elif verdict.value in SERVER_NOTE:
             notes.append(SERVER_NOTE[verdict.value].format(prefix=PREFIX, url=fe.detail, why=why))
     from cudaassert_ipy.restart import keep as keeping  # cloudpickle, only when a restart happens
@@ -211,9 +212,9 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
         _arm(ext.shell, plan)
     except (PlanError, startup_stub.StubError) as e:
         keeping.discard(plan.key)
-        _feedback(button, Outcome.FAILED, "\n".join([*notes, str(e)]))
-        return Outcome.FAILED
-    if outcome is Outcome.RESTARTING:
+        _feedback(button, RestartOutcome.FAILED, "\n".join([*notes, str(e)]))
+        return RestartOutcome.FAILED
+    if outcome is RestartOutcome.RESTARTING:
         failing = plan.failing
         cell = f" [{failing.number}]" if failing is not None and failing.number is not None else ""
         notes.append(RESTARTING.format(prefix=PREFIX, cell=cell))
@@ -291,7 +292,7 @@ def _records_for(ext: Host, text: str, what: str) -> list[CellRecord]:
 
 
 def restart_command(ext: Host, frontend: Frontend, cpu: bool = False, normal: bool = False,
-                    no_replay: bool = False, cells: str | None = None, no_keep: bool = False) -> Outcome:
+                    no_replay: bool = False, cells: str | None = None, no_keep: bool = False) -> RestartOutcome:
     """``%cudaassert restart [--cpu] [--normal] [--no-replay] [--cells 2,3,5] [--no-keep]``."""
     if cpu and normal:
         raise RequestError(CPU_NORMAL)

@@ -25,7 +25,7 @@ from cudaassert_ipy.restart.keep.result import (
     MANIFEST,
     RESTORE_REFUSED,
     VALUES,
-    CellOutcome,
+    KeepCellOutcome,
     ManifestCell,
     NameOutcome,
     keep_dir,
@@ -47,7 +47,7 @@ class Restorer:
     entry_cells: list[int] = field(default_factory=list)
     reader: StreamReader | None = None
     note: str | None = None
-    outcomes: list[CellOutcome] = field(default_factory=list)
+    outcomes: list[KeepCellOutcome] = field(default_factory=list)
     _next: int = 0  # entries before this one are loaded (or lost)
     _loaded: dict[tuple[int, str], Any] = field(default_factory=dict)
     _failed: dict[int, str] = field(default_factory=dict)
@@ -76,7 +76,7 @@ class Restorer:
             except Exception as e:
                 self._failed[cell] = LOAD_FAILED.format(name=stored.name, error=error_line(e))
 
-    def restore(self, number: int | None, cell_id: str | None, source: str) -> CellOutcome | None:
+    def restore(self, number: int | None, cell_id: str | None, source: str) -> KeepCellOutcome | None:
         """This cell's names bound in the namespace (kept), or why it must run (not kept); None: not a kept cell."""
         cell = self._find(number, cell_id, source) if self.reader is not None else None
         if cell is None:
@@ -85,19 +85,19 @@ class Restorer:
         index = cell["index"]
         names = tuple(NameOutcome(**n) for n in cell["names"])
         if not cell["kept"]:
-            outcome = CellOutcome(number, cell_id, source, False, (), cell["reason"])
+            outcome = KeepCellOutcome(number, cell_id, source, False, (), cell["reason"])
             self.outcomes.append(outcome)
             return outcome
         self._load_through(index)
         if index in self._failed:
-            outcome = CellOutcome(number, cell_id, source, False, names, self._failed[index])
+            outcome = KeepCellOutcome(number, cell_id, source, False, names, self._failed[index])
         else:
             for n in names:
                 if n.absent:
                     self.namespace.pop(n.name, None)
                 else:
                     self.namespace[n.name] = self._loaded.pop((index, n.name))
-            outcome = CellOutcome(number, cell_id, source, True, names, None, time.perf_counter() - started)
+            outcome = KeepCellOutcome(number, cell_id, source, True, names, None, time.perf_counter() - started)
         self.outcomes.append(outcome)
         return outcome
 
