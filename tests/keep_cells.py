@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from cudaassert_ipy.restart import keep
-from cudaassert_ipy.restart.keep import CellOutcome, KeepCell
+from cudaassert_ipy.restart.keep import KeepCell, KeepCellOutcome
 
 __all__ = ["STAMP", "restore_all", "run_cells"]
 
@@ -28,7 +28,7 @@ def run_cells(*cells: tuple[str, bool]) -> tuple[dict, list[KeepCell]]:
 
 
 def restore_all(tmp_path: Path, history: list[KeepCell], key: str = "k1", stamp: float = STAMP,
-                new_ns: dict | None = None) -> tuple[dict, dict[int, CellOutcome], str | None]:
+                new_ns: dict | None = None) -> tuple[dict, dict[int, KeepCellOutcome], str | None]:
     """The new kernel's side: each cell in order is restored or (when not kept) run."""
     ns = {"__name__": "__main__"} if new_ns is None else new_ns
     outcomes = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from gpu_double import DEVICE_ASSERT_WORDINGS
+from helpers.causes import explain_one
 from log_samples import CENSUS
 
 from cudaassert_ipy.capture.assert_lines import scan
@@ -13,18 +13,10 @@ from cudaassert_ipy.diagnose.causes.rule_triton import inductor_bounds
 from cudaassert_ipy.diagnose.detection import classify_text
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
 from cudaassert_ipy.diagnose.evidence import Evidence, LabelValues, ModuleFact
-from cudaassert_ipy.logs.explain import explain_text
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
-ASSERT = "torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1]
 TRITON = ("RuntimeError", "Triton Error [CUDA]: device-side assert triggered")
 NO_DEBUG = "unknown:0: unknown: block: [0,0,0], thread: [85,0,0] Assertion `{cond}` failed."
-
-
-def _explain(text: str) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + ASSERT + "\n").groups
-    (d,) = group.diagnoses
-    return d
 
 
 def _diagnose(line: str, **facts: Any) -> Diagnosis:
@@ -81,18 +73,19 @@ def test_a_symbolic_bound_is_called_a_dynamic_size() -> None:
 
 
 def test_the_nan_check_and_a_compiled_checks_bare_message_are_named() -> None:
-    d = _explain(LINE["inductor_triton_nan_assert"])
+    d = explain_one(LINE["inductor_triton_nan_assert"])
     assert (d.cause_id, d.title) == ("inductor_triton_nan_assert", "NaN or inf inside a torch.compile kernel")
     assert "TORCHINDUCTOR_RUNTIME_TRITON_NAN_ASSERTS=1" in d.explanation
-    d = _explain(NO_DEBUG.format(cond="mask must be boolean and non-empty"))
+    d = explain_one(NO_DEBUG.format(cond="mask must be boolean and non-empty"))
     assert (d.cause_id, d.title) == ("inductor_triton_assert_async_msg", "a tensor check failed inside a Triton kernel")
     assert d.fix.startswith("Read the message")
     # a catalogued message from a compiled graph names its own, more specific cause
-    assert _explain(LINE["inductor_triton_assert_async_msg"]).cause_id == "multinomial_zero_sum_async"
+    assert explain_one(LINE["inductor_triton_assert_async_msg"]).cause_id == "multinomial_zero_sum_async"
 
 
 def test_an_unknown_message_from_a_users_own_triton_file_is_not_in_the_catalogue() -> None:
-    d = _explain("/home/me/kernels.py:42: my_kernel: block: [0,0,0], thread: [0,0,0] Assertion `x must be < 5` failed.")
+    d = explain_one("/home/me/kernels.py:42: my_kernel: block: [0,0,0], thread: [0,0,0] "
+                    "Assertion `x must be < 5` failed.")
     assert d.cause_id == "unknown_kernel_assert" and d.specific is not None
     assert d.specific.startswith(
         "Not in the catalogue. The kernel reported: `x must be < 5` failed in home/me/kernels.py.")

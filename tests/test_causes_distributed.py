@@ -6,20 +6,12 @@ from typing import Any
 
 import pytest
 from gpu_double import DEVICE_ASSERT_WORDINGS
+from helpers.causes import explain_one
 from log_samples import CENSUS
-
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.logs.explain import explain_text
 
 ASSERT = "[rank1]: torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1].splitlines()[0]
 DISTRIBUTED = [e for e in CENSUS if e["reach"] == "distributed" or e["id"] == "nvshmem_allToAllV_324"]
 NAN_CHECK = [e for e in DISTRIBUTED if e["id"].startswith("c10d_nan_check")]
-
-
-def _explain(text: str) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + ASSERT + "\n").groups
-    (d,) = group.diagnoses
-    return d
 
 
 def test_the_census_holds_the_nan_checks_of_every_release_and_the_symmetric_memory_checks() -> None:
@@ -28,7 +20,7 @@ def test_the_census_holds_the_nan_checks_of_every_release_and_the_symmetric_memo
 
 @pytest.mark.parametrize("entry", NAN_CHECK, ids=lambda e: e["id"])
 def test_every_form_of_the_nan_check_names_nan_in_a_collective(entry: dict[str, Any]) -> None:
-    d = _explain(entry["line"])
+    d = explain_one(entry["line"], ASSERT)
     assert d.cause_id == entry["id"]
     assert d.title == "NaN in a tensor sent through NCCL (TORCH_NCCL_NAN_CHECK=1)"
     assert "stops the process on purpose" in d.explanation
@@ -36,13 +28,13 @@ def test_every_form_of_the_nan_check_names_nan_in_a_collective(entry: dict[str, 
 
 
 def test_the_first_nan_check_is_marked_with_its_release() -> None:
-    d = _explain(next(e["line"] for e in NAN_CHECK if e["id"] == "c10d_nan_check_v1"))
+    d = explain_one(next(e["line"] for e in NAN_CHECK if e["id"] == "c10d_nan_check_v1"), ASSERT)
     assert d.assert_sites[0].startswith("Utils.cu:15 checkForNaN: `!isnan(val)`")
 
 
 @pytest.mark.parametrize("entry", [e for e in DISTRIBUTED if e not in NAN_CHECK], ids=lambda e: e["id"])
 def test_each_symmetric_memory_and_nvshmem_check_names_its_cause(entry: dict[str, Any]) -> None:
-    d = _explain(entry["line"])
+    d = explain_one(entry["line"], ASSERT)
     assert d.cause_id == entry["id"]
     if entry["id"] == "nvshmem_allToAllV_324":  # a launch invariant: internal, never a data cause
         assert d.title == "PyTorch's own internal check failed in NVSHMEM all_to_all_vdev"

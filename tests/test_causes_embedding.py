@@ -2,38 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from gpu_double import DEVICE_ASSERT_WORDINGS, make_exception
+from helpers.causes import explain_one, post_mortem
 from log_samples import CENSUS
 
-from cudaassert_ipy.capture.assert_lines import scan
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes import get_cause, match_assert
-from cudaassert_ipy.diagnose.detection import classify
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
-from cudaassert_ipy.diagnose.evidence import collect
-from cudaassert_ipy.logs.explain import explain_text
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
-ASSERT = "torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1]
-
-
-def _explain(text: str) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + ASSERT + "\n").groups
-    (d,) = group.diagnoses
-    return d
-
-
-def _post_mortem(line: str, user_ns: dict[str, Any]) -> Diagnosis:
-    detection = classify(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), assert_seen=True)
-    assert detection is not None
-    return diagnose(collect(detection, scan(line), user_ns=user_ns))
 
 
 def test_an_embedding_with_max_norm_reports_the_renorm_check() -> None:
-    d = _explain(LINE["embedding_renorm_index_out_of_range"])
+    d = explain_one(LINE["embedding_renorm_index_out_of_range"])
     assert d.cause_id == "embedding_renorm_index_out_of_range"
     assert d.title == "token id out of range in an embedding with max_norm"
     assert "resize_token_embeddings" in d.fix
@@ -41,7 +21,7 @@ def test_an_embedding_with_max_norm_reports_the_renorm_check() -> None:
 
 
 def test_the_renorm_rule_names_the_table_the_ids_and_max_norm() -> None:
-    d = _post_mortem(LINE["embedding_renorm_index_out_of_range"],
+    d = post_mortem(LINE["embedding_renorm_index_out_of_range"],
                      {"emb": torch.nn.Embedding(100, 8, max_norm=1.0), "input_ids": torch.tensor([[5, 100, 7]])})
     assert d.specific is not None and d.specific.startswith(
         "Token ids reach 100, but `emb` has num_embeddings=100 (valid 0..99).")
@@ -50,16 +30,16 @@ def test_the_renorm_rule_names_the_table_the_ids_and_max_norm() -> None:
 
 
 def test_the_wrapping_pre_pass_of_the_renorm_is_the_same_cause_family() -> None:
-    d = _explain(LINE["embedding_renorm_wrap_index_out_of_range"])
+    d = explain_one(LINE["embedding_renorm_wrap_index_out_of_range"])
     assert d.cause_id == "embedding_renorm_wrap_index_out_of_range"
     assert d.title == "token id out of range in an embedding with max_norm"
 
 
 def test_embedding_bags_new_text_names_its_cause_and_negative_ids_get_their_clause() -> None:
-    d = _explain(LINE["embedding_bag_invalid_index_v2"])
+    d = explain_one(LINE["embedding_bag_invalid_index_v2"])
     assert (d.cause_id, d.title) == ("embedding_bag_invalid_index_v2", "index out of range in an EmbeddingBag")
     assert "hash or take the modulo" in d.fix
-    d = _post_mortem(LINE["embedding_bag_invalid_index_v2"],
+    d = post_mortem(LINE["embedding_bag_invalid_index_v2"],
                      {"bag": torch.nn.EmbeddingBag(50, 4), "ids": torch.tensor([3, -1, 49])})
     assert d.likely_fix is not None and hints.EMBEDDING_NEGATIVE in d.likely_fix
 

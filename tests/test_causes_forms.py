@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpu_double import DEVICE_ASSERT_WORDINGS, STICKY_WORDINGS, make_exception
+from helpers.causes import explain_one
 from log_samples import CENSUS
 
 from cudaassert_ipy.capture.assert_lines import scan
@@ -12,10 +13,8 @@ from cudaassert_ipy.diagnose.detection import classify_text
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
 from cudaassert_ipy.diagnose.evidence import Evidence, collect
 from cudaassert_ipy.diagnose.pipeline import read_failure
-from cudaassert_ipy.logs.explain import explain_text
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
-ASSERT = "torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1]
 # CUDA_KERNEL_ASSERT_PRINTF (repeat_interleave, torchtitan#3335): the stdout line, then __assert_fail's on stderr
 PRINTF = ("[rank0]:[CUDA_KERNEL_ASSERT] /opt/pytorch/pytorch/aten/src/ATen/native/cuda/Repeat.cu:20: "
           "compute_cuda_kernel: block: [3,0,0], thread: [416,0,0]: Assertion failed: `result_size == "
@@ -25,12 +24,6 @@ CLASSIC = ("[rank0]:/opt/pytorch/pytorch/aten/src/ATen/native/cuda/Repeat.cu:20:
            "thread: [416,0,0] Assertion `result_size == cumsum_ptr[size - 1]` failed.")
 UNKNOWN = ("/src/ext/my_kernels.cu:77: scatter_rows: block: [{b},0,0], thread: [{t},0,0] Assertion `row < n_rows` "
            "failed.")
-
-
-def _explain(text: str) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + ASSERT + "\n").groups
-    (d,) = group.diagnoses
-    return d
 
 
 def _live(error: BaseException, text: str, cell: str = "") -> Diagnosis:
@@ -55,7 +48,7 @@ def test_the_printf_message_gives_both_sizes_and_the_exact_output_size() -> None
 
 
 def test_the_new_repeat_interleave_text_names_negative_repeats_or_a_small_output_size() -> None:
-    d = _explain(LINE["repeat_interleave_invalid_repeats_v2"])
+    d = explain_one(LINE["repeat_interleave_invalid_repeats_v2"])
     assert (d.cause_id, d.title) == ("repeat_interleave_invalid_repeats_v2",
                                      "bad repeats or output_size in repeat_interleave")
     assert "output_size=int(repeats.sum())" in d.fix
@@ -76,7 +69,7 @@ def test_rocm_builds_print_no_line_and_the_report_says_so_from_the_exception() -
 
 def test_a_condition_not_in_the_catalogue_still_folds_and_is_quoted_in_the_kernels_own_words() -> None:
     text = "\n".join(UNKNOWN.format(b=b, t=t) for b in range(3) for t in range(4))
-    d = _explain(text)
+    d = explain_one(text)
     assert d.cause_id == "unknown_kernel_assert" and d.title == "a kernel assertion failed (not in the catalogue)"
     assert d.specific == ("Not in the catalogue. The kernel reported: `row < n_rows` failed in src/ext/my_kernels.cu. "
                           "Kernel function: `scatter_rows`.")
@@ -86,7 +79,7 @@ def test_a_condition_not_in_the_catalogue_still_folds_and_is_quoted_in_the_kerne
 
 
 def test_the_words_hidden_behind_cond_and_message_are_explained_from_the_op_in_the_cell() -> None:
-    d = _explain(LINE["sparse_compressed_invariant_violated"])
+    d = explain_one(LINE["sparse_compressed_invariant_violated"])
     assert d.title == "invalid indices in a compressed sparse tensor (CSR/CSC/BSR/BSC)"
     assert "`cond && message`" in d.explanation and "crow_indices" in d.explanation
     cell = "A = torch.sparse_csr_tensor(crow, col, val, size=(4, 4), device='cuda', check_invariants=True)"
@@ -98,7 +91,7 @@ def test_the_words_hidden_behind_cond_and_message_are_explained_from_the_op_in_t
 def test_a_hip_build_with_kernel_asserts_prints_the_new_texts_in_its_own_format() -> None:
     hip = ("/pytorch/aten/src/ATen/native/hip/Distributions.hip:49: operator(): Device-side assertion "
            "`lambda >= 0 && \"invalid Poisson rate, expected rate to be non-negative\"' failed.")
-    assert _explain(hip).cause_id == "poisson_negative_rate"
+    assert explain_one(hip).cause_id == "poisson_negative_rate"
 
 
 def test_fractional_max_pool_and_segment_reduce_name_their_causes() -> None:
@@ -111,7 +104,7 @@ def test_fractional_max_pool_and_segment_reduce_name_their_causes() -> None:
         "segment_reduce_mean_negative_length": "negative segment length in segment_reduce",
     }
     for cause_id, title in expected.items():
-        d = _explain(LINE[cause_id])
+        d = explain_one(LINE[cause_id])
         assert (d.cause_id, d.title) == (cause_id, title)
         assert "torch.isfinite" in d.fix or "lengths >= 0" in d.fix
 

@@ -2,52 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from gpu_double import DEVICE_ASSERT_WORDINGS, make_exception
+from helpers.causes import explain_one, post_mortem
 from log_samples import CENSUS
 
 from cudaassert_ipy.capture.assert_lines import scan
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes import match_assert
 from cudaassert_ipy.diagnose.detection import classify
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
+from cudaassert_ipy.diagnose.diagnosis import diagnose
 from cudaassert_ipy.diagnose.evidence import collect
-from cudaassert_ipy.logs.explain import explain_text
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
-ASSERT = "torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1]
 XPU = "/build/torch-xpu-ops/src/ATen/native/xpu/sycl/{file}:{line}: operator(): block: [0,0,0], thread: [0,0,0] " \
       "Assertion `{cond}` failed."
-
 
 
 def _id(condition: str, file: str = "", function: str | None = None) -> str | None:
     cause = match_assert(condition, file, function)
     return cause.id if cause is not None else None
 
-def _explain(text: str) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + ASSERT + "\n").groups
-    (d,) = group.diagnoses
-    return d
-
-
-def _post_mortem(line: str, user_ns: dict[str, Any], cell: str = "") -> Diagnosis:
-    detection = classify(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), assert_seen=True)
-    assert detection is not None
-    return diagnose(collect(detection, scan(line), cell, user_ns=user_ns))
-
 
 def test_the_vectorized_scatter_add_check_names_its_cause() -> None:
-    d = _explain(LINE["vectorized_scatter_add_index_out_of_range"])
+    d = explain_one(LINE["vectorized_scatter_add_index_out_of_range"])
     assert d.cause_id == "vectorized_scatter_add_index_out_of_range"
     assert d.title == "scatter_add_/index_add_ index out of bounds"
     assert "edge_index must be smaller than the number of nodes" in d.fix
 
 
 def test_a_graphs_edge_index_past_its_node_rows_is_named_with_the_fix() -> None:
-    d = _post_mortem(LINE["vectorized_scatter_add_index_out_of_range"],
+    d = post_mortem(LINE["vectorized_scatter_add_index_out_of_range"],
                      {"edge_index": torch.tensor([[0, 1, 2708], [1, 2, 0]]), "x": torch.zeros(2708, 16)},
                      "out = torch.zeros_like(x).index_add_(0, edge_index[1], x[edge_index[0]])")
     assert d.specific is not None and d.specific.startswith(
@@ -57,13 +41,13 @@ def test_a_graphs_edge_index_past_its_node_rows_is_named_with_the_fix() -> None:
 
 
 def test_negative_scatter_indices_are_named_without_a_row_count() -> None:
-    d = _post_mortem(LINE["scatter_gather_index_out_of_range_v2"], {"index": torch.tensor([0, -1, 3])})
+    d = post_mortem(LINE["scatter_gather_index_out_of_range_v2"], {"index": torch.tensor([0, -1, 3])})
     assert d.specific is not None and d.specific.startswith("`index` holds values from -1 to 3. Likely fix:")
     assert d.likely_fix == hints.SCATTER_NEGATIVE.format(name="index", low=-1)
 
 
 def test_index_select_on_a_sparse_tensor_names_its_cause() -> None:
-    d = _explain(LINE["sparse_index_select_out_of_range"])
+    d = explain_one(LINE["sparse_index_select_out_of_range"])
     assert d.cause_id == "sparse_index_select_out_of_range"
     assert d.title == "index out of range in index_select on a sparse tensor"
     assert "sparse.size(dim)" in d.fix

@@ -5,32 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gpu_double import DEVICE_ASSERT_WORDINGS, make_exception
+from helpers.causes import explain_one, post_mortem
 from log_samples import CENSUS
 
-from cudaassert_ipy.capture.assert_lines import scan
 from cudaassert_ipy.diagnose import hints
-from cudaassert_ipy.diagnose.detection import classify
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
-from cudaassert_ipy.diagnose.evidence import collect
-from cudaassert_ipy.logs.explain import explain_text
 
-ASSERT = "torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1]
 TORCH_INTERNAL = [e for e in CENSUS if e["reach"] == "internal" and not e["id"].startswith("tp_")]
 LIKELY = "Likely a PyTorch bug, a corrupted input (a tensor whose memory was freed or overwritten) or memory " \
          "corrupted by an earlier kernel."
-
-
-def _explain(text: str) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + ASSERT + "\n").groups
-    (d,) = group.diagnoses
-    return d
-
-
-def _post_mortem(line: str, cell: str) -> Diagnosis:
-    detection = classify(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), assert_seen=True)
-    assert detection is not None
-    return diagnose(collect(detection, scan(line), cell, user_ns={}))
 
 
 def test_the_census_holds_the_23_new_release_invariants_and_the_others_judged_internal() -> None:
@@ -41,7 +23,7 @@ def test_the_census_holds_the_23_new_release_invariants_and_the_others_judged_in
 
 @pytest.mark.parametrize("entry", TORCH_INTERNAL, ids=lambda e: e["id"])
 def test_each_internal_check_gets_the_honest_cause_and_what_to_try(entry: dict[str, Any]) -> None:
-    d = _explain(entry["line"])
+    d = explain_one(entry["line"])
     assert d.cause_id == entry["id"]
     assert d.title.startswith("PyTorch's own internal check failed in ")
     assert d.explanation.startswith(LIKELY) and "never fails on valid input" in d.explanation
@@ -55,7 +37,7 @@ def test_each_internal_check_gets_the_honest_cause_and_what_to_try(entry: dict[s
 
 def test_the_op_the_cell_calls_is_named_in_the_rerun_and_the_line_to_report() -> None:
     line = next(e["line"] for e in TORCH_INTERNAL if e["id"] == "topk_gather_write_overflow")
-    d = _post_mortem(line, "values, idx = logits.topk(50, dim=-1)")
+    d = post_mortem(line, cell="values, idx = logits.topk(50, dim=-1)")
     assert d.title == "PyTorch's own internal check failed in topk"
     assert d.specific is not None
     assert d.specific.startswith("The cell calls `topk`, whose CUDA kernel holds this check.")
@@ -66,6 +48,6 @@ def test_the_op_the_cell_calls_is_named_in_the_rerun_and_the_line_to_report() ->
 
 def test_the_generic_false_of_a_reduction_is_internal_but_the_same_words_from_a_users_kernel_are_not_guessed() -> None:
     line = next(e["line"] for e in TORCH_INTERNAL if e["id"] == "reduce_unreachable")
-    assert _explain(line).title == "PyTorch's own internal check failed in a reduction (sum, mean, max, norm, ...)"
-    d = _explain("/src/my_ext/kernel.cu:40: my_kernel: block: [0,0,0], thread: [0,0,0] Assertion `false` failed.")
+    assert explain_one(line).title == "PyTorch's own internal check failed in a reduction (sum, mean, max, norm, ...)"
+    d = explain_one("/src/my_ext/kernel.cu:40: my_kernel: block: [0,0,0], thread: [0,0,0] Assertion `false` failed.")
     assert d.cause_id == "unknown_kernel_assert" and d.title == "a kernel assertion failed (not in the catalogue)"

@@ -2,37 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from gpu_double import DEVICE_ASSERT_WORDINGS, make_exception
+from helpers.causes import ASSERT, explain_one, post_mortem
 from log_samples import CENSUS
 
-from cudaassert_ipy.capture.assert_lines import scan
 from cudaassert_ipy.diagnose import hints
-from cudaassert_ipy.diagnose.detection import classify
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
-from cudaassert_ipy.diagnose.evidence import collect
 from cudaassert_ipy.logs.explain import explain_text
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
-ASSERT = "torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1]
-
-
-def _explain(text: str) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + ASSERT + "\n").groups
-    (d,) = group.diagnoses
-    return d
-
-
-def _post_mortem(line: str, user_ns: dict[str, Any]) -> Diagnosis:
-    detection = classify(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), assert_seen=True)
-    assert detection is not None
-    return diagnose(collect(detection, scan(line), user_ns=user_ns))
 
 
 def test_the_uint8_text_of_loss_cu_names_its_own_cause() -> None:
-    d = _explain(LINE["nll_loss_target_out_of_range_uint8"])
+    d = explain_one(LINE["nll_loss_target_out_of_range_uint8"])
     assert d.cause_id == "nll_loss_target_out_of_range_uint8"
     assert d.title == "class label out of range (uint8 target)"
     assert "labels.long()" in d.fix and "ignore_index" in d.fix
@@ -51,7 +32,7 @@ def test_the_same_line_printing_the_long_and_the_uint8_text_is_two_sites_and_two
 
 
 def test_uint8_labels_in_the_namespace_get_the_label_and_the_cast_in_the_fix() -> None:
-    d = _post_mortem(LINE["nll_loss_target_out_of_range_uint8"],
+    d = post_mortem(LINE["nll_loss_target_out_of_range_uint8"],
                      {"labels": torch.tensor([3, 255, 1], dtype=torch.uint8), "model": torch.nn.Linear(4, 10)})
     assert d.specific is not None and d.specific.startswith(
         "cross_entropy got class label 255, but the model's last layer `model` has out_features=10, so labels must "
@@ -62,7 +43,7 @@ def test_uint8_labels_in_the_namespace_get_the_label_and_the_cast_in_the_fix() -
 
 
 def test_the_uint8_no_reduce_text_names_its_cause() -> None:
-    d = _explain(LINE["nll_loss_target_out_of_range_no_reduce_uint8"])
+    d = explain_one(LINE["nll_loss_target_out_of_range_no_reduce_uint8"])
     assert (d.cause_id, d.title) == ("nll_loss_target_out_of_range_no_reduce_uint8",
                                      "class label out of range (uint8 target)")
     assert d.fix.startswith("Cast the labels to torch.long")

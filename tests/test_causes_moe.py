@@ -5,13 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gpu_double import DEVICE_ASSERT_WORDINGS
+from helpers.causes import explain_one
 from log_samples import CENSUS
 
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.logs.explain import explain_text
-
-ASSERT = "torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1]
 MOE = [e for e in CENSUS if e["reach"] == "moe"]
 TITLES = {
     "grouped_mm_negative_group_size": "grouped_mm offsets decrease (a negative group size)",
@@ -29,19 +25,13 @@ TITLES = {
 }
 
 
-def _explain(text: str) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + ASSERT + "\n").groups
-    (d,) = group.diagnoses
-    return d
-
-
 def test_the_census_holds_the_twelve_offset_checks() -> None:
     assert {e["id"] for e in MOE} == set(TITLES)
 
 
 @pytest.mark.parametrize("entry", MOE, ids=lambda e: e["id"])
 def test_each_offset_check_names_its_cause_title_and_fix(entry: dict[str, Any]) -> None:
-    d = _explain(entry["line"])
+    d = explain_one(entry["line"])
     assert d.cause_id == entry["id"] and d.title == TITLES[entry["id"]]
     if entry["id"].startswith("grouped_mm"):
         assert d.fix.startswith("Build offs as the running end of each group")
@@ -52,4 +42,4 @@ def test_each_offset_check_names_its_cause_title_and_fix(entry: dict[str, Any]) 
 def test_the_literal_backslash_n_inside_the_condition_is_kept_and_matched() -> None:
     entry = next(e for e in MOE if e["id"] == "grouped_mm_negative_group_size")
     assert entry["condition"].endswith('or equal 0\\n"')
-    assert _explain(entry["line"]).assert_sites[0].endswith('or equal 0\\n"` failed in 1 thread of 1 block')
+    assert explain_one(entry["line"]).assert_sites[0].endswith('or equal 0\\n"` failed in 1 thread of 1 block')

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-from gpu_double import DEVICE_ASSERT_WORDINGS, make_exception
+from helpers.causes import explain_one, post_mortem
 from log_samples import CENSUS
 
 from cudaassert_ipy.capture.assert_lines import parse_line, scan
 from cudaassert_ipy.diagnose import hints
-from cudaassert_ipy.diagnose.detection import classify
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
-from cudaassert_ipy.diagnose.evidence import collect
-from cudaassert_ipy.logs.explain import explain_text
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
 EMPTY = LINE["assert_async_empty_message"]
 WINDOWS = LINE["assert_async_false"]
-ASSERT = "torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1]
-
-
-def _explain(text: str) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + ASSERT + "\n").groups
-    (d,) = group.diagnoses
-    return d
-
-
-def _post_mortem(line: str, cell: str) -> Diagnosis:
-    detection = classify(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), assert_seen=True)
-    assert detection is not None
-    return diagnose(collect(detection, scan(line), cell, user_ns={}))
 
 
 def test_an_empty_condition_is_a_whole_record_and_folds_like_any_other() -> None:
@@ -39,7 +22,7 @@ def test_an_empty_condition_is_a_whole_record_and_folds_like_any_other() -> None
 
 
 def test_the_empty_condition_names_the_message_less_gpu_check() -> None:
-    d = _explain(EMPTY)
+    d = explain_one(EMPTY)
     assert d.cause_id == "assert_async_empty_message"
     assert d.title == "a tensor check failed on the GPU (the kernel printed no message)"
     assert "index_put_" in d.explanation and "ctc_loss" in d.explanation and "torch._assert_async" in d.explanation
@@ -47,19 +30,19 @@ def test_the_empty_condition_names_the_message_less_gpu_check() -> None:
 
 
 def test_the_op_in_the_cell_explains_the_empty_condition() -> None:
-    d = _post_mortem(EMPTY, "loss = F.ctc_loss(log_probs, targets, input_lengths, target_lengths)")
+    d = post_mortem(EMPTY, cell="loss = F.ctc_loss(log_probs, targets, input_lengths, target_lengths)")
     assert d.specific == ("The cell calls ctc_loss: on the cuDNN path its length checks run on the GPU and print no "
                           f"message. Likely fix: {hints.ASYNC_CTC}.")
     assert d.op == "ctc_loss" and d.headline.endswith("(the kernel printed no message) in ctc_loss")
-    d = _post_mortem(EMPTY, "hist.index_put_((idx,), ones, accumulate=True)")
+    d = post_mortem(EMPTY, cell="hist.index_put_((idx,), ones, accumulate=True)")
     assert d.likely_fix == hints.ASYNC_INDEX_PUT and d.op == "index_put_"
-    d = _post_mortem(EMPTY, "torch._assert_async(mask.any())")
+    d = post_mortem(EMPTY, cell="torch._assert_async(mask.any())")
     assert d.likely_fix == hints.ASYNC_OWN
-    assert _post_mortem(EMPTY, "y = model(x)").specific is None  # nothing in the cell names it: nothing guessed
+    assert post_mortem(EMPTY, cell="y = model(x)").specific is None  # nothing in the cell names it: nothing guessed
 
 
 def test_windows_prints_input_0_for_every_check_and_the_cell_names_it() -> None:
-    d = _post_mortem(WINDOWS, "next_token = torch.multinomial(probs, 1)")
+    d = post_mortem(WINDOWS, cell="next_token = torch.multinomial(probs, 1)")
     assert d.cause_id == "assert_async_false" and d.op == "multinomial"
     assert d.likely_fix == hints.PROBS_NONFINITE
 
@@ -67,5 +50,5 @@ def test_windows_prints_input_0_for_every_check_and_the_cell_names_it() -> None:
 def test_paste_damage_around_an_empty_condition_is_read_through() -> None:
     for damaged in (EMPTY.replace("Assertion `` failed.", "Assertion  failed."),
                     EMPTY.replace("Assertion `` failed.", "Assertion ```` failed.")):
-        d = _explain(damaged)
+        d = explain_one(damaged)
         assert d.cause_id == "assert_async_empty_message", damaged

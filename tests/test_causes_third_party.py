@@ -5,29 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gpu_double import DEVICE_ASSERT_WORDINGS, STICKY_WORDINGS
+from gpu_double import STICKY_WORDINGS
+from helpers.causes import explain_one
 from log_samples import CENSUS
 
 from cudaassert_ipy.capture.assert_lines import scan
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.logs.explain import explain_text
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
-ASSERT = "torch.AcceleratorError: " + DEVICE_ASSERT_WORDINGS["2.9+"][1]
 LAUNCH_FAILURE = "RuntimeError: CUDA error: unspecified launch failure"
 FLASHMLA = [e for e in CENSUS if e["id"].startswith("tp_vllm_flashmla")]
-
-
-def _explain(text: str, error: str = ASSERT) -> Diagnosis:
-    (group,) = explain_text(text + "\n" + error + "\n").groups
-    (d,) = group.diagnoses
-    return d
 
 
 def test_torch_scatters_unsorted_index_is_named_from_a_users_full_signature_line() -> None:
     line = LINE["tp_torch_scatter_segment_coo_broadcast_unsorted"]
     assert "void segment_coo_broadcast_kernel(const scalar_t *" in line  # __PRETTY_FUNCTION__
-    d = _explain(line)
+    d = explain_one(line)
     assert (d.cause_id, d.title) == ("tp_torch_scatter_segment_coo_broadcast_unsorted",
                                      "index not sorted in torch_scatter's segment_coo")
     assert "index.sort()" in d.fix and "scatter_reduce" in d.fix
@@ -35,10 +28,10 @@ def test_torch_scatters_unsorted_index_is_named_from_a_users_full_signature_line
 
 
 def test_mmcvs_reachable_check_names_the_knn_index_and_its_loop_bounds_are_internal_to_mmcv() -> None:
-    d = _explain(LINE["tp_mmcv_assign_score_withk_cn"])
+    d = explain_one(LINE["tp_mmcv_assign_score_withk_cn"])
     assert d.title == "kNN center index out of range in mmcv's assign_score_withk"
     assert "knn_idx.max() < points.size(1)" in d.fix
-    d = _explain(LINE["tp_mmcv_assign_score_withk_b"])
+    d = explain_one(LINE["tp_mmcv_assign_score_withk_b"])
     assert d.title == "mmcv's own internal check failed in assign_score_withk"
     assert "report it to mmcv (https://github.com/open-mmlab/mmcv/issues)" in d.fix
 
@@ -47,14 +40,14 @@ def test_mmcvs_reachable_check_names_the_knn_index_and_its_loop_bounds_are_inter
 def test_flashmlas_printf_trap_is_a_site_and_the_launch_failure_its_follow_on(entry: dict[str, Any]) -> None:
     (site,) = scan(entry["line"])
     assert (site.condition, site.function, site.first.printf) == (entry["condition"], None, True)
-    d = _explain(entry["line"], LAUNCH_FAILURE)
+    d = explain_one(entry["line"], LAUNCH_FAILURE)
     assert (d.cause_id, d.title) == (entry["id"], "vLLM FlashMLA scheduling check failed")
     assert "'unspecified launch failure', not 'device-side assert triggered'" in d.explanation
     assert d.notes[0].startswith("`RuntimeError: CUDA error: unspecified launch failure` is a follow-on error")
 
 
 def test_vllms_top_k_nan_trap_names_its_cause_under_a_launcher_prefix() -> None:
-    d = _explain("(EngineCore pid=339) " + LINE["tp_vllm_deepselect_nan"], "(EngineCore pid=339) " + LAUNCH_FAILURE)
+    d = explain_one("(EngineCore pid=339) " + LINE["tp_vllm_deepselect_nan"], "(EngineCore pid=339) " + LAUNCH_FAILURE)
     assert (d.cause_id, d.title) == ("tp_vllm_deepselect_nan", "NaN in the scores of vLLM's top-k selection")
     assert d.assert_sites[0].startswith("a kernel's message before a trap (no source location): `[topk_select] NaN")
 

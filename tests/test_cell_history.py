@@ -7,12 +7,12 @@ from IPython.core.error import UsageError
 
 from cudaassert_ipy.restart.cell_history import CellHistory, is_display_only, parse_cell_numbers, replayable_source
 from cudaassert_ipy.restart.plan import PlanCell
-from cudaassert_ipy.shell.cell_watcher import CellOutcome
+from cudaassert_ipy.shell.cell_watcher import CellRunOutcome
 
 
 def outcome(source, number, ok=True, duration=0.5, cell_id=None):
     error = None if ok else IndexError("Target 195 is out of bounds.")
-    return CellOutcome(source, number, cell_id, error, duration, None)
+    return CellRunOutcome(source, number, cell_id, error, duration, None)
 
 
 def history_of(*cells):

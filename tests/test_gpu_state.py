@@ -17,7 +17,6 @@ from cudaassert_ipy.diagnose.gpu_state import (
     reading,
     reason_for,
     snapshot,
-    summary_line,
 )
 
 A100 = GpuState(device_index=0, nvml_index=0, name="NVIDIA A100-SXM4-40GB", process_bytes=int(1.25 * 2**30),
@@ -37,18 +36,18 @@ def _nvml_library_present() -> bool:
 
 
 def test_without_an_nvidia_driver_the_state_is_one_line_saying_why():
-    line = summary_line(0)
+    line = describe(snapshot(0))
     if _nvml_library_present():  # a lent GPU machine: the real state instead (the GPU suite checks its content)
         assert "\n" not in line and not line.startswith("GPU state unavailable")
     else:
         assert line == "GPU state unavailable: NVML library not found (no NVIDIA driver on this machine)"
-        assert summary_line() == line
+        assert describe(snapshot(None)) == line
         assert snapshot(None).unavailable_reason == "NVML library not found (no NVIDIA driver on this machine)"
 
 
 def test_without_nvidia_ml_py_the_note_says_which_package_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # what `import pynvml` meets when it is not installed
-    assert summary_line(0) == "GPU state unavailable: nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+    assert describe(snapshot(0)) == "GPU state unavailable: nvidia-ml-py is not installed (pip install nvidia-ml-py)"
 
 
 def test_a_device_hidden_by_cuda_visible_devices_is_named_in_the_note():
@@ -63,7 +62,7 @@ def test_a_bug_while_reading_still_gives_one_line(monkeypatch):
 
     monkeypatch.setattr(gpu_state, "_snapshot", broken)
     assert snapshot(0).unavailable_reason == "NVML error: RuntimeError: boom"
-    assert summary_line(0) == "GPU state unavailable: NVML error: RuntimeError: boom"
+    assert describe(snapshot(0)) == "GPU state unavailable: NVML error: RuntimeError: boom"
 
 
 @pytest.mark.parametrize(("code", "expected"), [

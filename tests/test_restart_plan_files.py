@@ -14,9 +14,9 @@ import time
 import pytest
 from helpers.plans import edit, mode_of, plan_for, written
 
-from cudaassert_ipy.restart import plan_files as resume_plan
+from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.restart.plan import PLAN_VERSION, Mode
-from cudaassert_ipy.restart.plan_files import PlanError, claim, has_plan_files, pending_keys, write_plan
+from cudaassert_ipy.restart.plan_files import PlanError, claim, pending_keys, write_plan
 
 
 # -- writing ----------------------------------------------------------------------------------------
@@ -26,7 +26,7 @@ def test_a_plan_is_written_0600_in_a_0700_directory_with_its_writer_and_version(
     assert mode_of(plan_dir) == 0o700 and mode_of(path) == 0o600
     plan = json.loads(path.read_text())
     assert plan["writer_pid"] == os.getpid() and plan["version"] == PLAN_VERSION == 2
-    assert plan["writer_start"] == resume_plan.process_start(os.getpid()) is not None
+    assert plan["writer_start"] == plan_files.process_start(os.getpid()) is not None
     assert not [p for p in plan_dir.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -64,7 +64,7 @@ def test_a_plan_is_claimed_once_and_is_gone_afterwards(plan_dir):
     first = claim("k1", plan_dir)
     assert first.plan is not None and first.plan.cells[0].source == "x = 1" and first.notes == []
     assert claim("k1", plan_dir).plan is None
-    assert not has_plan_files(plan_dir)
+    assert not list(plan_dir.glob("plan-*.json"))
 
 
 def test_another_kernels_plan_is_never_taken(plan_dir):
@@ -151,7 +151,7 @@ def test_pending_keys_keep_broken_plans_for_a_while_and_remove_expired_ones(plan
     for key in "cd":
         (plan_dir / f"plan-{key}.json").write_text("nope")  # broken by hand: its kernel has to report it
         os.chmod(plan_dir / f"plan-{key}.json", 0o600)
-    old = time.time() - resume_plan.PLAN_TTL - 1
+    old = time.time() - plan_files.PLAN_TTL - 1
     os.utime(plan_dir / "plan-d.json", (old, old))
     written(plan_dir, "e")
     os.chmod(plan_dir / "plan-e.json", 0o666)  # not safely ours: never claimable, so not pending
@@ -160,18 +160,26 @@ def test_pending_keys_keep_broken_plans_for_a_while_and_remove_expired_ones(plan
     assert (plan_dir / "plan-c.json").exists() and (plan_dir / "plan-d.json").exists()
 
 
-def test_has_plan_files_is_a_listing_and_false_without_a_directory(plan_dir):
-    assert not has_plan_files(plan_dir)
-    written(plan_dir)
-    assert has_plan_files(plan_dir)
-
-
 def test_the_log_is_private_and_bounded(plan_dir, monkeypatch):
     plan_dir.mkdir(parents=True)
-    monkeypatch.setattr(resume_plan, "LOG_MAX", 1000)
+    monkeypatch.setattr(plan_files, "LOG_MAX", 1000)
     for i in range(100):
-        resume_plan.log(f"line {i:03d} " + "x" * 40, plan_dir)
+        plan_files.log(f"line {i:03d} " + "x" * 40, plan_dir)
     log = plan_dir / "resume.log"
     assert mode_of(log) == 0o600
     assert log.stat().st_size < 1200 and "line 099" in log.read_text() and "line 000" not in log.read_text()
 
+
+
+def test_why_unsafe_is_the_one_trust_test_for_plans_and_kept_variables(tmp_path):
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    assert plan_files.why_unsafe(os.lstat(own), True) is None
+    os.chmod(own, 0o770)
+    assert plan_files.why_unsafe(os.lstat(own), True) == "it is writable by its group (mode 770)"
+    (tmp_path / "file").write_text("x")
+    os.chmod(tmp_path / "file", 0o600)
+    assert plan_files.why_unsafe(os.lstat(tmp_path / "file"), True) == "it is not a regular directory"
+    assert plan_files.why_unsafe(os.lstat(tmp_path / "file"), False) is None
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    assert plan_files.why_unsafe(os.lstat(tmp_path / "link"), False) == "it is a symbolic link, not a file"

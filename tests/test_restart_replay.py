@@ -14,8 +14,7 @@ from helpers.restart_story import FAILING, SETUP, FakeKernel, plan_file, restart
 from cudaassert_ipy.restart import replay, startup_stub
 from cudaassert_ipy.restart import request as restart
 from cudaassert_ipy.restart.frontend import detect
-from cudaassert_ipy.restart.plan import FrontendKind, Outcome
-from cudaassert_ipy.restart.plan_files import has_plan_files
+from cudaassert_ipy.restart.plan import FrontendKind, RestartOutcome
 from cudaassert_ipy.shell import extension
 from cudaassert_ipy.shell.resume import last_report
 
@@ -29,7 +28,7 @@ def test_after_the_restart_the_next_cell_replays_the_setup_and_the_validator_cat
     restart_in_process(shell, tmp_path)
     assert os.environ["CUDA_LAUNCH_BLOCKING"] == "1"  # set by the stub, before any cell
     assert os.environ["CUDAASSERT_VALIDATORS"] == "1" and not validators_enabled()  # on at the first cell
-    assert not has_plan_files(tmp_path / "rt" / "cudaassert")  # claimed: one-shot
+    assert not list((tmp_path / "rt" / "cudaassert").glob("plan-*.json"))  # claimed: one-shot
     assert not (tmp_path / "startup" / startup_stub.STUB_NAME).exists()  # no plan pending: stub gone
     capsys.readouterr()
     result = shell.run_cell(FAILING, store_history=True)
@@ -148,7 +147,7 @@ def test_vscode_claims_by_notebook_path_at_the_first_cell(restart_ext, shell, tm
     shell.run_cell("x = 41", store_history=True)
     assert restart.request_restart(restart_ext, frontend.Frontend(
         FrontendKind.VSCODE, frontend.vscode_key("/home/me/train.ipynb"), "v3aaaa", "/home/me/train.ipynb")
-    ) is Outcome.ARMED
+    ) is RestartOutcome.ARMED
     monkeypatch.setattr(shell, "kernel", FakeKernel(), raising=False)  # a kernel, keyed otherwise than the plan
     assert not frontend.kernel_key().startswith("vsc-")
     restart_in_process(shell, tmp_path)

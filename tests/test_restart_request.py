@@ -15,12 +15,10 @@ from helpers.plans import mode_of, plan_for
 from helpers.restart_story import FAILING, FakeKernel, plan_file, run_story
 from IPython.core.error import UsageError
 
-from cudaassert_ipy.restart import plan_files as resume_plan
-from cudaassert_ipy.restart import replay, startup_stub
+from cudaassert_ipy.restart import plan_files, replay, startup_stub
 from cudaassert_ipy.restart import request as restart
 from cudaassert_ipy.restart.frontend import Frontend, ServerRef, Verdict, detect
-from cudaassert_ipy.restart.plan import FrontendKind, Mode, Outcome
-from cudaassert_ipy.restart.plan_files import has_plan_files
+from cudaassert_ipy.restart.plan import FrontendKind, Mode, RestartOutcome
 
 
 def test_restart_in_a_terminal_arms_the_plan_and_says_what_to_do(restart_ext, shell, tmp_path, capsys):
@@ -42,7 +40,7 @@ def test_restart_in_a_terminal_arms_the_plan_and_says_what_to_do(restart_ext, sh
     assert [c["number"] for c in plan["cells"]] == [first, first + 1, first + 2]
     assert plan["failing"]["number"] == first + 4 and plan["failing"]["source"] == FAILING
     assert plan["diagnosis"]["cause_id"] and plan["diagnosis"]["cell"] == first + 4
-    assert plan["expires"] - plan["created"] == resume_plan.PLAN_TTL
+    assert plan["expires"] - plan["created"] == plan_files.PLAN_TTL
     assert (tmp_path / "startup" / startup_stub.STUB_NAME).read_text() == startup_stub.STUB_SOURCE
 
 
@@ -87,9 +85,9 @@ def test_a_read_only_profile_restarts_nothing_and_leaves_no_plan(restart_ext, sh
     (tmp_path / "ro" / "startup").write_text("a file where the startup directory should be")
     run_story(shell)
     capsys.readouterr()
-    assert restart.request_restart(restart_ext, detect(shell)) is Outcome.FAILED
+    assert restart.request_restart(restart_ext, detect(shell)) is RestartOutcome.FAILED
     assert "[cudaassert] Cannot write the startup file" in capsys.readouterr().out
-    assert not has_plan_files(tmp_path / "rt" / "cudaassert")
+    assert not list((tmp_path / "rt" / "cudaassert").glob("plan-*.json"))
 
 
 def test_an_unwritable_runtime_dir_restarts_nothing(restart_ext, shell, tmp_path, monkeypatch, capsys):
@@ -97,7 +95,7 @@ def test_an_unwritable_runtime_dir_restarts_nothing(restart_ext, shell, tmp_path
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "rtfile"))
     run_story(shell)
     capsys.readouterr()
-    assert restart.request_restart(restart_ext, detect(shell)) is Outcome.FAILED
+    assert restart.request_restart(restart_ext, detect(shell)) is RestartOutcome.FAILED
     assert f"[cudaassert] Cannot write the resume plan into {tmp_path / 'rtfile' / 'cudaassert'}" in \
         capsys.readouterr().out
     assert not (tmp_path / "startup" / startup_stub.STUB_NAME).exists()
@@ -157,7 +155,7 @@ def test_a_server_that_does_not_know_the_kernel_gets_an_armed_plan_and_no_shutdo
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
     button = FakeButton()
     assert restart.request_restart(restart_ext, server_frontend(), button=button,
-                                   checker=answers("unknown", "HTTP 404")) is Outcome.ARMED
+                                   checker=answers("unknown", "HTTP 404")) is RestartOutcome.ARMED
     assert kernel.calls == []
     assert (button.description, button.disabled) == ("Armed: restart the kernel", True)
     assert button.tooltip.endswith("[cudaassert] The Jupyter server at http://127.0.0.1:9/ does not know this "
@@ -178,7 +176,8 @@ def test_a_server_that_cannot_confirm_still_restarts_its_own_kernel(restart_ext,
                                                                     why, text):
     kernel = FakeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
-    assert restart.request_restart(restart_ext, server_frontend(), checker=answers(verdict, why)) is Outcome.RESTARTING
+    outcome = restart.request_restart(restart_ext, server_frontend(), checker=answers(verdict, why))
+    assert outcome is RestartOutcome.RESTARTING
     assert text in capsys.readouterr().out and kernel.calls == [("do_shutdown", True)]
 
 
@@ -201,8 +200,16 @@ def test_frontends_that_do_not_restart_by_themselves_get_an_armed_plan(restart_e
     kernel = FakeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
     frontend = Frontend(FrontendKind(kind), "k-" + kind, detail=detail)
-    assert restart.request_restart(restart_ext, frontend) is Outcome.ARMED
+    assert restart.request_restart(restart_ext, frontend) is RestartOutcome.ARMED
     assert capsys.readouterr().out.rstrip().endswith(text) and kernel.calls == []
+
+
+def test_every_frontend_kind_has_its_words():
+    # the server restarts its kernel and says RESTARTING; every other kind says what the user does next
+    for kind in FrontendKind:
+        restarts_itself = Frontend(kind, "k").restarts_itself
+        assert restarts_itself != (kind in restart.ARMED), kind
+    assert all(isinstance(kind, FrontendKind) for kind in restart.ARMED)
 
 
 def test_headless_runs_get_disabled_buttons_that_say_why(restart_ext, shell, monkeypatch):
@@ -230,7 +237,7 @@ def test_a_button_whose_restart_failed_says_so_in_its_tooltip(restart_ext, shell
     (tmp_path / "rtfile").write_text("")
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "rtfile"))
     button = FakeButton()
-    assert restart.request_restart(restart_ext, detect(shell), button=button) is Outcome.FAILED
+    assert restart.request_restart(restart_ext, detect(shell), button=button) is RestartOutcome.FAILED
     assert (button.description, button.disabled) == ("Restart failed", True)
     assert "[cudaassert] Cannot write the resume plan into" in button.tooltip
 

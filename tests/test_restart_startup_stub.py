@@ -1,7 +1,7 @@
 """restart/startup_stub.py: the file in the profile's startup directory that claims the plan in a restarted kernel.
 
 Written once, removed when no plan is pending, never raising or printing (startup output has no
-cell to go to), cheap without a plan; a stub written by an older layout still claims its plan.
+cell to go to), cheap without a plan; a stub written by the unreleased layout before restart/ fails quietly.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ import sys
 
 import pytest
 from helpers import ROOT
-from helpers.plans import dead_pid, edit, written
-from helpers.restart_story import plan_file
+from helpers.plans import written
 
 from cudaassert_ipy.restart import startup_stub
 from cudaassert_ipy.restart.plan_files import claim
-from cudaassert_ipy.shell import extension
 
 
 class Profile:
@@ -75,9 +73,9 @@ print(ms, "cudaassert_ipy.shell.resume" in sys.modules, "torch" in sys.modules, 
 """
 
 
-def run_stub(tmp_path, runtime):
+def run_stub(tmp_path, runtime, source=startup_stub.STUB_SOURCE):
     stub = tmp_path / startup_stub.STUB_NAME
-    stub.write_text(startup_stub.STUB_SOURCE)
+    stub.write_text(source)
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", STUB_PROBE, str(stub)], env=env, capture_output=True, text=True,
                          timeout=60, check=True).stdout.split(" ", 5)
@@ -99,21 +97,15 @@ def test_a_stub_that_fails_neither_raises_nor_prints_and_logs_instead(tmp_path):
     assert "startup stub failed: AttributeError(" in (runtime / "cudaassert" / "resume.log").read_text()
 
 
-def test_a_stub_written_before_the_package_layout_still_claims_and_reports_its_old_plan(restart_ext, shell, tmp_path,
-                                                                                       capsys):
-    shell.run_cell("x = 1", store_history=True)
-    shell.run_line_magic("cudaassert", "restart")
-    path = plan_file(tmp_path)
-    extension.unload(shell)  # the old kernel ends; its plan is of the schema before the typed one
-    shell.reset(new_session=False)
-    edit(path, version=1, writer_pid=dead_pid())
+def test_a_stub_written_before_the_package_layout_fails_quietly_and_leaves_its_plan(tmp_path):
+    # the layout before restart/ (never released) had the stub import cudaassert_ipy.replay, which is gone
+    runtime = tmp_path / "rt"
+    path = written(runtime / "cudaassert", "k1")
     old_stub = startup_stub.STUB_SOURCE.replace("cudaassert_ipy.shell.resume", "cudaassert_ipy.replay")
     assert "from cudaassert_ipy.replay import resume_at_startup" in old_stub
-    exec(compile(old_stub, "00-cudaassert-resume.py", "exec"), shell.user_ns)
-    capsys.readouterr()
-    shell.run_cell("z = 1", store_history=True)
-    out = capsys.readouterr().out
-    assert f"[cudaassert] The resume plan {path} is not a valid plan (version 1, expected 2). Nothing was replayed; " \
-           f"the file was kept as {path}.invalid." in out
-    assert "x" not in shell.user_ns and "CUDA_LAUNCH_BLOCKING" not in os.environ
-
+    _, _, _, _, printed, names = run_stub(tmp_path, runtime, old_stub)
+    assert printed == "''" and names == "[]"
+    # ModuleNotFoundError where cudaassert_ipy.replay is gone (an editable install of an older checkout may still
+    # resolve it; then the entry point fails on the probe's missing shell): either way logged, never raised
+    assert "startup stub failed: " in (runtime / "cudaassert" / "resume.log").read_text()
+    assert path.exists()  # claimed by the next kernel that loads the extension, or expired

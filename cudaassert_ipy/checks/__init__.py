@@ -40,7 +40,6 @@ from cudaassert_ipy.checks.errors import (
     ValidationIndexError,
     ValidationIndexRuntimeError,
     ValidationRuntimeError,
-    ValidationValueError,
 )
 
 __all__ = [
@@ -50,7 +49,6 @@ __all__ = [
     "ValidationIndexError",
     "ValidationIndexRuntimeError",
     "ValidationRuntimeError",
-    "ValidationValueError",
     "disable_validators",
     "enable_validators",
     "env_requests_validators",

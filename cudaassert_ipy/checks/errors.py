@@ -40,7 +40,6 @@ __all__ = [
     "ValidationIndexError",
     "ValidationIndexRuntimeError",
     "ValidationRuntimeError",
-    "ValidationValueError",
     "format_examples",
     "generic_fix",
     "range_text",
@@ -298,16 +297,6 @@ class ValidationIndexRuntimeError(ValidationIndexError, ValidationRuntimeError):
     ``index_select`` raises ``IndexError`` along dim 0 and ``RuntimeError`` ("INDICES element is
     out of DATA bounds") along other dims; ``index_add_`` raises either depending on the shape;
     ``embedding_bag`` raises ``RuntimeError``, but ``IndexError`` for a negative offset.
-    """
-
-
-class ValidationValueError(ValidationError, ValueError):
-    """Reserved for checks whose CPU twin raises ``ValueError`` (``Categorical`` argument validation).
-
-    ``Categorical(probs)`` with ``validate_args`` on already raises ``ValueError`` itself, on the GPU
-    too (its check is a host-side sync, not a device assert), so no validator needs this today;
-    with ``validate_args=False`` the bad probabilities reach ``torch.multinomial`` and the
-    validator raises :class:`ValidationRuntimeError` as CPU PyTorch does.
     """
 
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from cudaassert_ipy.wording import error_line, plural
 
-__all__ = ["GpuState", "describe", "nvml_target", "reading", "reason_for", "snapshot", "summary_line"]
+__all__ = ["GpuState", "describe", "nvml_target", "reading", "reason_for", "snapshot"]
 
 UNAVAILABLE = "GPU state unavailable: {reason}"
 NO_PACKAGE = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
@@ -264,8 +264,3 @@ def _snapshot(device_index: int | None, environ: Mapping[str, str]) -> GpuState:
             nvml.nvmlShutdown()
         except Exception:
             pass  # shutting NVML down cannot change what we report
-
-
-def summary_line(device_index: int | None = None) -> str:
-    """ONE line about the GPU for the report; never raises."""
-    return describe(snapshot(device_index))

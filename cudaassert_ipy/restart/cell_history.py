@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # loaded on a restart only: %load_ext stays light
     from cudaassert_ipy.restart.plan import PlanCell
     from cudaassert_ipy.view.actions import ReplayChoice
 
-__all__ = ["CellHistory", "CellRecord", "KeptOutcome", "Outcome", "is_display_only", "parse_cell_numbers",
+__all__ = ["CellHistory", "CellRecord", "KeptOutcome", "RecordableOutcome", "is_display_only", "parse_cell_numbers",
            "replayable_source"]
 
 MAX_RECORDS = 2000
@@ -135,8 +135,8 @@ def parse_cell_numbers(text: str) -> list[int]:
     return numbers
 
 
-class Outcome(Protocol):
-    """What ``CellHistory.record`` reads of one cell's outcome (the shell's ``CellOutcome``, a ``KeptOutcome``)."""
+class RecordableOutcome(Protocol):
+    """What ``CellHistory.record`` reads of one cell's outcome (the shell's ``CellRunOutcome``, a ``KeptOutcome``)."""
 
     @property
     def source(self) -> str: ...
@@ -208,7 +208,7 @@ class CellHistory:
     _origin: PlanCell | None = None  # the plan cell being replayed right now
     _next: int = 0
 
-    def record(self, outcome: Outcome) -> None:
+    def record(self, outcome: RecordableOutcome) -> None:
         """Runs after every cell: plain attribute work only."""
         error = outcome.error
         origin = self._origin

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Mapping, TypeGuard
 
-__all__ = ["PLAN_VERSION", "AppliedFix", "DiagnosisSummary", "FailingCell", "FrontendKind", "Mode", "Outcome",
-           "PlanCell", "PlanInvalid", "ResumePlan"]
+__all__ = ["PLAN_VERSION", "AppliedFix", "DiagnosisSummary", "FailingCell", "FrontendKind", "Mode", "PlanCell",
+           "PlanInvalid", "RestartOutcome", "ResumePlan"]
 
 PLAN_VERSION = 2  # 2: typed plan (mode, frontend kind, failing_batch); version 1 plans are refused as invalid
 
@@ -61,7 +61,7 @@ class FrontendKind(str, Enum):
     TERMINAL = "terminal"
 
 
-class Outcome(str, Enum):
+class RestartOutcome(str, Enum):
     """What a restart request did."""
 
     RESTARTING = "restarting"

@@ -8,8 +8,8 @@ sharing the profile never takes it. Claiming is one ``os.rename``: one-shot even
 race. A plan is refused while its writer is still alive, and removed once it has expired. A
 file that is not valid JSON is renamed aside (``.invalid``), never deleted.
 
-Imports only the standard library: the startup stub calls :func:`has_plan_files` in every new
-kernel, and that must cost a directory listing, nothing more.
+Imports only the standard library and the project's own small modules (the startup stub loads it
+only once a plan file is there).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.restart.plan import PLAN_VERSION, PlanInvalid, ResumePlan
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["PLAN_TTL", "PLAN_VERSION", "Claim", "PlanError", "claim", "ensure_dir", "has_plan_files", "log",
-           "pending_keys", "plan_dir", "plan_lock", "write_plan"]
+__all__ = ["PLAN_TTL", "PLAN_VERSION", "Claim", "PlanError", "claim", "ensure_dir", "log",
+           "pending_keys", "plan_dir", "plan_lock", "why_unsafe", "write_plan"]
 
 PLAN_TTL = 3600.0  # seconds a plan waits for its restart
 LOG_NAME = "resume.log"
@@ -65,16 +65,12 @@ def plan_dir() -> Path:
     return Path(base) / "cudaassert"
 
 
-def has_plan_files(directory: Path | None = None) -> bool:
-    """The startup stub's whole cost when nothing is pending: one directory listing."""
-    try:
-        with os.scandir(directory or plan_dir()) as it:
-            return any(e.name.startswith("plan-") and e.name.endswith(".json") for e in it)
-    except OSError:
-        return False
+def why_unsafe(st: os.stat_result, is_dir: bool) -> str | None:
+    """Why a file (or directory) whose stat is ``st`` must not be trusted with code that runs, or None if it may.
 
-
-def _why_unsafe(st: os.stat_result, is_dir: bool) -> str | None:
+    Plans and kept variables (restart/keep/) are both read back into a kernel, so both take the same test: a
+    regular file (directory) owned by this user and writable by nobody else. Pass ``lstat`` so a link is seen.
+    """
     kind = "directory" if is_dir else "file"
     if stat.S_ISLNK(st.st_mode):
         return f"it is a symbolic link, not a {kind}"
@@ -92,7 +88,7 @@ def ensure_dir(directory: Path | None = None) -> Path:
     directory = directory or plan_dir()
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        why = _why_unsafe(os.lstat(directory), True)
+        why = why_unsafe(os.lstat(directory), True)
     except OSError as e:
         raise PlanError(PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=e)) from e
     if why is not None:
@@ -181,7 +177,7 @@ def _read(path: Path) -> tuple[object, str | None, str | None]:
     """(content, unsafe-why, parse-error), opening without following links and checking the open file."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:
-        why = _why_unsafe(os.fstat(f.fileno()), False)
+        why = why_unsafe(os.fstat(f.fileno()), False)
         if why is not None:
             return None, why, None
         data = f.read(16 * 1024 * 1024)
@@ -208,7 +204,7 @@ def claim(key: str, directory: Path | None = None, now: float | None = None) -> 
         return out
     now = time.time() if now is None else now
     try:
-        why = _why_unsafe(os.lstat(d), True)
+        why = why_unsafe(os.lstat(d), True)
         if why is not None:
             out.notes.append(UNSAFE.format(prefix=PREFIX, path=d, why=why))
             return out

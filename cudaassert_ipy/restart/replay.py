@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
-from cudaassert_ipy.restart import keep
-from cudaassert_ipy.restart import plan_files as resume_plan
+from cudaassert_ipy.restart import keep, plan_files
 from cudaassert_ipy.restart.cell_history import CellHistory, KeptOutcome, replayable_source
 from cudaassert_ipy.restart.plan import Mode, PlanCell, ResumePlan
 from cudaassert_ipy.view.replay_view import CellView, OnBanner, PanelSetting, progress_for
@@ -113,9 +112,9 @@ class Replayer:
         try:
             self._run(info, source)
         except Exception as e:  # a hook that raises gets a traceback in the user's cell; one line instead
-            resume_plan.log(f"replay failed: {e!r}")
+            plan_files.log(f"replay failed: {e!r}")
             print(INTERNAL.format(prefix=PREFIX, error=error_line(e),
-                                  log=resume_plan.plan_dir() / resume_plan.LOG_NAME), file=sys.stderr)
+                                  log=plan_files.plan_dir() / plan_files.LOG_NAME), file=sys.stderr)
 
     def _announce(self) -> None:
         for note in self.notes:

@@ -15,8 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from cudaassert_ipy.restart import plan_files as resume_plan
-from cudaassert_ipy.restart import startup_stub
+from cudaassert_ipy.restart import plan_files, startup_stub
 from cudaassert_ipy.restart.cell_history import CellHistory, CellRecord, parse_cell_numbers
 from cudaassert_ipy.restart.frontend import Frontend, Verdict, check_server
 from cudaassert_ipy.restart.plan import (
@@ -25,7 +24,7 @@ from cudaassert_ipy.restart.plan import (
     FailingCell,
     FrontendKind,
     Mode,
-    Outcome,
+    RestartOutcome,
     ResumePlan,
 )
 from cudaassert_ipy.restart.plan_files import PlanError
@@ -70,21 +69,27 @@ PLAN_LINE = "  [{number}] {first_line}  ({duration:.2f} s)"
 NO_CELLS = "  (no cells: the kernel restarts empty)"
 RESTARTING = ("{prefix} Restarting the kernel now; it comes back in a few seconds with the same id. Then run a cell "
               "(the failing one{cell}): the setup replays first, inside that cell.")
-ARMED = {
-    "vscode": "{prefix} Plan armed. VS Code does not restart this kernel by itself: press Restart in the notebook "
-              "toolbar, then run a cell; the setup replays first, inside that cell.",
-    "terminal": "{prefix} Plan armed. This IPython cannot restart itself: exit (Ctrl-D), start `ipython` again in "
-                "this directory and terminal, and run a command; the setup replays first.",
-    "headless": "{prefix} This run has no interactive frontend ({detail}), so nothing here can restart the kernel. "
-                "The plan is kept for {ttl} min: restart this kernel and run a cell to replay the setup, or re-run "
-                "the notebook with CUDA_LAUNCH_BLOCKING=1 and CUDAASSERT_VALIDATORS=1 in its environment.",
-    "kernel": "{prefix} No Jupyter server was found for this kernel (looked for {detail}), so it cannot restart "
-              "itself. The plan is kept for {ttl} min: restart the kernel from your frontend, then run a cell; the "
-              "setup replays first, inside that cell.",
-    "unknown": "{prefix} The Jupyter server at {detail} does not know this kernel's id, so it would not restart it. "
-               "Nothing was restarted. The plan is kept for {ttl} min: restart the kernel from your frontend, then "
-               "run a cell.",
+#: what to do next, for each frontend that does not restart its kernel itself (the server does: RESTARTING)
+ARMED: dict[FrontendKind, str] = {
+    FrontendKind.VSCODE:
+        "{prefix} Plan armed. VS Code does not restart this kernel by itself: press Restart in the notebook "
+        "toolbar, then run a cell; the setup replays first, inside that cell.",
+    FrontendKind.TERMINAL:
+        "{prefix} Plan armed. This IPython cannot restart itself: exit (Ctrl-D), start `ipython` again in "
+        "this directory and terminal, and run a command; the setup replays first.",
+    FrontendKind.HEADLESS:
+        "{prefix} This run has no interactive frontend ({detail}), so nothing here can restart the kernel. "
+        "The plan is kept for {ttl} min: restart this kernel and run a cell to replay the setup, or re-run "
+        "the notebook with CUDA_LAUNCH_BLOCKING=1 and CUDAASSERT_VALIDATORS=1 in its environment.",
+    FrontendKind.KERNEL:
+        "{prefix} No Jupyter server was found for this kernel (looked for {detail}), so it cannot restart "
+        "itself. The plan is kept for {ttl} min: restart the kernel from your frontend, then run a cell; the "
+        "setup replays first, inside that cell.",
 }
+#: a server that does not know this kernel's id: armed, as if no server were there
+SERVER_UNKNOWN = ("{prefix} The Jupyter server at {detail} does not know this kernel's id, so it would not restart it. "
+                  "Nothing was restarted. The plan is kept for {ttl} min: restart the kernel from your frontend, then "
+                  "run a cell.")
 SERVER_NOTE = {
     "refused": "{prefix} The Jupyter server at {url} refused the token in its runtime file ({why}), so this "
                "kernel's id could not be confirmed; restarting anyway: the server that launched this kernel "
@@ -92,8 +97,8 @@ SERVER_NOTE = {
     "unreachable": "{prefix} The Jupyter server at {url} did not answer ({why}), so this kernel's id could not be "
                    "confirmed; restarting anyway: the server that launched this kernel restarts it when it exits.",
 }
-BUTTON = {Outcome.RESTARTING: "Restarting…", Outcome.ARMED: "Armed: restart the kernel",
-          Outcome.FAILED: "Restart failed"}
+BUTTON = {RestartOutcome.RESTARTING: "Restarting…", RestartOutcome.ARMED: "Armed: restart the kernel",
+          RestartOutcome.FAILED: "Restart failed"}
 SETUP_HEADER = {
     "pinned": "{prefix} Setup cells a restart replays (your choice, `%cudaassert setup`):",
     "failing": "{prefix} Setup cells a restart replays (default: cells that succeeded before cell [{cell}]):",
@@ -129,7 +134,7 @@ def build_plan(ext: Host, fe: Frontend, mode: Mode, cells: Sequence[CellRecord],
     now = time.time()
     return ResumePlan(
         key=fe.key, mode=mode, cells=tuple(c.as_plan_cell() for c in cells), created=now,
-        expires=now + resume_plan.PLAN_TTL, kernel_id=fe.kernel_id, notebook=fe.notebook, frontend=fe.kind,
+        expires=now + plan_files.PLAN_TTL, kernel_id=fe.kernel_id, notebook=fe.notebook, frontend=fe.kind,
         env=tuple(mode.env.items()), validators=mode.validators,
         failing=None if failing is None else FailingCell(failing.number, failing.cell_id, failing.source,
                                                          failing.error),
@@ -145,17 +150,17 @@ def plan_listing(mode: Mode, cells: Sequence[CellRecord]) -> str:
 
 def _arm(shell: Any, plan: ResumePlan) -> None:
     """Plan and stub together, under the lock a claiming kernel takes before it removes an idle stub."""
-    directory = resume_plan.ensure_dir()
+    directory = plan_files.ensure_dir()
     try:
-        with resume_plan.plan_lock(directory):
-            path = resume_plan.write_plan(plan, directory)
+        with plan_files.plan_lock(directory):
+            path = plan_files.write_plan(plan, directory)
             try:
                 startup_stub.ensure_stub(shell)
             except startup_stub.StubError:
                 path.unlink(missing_ok=True)  # without the stub the plan could never run
                 raise
     except OSError as e:  # the lock file itself
-        raise PlanError(resume_plan.PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=e)) from e
+        raise PlanError(plan_files.PLAN_WRITE_FAILED.format(prefix=PREFIX, directory=directory, error=e)) from e
 
 
 def _shutdown(shell: Any) -> None:
@@ -168,7 +173,7 @@ def _shutdown(shell: Any) -> None:
         loop.add_callback(kernel.do_shutdown, True)
 
 
-def _feedback(button: Any, outcome: Outcome, message: str) -> None:
+def _feedback(button: Any, outcome: RestartOutcome, message: str) -> None:
     if button is None:
         print(message)
         return
@@ -179,7 +184,8 @@ def _feedback(button: Any, outcome: Outcome, message: str) -> None:
 
 def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
                     cells: Sequence[CellRecord] | None = None, button: Any = None,
-                    checker: Checker = check_server, keep: bool = True, fix: AppliedFix | None = None) -> Outcome:
+                    checker: Checker = check_server, keep: bool = True,
+                    fix: AppliedFix | None = None) -> RestartOutcome:
     """Write the plan, then restart (or arm and explain). ``checker`` asks the server about this kernel's id.
     Cells marked keep are saved first (restored instead of replayed); ``keep=False`` replays them all."""
     fe = frontend
@@ -189,12 +195,12 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
 
     plan = build_plan(ext, fe, mode, cells, failing_batch=plan_entry(getattr(ext, "samples", None)), fix=fix)
     notes = [plan_listing(mode, cells)]
-    outcome = Outcome.RESTARTING if fe.restarts_itself else Outcome.ARMED
-    armed_kind = fe.kind.value
+    outcome = RestartOutcome.RESTARTING if fe.restarts_itself else RestartOutcome.ARMED
+    armed: str | None = None  # the words for fe.kind, unless its server does not know this kernel
     if fe.kind is FrontendKind.SERVER and fe.server is not None and fe.kernel_id:
         verdict, why = checker(fe.server, fe.kernel_id)
         if verdict is Verdict.UNKNOWN:
-            outcome, armed_kind = Outcome.ARMED, "unknown"
+            outcome, armed = RestartOutcome.ARMED, SERVER_UNKNOWN
         elif verdict.value in SERVER_NOTE:
             notes.append(SERVER_NOTE[verdict.value].format(prefix=PREFIX, url=fe.detail, why=why))
     from cudaassert_ipy.restart import keep as keeping  # cloudpickle, only when a restart happens
@@ -206,17 +212,17 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
         _arm(ext.shell, plan)
     except (PlanError, startup_stub.StubError) as e:
         keeping.discard(plan.key)
-        _feedback(button, Outcome.FAILED, "\n".join([*notes, str(e)]))
-        return Outcome.FAILED
-    if outcome is Outcome.RESTARTING:
+        _feedback(button, RestartOutcome.FAILED, "\n".join([*notes, str(e)]))
+        return RestartOutcome.FAILED
+    if outcome is RestartOutcome.RESTARTING:
         failing = plan.failing
         cell = f" [{failing.number}]" if failing is not None and failing.number is not None else ""
         notes.append(RESTARTING.format(prefix=PREFIX, cell=cell))
         _feedback(button, outcome, "\n".join(notes))
         _shutdown(ext.shell)
     else:
-        notes.append(ARMED[armed_kind].format(prefix=PREFIX, detail=fe.detail,
-                                              ttl=int(resume_plan.PLAN_TTL // 60)))
+        words = armed or ARMED[fe.kind]
+        notes.append(words.format(prefix=PREFIX, detail=fe.detail, ttl=int(plan_files.PLAN_TTL // 60)))
         _feedback(button, outcome, "\n".join(notes))
     return outcome
 
@@ -250,7 +256,8 @@ def actions_for(ext: Host, diagnosis: Diagnosis | None, frontend: Frontend,
     picks = [(ReplayChoice(r.number or 0, r.first_line, r.duration, True,
                            r.mark == "keep" or r.number in ext.history.kept), r) for r in records]
     fe = frontend
-    reason = (ARMED["headless"].format(prefix=PREFIX, detail=fe.detail, ttl=int(resume_plan.PLAN_TTL // 60))
+    reason = (ARMED[FrontendKind.HEADLESS].format(prefix=PREFIX, detail=fe.detail,
+                                                  ttl=int(plan_files.PLAN_TTL // 60))
               if fe.kind is FrontendKind.HEADLESS else None)
     n = len(picks)
     if dead:
@@ -285,7 +292,7 @@ def _records_for(ext: Host, text: str, what: str) -> list[CellRecord]:
 
 
 def restart_command(ext: Host, frontend: Frontend, cpu: bool = False, normal: bool = False,
-                    no_replay: bool = False, cells: str | None = None, no_keep: bool = False) -> Outcome:
+                    no_replay: bool = False, cells: str | None = None, no_keep: bool = False) -> RestartOutcome:
     """``%cudaassert restart [--cpu] [--normal] [--no-replay] [--cells 2,3,5] [--no-keep]``."""
     if cpu and normal:
         raise RequestError(CPU_NORMAL)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cudaassert_ipy.atomic_file import write_atomic
-from cudaassert_ipy.restart import plan_files as resume_plan
+from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["STUB_NAME", "STUB_SOURCE", "StubError", "ensure_stub", "remove_if_idle", "stub_path"]
@@ -72,7 +72,7 @@ def stub_path(shell: Any) -> Path:
 
 
 def ensure_stub(shell: Any) -> Path:
-    """Write (or refresh) the stub atomically. Call under ``resume_plan.plan_lock``."""
+    """Write (or refresh) the stub atomically. Call under ``plan_files.plan_lock``."""
     path = stub_path(shell)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,16 +92,16 @@ def remove_if_idle(shell: Any, directory: Path | None = None) -> bool:
     path = stub_path(shell)
     if not path.exists():
         return False
-    d = directory or resume_plan.plan_dir()
+    d = directory or plan_files.plan_dir()
     try:
-        lock = resume_plan.plan_lock(d) if d.is_dir() else contextlib.nullcontext()
+        lock = plan_files.plan_lock(d) if d.is_dir() else contextlib.nullcontext()
         with lock:
-            if resume_plan.pending_keys(d):
+            if plan_files.pending_keys(d):
                 return False
             if STUB_MARK not in path.read_text(encoding="utf-8"):
                 return False  # not ours: leave it
             path.unlink()
     except OSError as e:
-        resume_plan.log(f"could not remove the startup stub {path}: {e}", d)
+        plan_files.log(f"could not remove the startup stub {path}: {e}", d)
         return False
     return True

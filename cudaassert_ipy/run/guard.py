@@ -27,8 +27,8 @@ if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start
     from cudaassert_ipy.fix.model import ProposedFix
     from cudaassert_ipy.run.ranks import DeadRanks
 
-__all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "MainFiles", "Outcome",
-           "UserFiles", "exit_now", "write_report"]
+__all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "GuardOutcome",
+           "MainFiles", "UserFiles", "exit_now", "write_report"]
 
 DEAD_PROCESS = (
     "The GPU context of this process is dead: nothing on the GPU can be used again in it, so the run stops here."
@@ -79,7 +79,7 @@ class MainFiles:
         return name in self._known[1]
 
 
-class Outcome(NamedTuple):
+class GuardOutcome(NamedTuple):
     """What ``Guard.report`` found: the JSON report and the caller's exit decisions read it."""
 
     rank: RankInfo
@@ -110,7 +110,7 @@ class Guard:
         self.bookmark: Bookmark | None = None  # once torch's DataLoader is imported
         self._ranks: DeadRanks | None = None  # the job folder and its helpers (run/ranks.py), owned by this runner
         self._tail_kept = False  # this runner's stderr tail, for its watcher
-        self.outcome = Outcome(self.rank)
+        self.outcome = GuardOutcome(self.rank)
         self._closed = False
         self._checked: tuple[str, ...] = ()  # the bookmark's check of the last failure (without the reproduce line)
         self._fix: ProposedFix | None = None  # the patch of the user's file that defined the culprit (run/patch.py)
@@ -252,17 +252,17 @@ class Guard:
         if not self.options.quiet:
             print(text, file=sys.stderr, flush=True)
 
-    def report(self, exc: BaseException, tb: types.TracebackType | None = None) -> Outcome:
+    def report(self, exc: BaseException, tb: types.TracebackType | None = None) -> GuardOutcome:
         """After the traceback is printed: the diagnosis of a CUDA failure, then the summary of the ranks that died
         without Python (a launcher's failure). SystemExit asks only for the summary, KeyboardInterrupt for neither.
         At most once per process; never raises."""
         if isinstance(exc, KeyboardInterrupt):
-            self.outcome = Outcome(self.rank, exception=exc)
+            self.outcome = GuardOutcome(self.rank, exception=exc)
             return self.outcome
         stopped = isinstance(exc, SystemExit)
         diagnosis, text = (None, "") if stopped else self._handle(exc, tb)
         text = self._dead_ranks(None if stopped else exc, text)
-        self.outcome = Outcome(self.rank, diagnosis, text, None if stopped else exc, self._fix)
+        self.outcome = GuardOutcome(self.rank, diagnosis, text, None if stopped else exc, self._fix)
         return self.outcome
 
     def _handle(self, exc: BaseException, tb: types.TracebackType | None) -> tuple[Diagnosis | None, str]:
@@ -415,7 +415,7 @@ class Guard:
         self._stack.close()
 
 
-def write_report(path: str, outcome: Outcome, exit_code: int, rerun: dict[str, Any] | None = None) -> None:
+def write_report(path: str, outcome: GuardOutcome, exit_code: int, rerun: dict[str, Any] | None = None) -> None:
     """``--report-json``: the outcome as JSON; a one-line message on stderr when it cannot be written."""
     from cudaassert_ipy.run import outputs
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from cudaassert_ipy.atomic_file import write_atomic
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
-from cudaassert_ipy.run.guard import Outcome, exit_now, write_report
+from cudaassert_ipy.run.guard import GuardOutcome, exit_now, write_report
 from cudaassert_ipy.run.options import CHILD_ENV, RERUN_ENV, RunOptions
 from cudaassert_ipy.run.rank import RankInfo
 from cudaassert_ipy.run.session import execute
@@ -102,7 +102,7 @@ def _read(path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _final_json(options: RunOptions, outcome: Outcome, code: int, rerun: dict[str, Any] | None) -> None:
+def _final_json(options: RunOptions, outcome: GuardOutcome, code: int, rerun: dict[str, Any] | None) -> None:
     if options.report_json:
         write_report(options.report_json, outcome, code, rerun)
 

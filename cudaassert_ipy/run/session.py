@@ -11,7 +11,7 @@ import signal
 import sys
 
 from cudaassert_ipy.passthrough import hide_own_frames
-from cudaassert_ipy.run.guard import Guard, Outcome, UserFiles, exit_now
+from cudaassert_ipy.run.guard import Guard, GuardOutcome, UserFiles, exit_now
 from cudaassert_ipy.run.options import RunOptions
 from cudaassert_ipy.run.target import Target, strip_runner_frames
 
@@ -26,7 +26,7 @@ def run_here(options: RunOptions, target: Target) -> int:
     return code
 
 
-def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) -> tuple[int, Outcome]:
+def execute(options: RunOptions, target: Target, notes: tuple[str, ...] = ()) -> tuple[int, GuardOutcome]:
     """Run the target under a started Guard, report a failure, close the Guard; (exit code, what was reported).
 
     ``SystemExit`` propagates (Python prints its message and exits with its code); a KeyboardInterrupt

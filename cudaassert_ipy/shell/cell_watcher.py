@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the diagnosis modules load at the first failure, not with %
     from cudaassert_ipy.diagnose.detection import Detection
     from cudaassert_ipy.shell.context_state import ContextState
 
-__all__ = ["CellOutcome", "CellWatcher", "Reporter"]
+__all__ = ["CellRunOutcome", "CellWatcher", "Reporter"]
 
 # detection, assertion sites, cell source, execution count, the fd text of this cell -> diagnose and show
 Reporter = Callable[["Detection", "list[AssertSite]", str, "int | None", str], None]
@@ -30,7 +30,7 @@ _modules = sys.modules
 _sys_dict = sys.__dict__  # sys.last_value, read without getattr's default handling
 
 
-class CellOutcome(NamedTuple):
+class CellRunOutcome(NamedTuple):
     """What one cell did, for listeners such as the cell history (a NamedTuple: this is the per-cell path)."""
 
     source: str
@@ -53,7 +53,7 @@ class CellWatcher:
         self.tap: TapSet | None = None
         self._stack: list[tuple[object, tuple[int, ...], float, Any]] = []  # last_value, tap mark, start, info
         self._handled: BaseException | None = None
-        self.listeners: list[Callable[[CellOutcome], None]] = []
+        self.listeners: list[Callable[[CellRunOutcome], None]] = []
 
     # Both run for every cell: keep them to attribute reads (the idle-overhead benchmark watches them).
     def pre_run_cell(self, info: Any = None) -> None:
@@ -88,8 +88,8 @@ class CellWatcher:
                       file=sys.stderr)
         if not self.listeners:
             return
-        outcome = CellOutcome(source, getattr(result, "execution_count", None), getattr(info, "cell_id", None), error,
-                              _clock() - started, detection)
+        outcome = CellRunOutcome(source, getattr(result, "execution_count", None), getattr(info, "cell_id", None),
+                                 error, _clock() - started, detection)
         for listener in self.listeners[:]:
             try:
                 listener(outcome)

@@ -12,8 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cudaassert_ipy.restart import plan_files as resume_plan
-from cudaassert_ipy.restart import startup_stub
+from cudaassert_ipy.restart import plan_files, startup_stub
 from cudaassert_ipy.restart.frontend import kernel_key, terminal_key, vscode_key
 from cudaassert_ipy.restart.plan import Mode, ResumePlan
 from cudaassert_ipy.restart.replay import INTERNAL, Replayer, ReplayReport, Resumed
@@ -97,8 +96,8 @@ class _LateClaim:
         self.unregister()
         try:
             notebook = self.shell.user_ns.get("__vsc_ipynb_file__") if self.vscode else None
-            claimed = resume_plan.claim(vscode_key(notebook)) if notebook else resume_plan.Claim()
-            resume_plan.log(f"first cell: notebook={notebook!r} claimed={claimed.plan is not None}")
+            claimed = plan_files.claim(vscode_key(notebook)) if notebook else plan_files.Claim()
+            plan_files.log(f"first cell: notebook={notebook!r} claimed={claimed.plan is not None}")
             notes = self.notes + claimed.notes
             if claimed.plan is not None:
                 activate(self.shell, claimed.plan, notes, info)
@@ -107,21 +106,21 @@ class _LateClaim:
                 for note in notes:
                     print(note)
         except Exception as e:
-            resume_plan.log(f"late claim failed: {e!r}")
+            plan_files.log(f"late claim failed: {e!r}")
             print(INTERNAL.format(prefix=PREFIX, error=error_line(e),
-                                  log=resume_plan.plan_dir() / resume_plan.LOG_NAME), file=sys.stderr)
+                                  log=plan_files.plan_dir() / plan_files.LOG_NAME), file=sys.stderr)
 
 
 def resume_at_startup(shell: Any) -> None:
     """Called by the startup stub when the plan directory holds plans: is one of them ours?"""
-    directory = resume_plan.plan_dir()
+    directory = plan_files.plan_dir()
     in_kernel = getattr(shell, "kernel", None) is not None
     key = kernel_key() if in_kernel else terminal_key()
-    claimed = resume_plan.claim(key, directory)
+    claimed = plan_files.claim(key, directory)
     if claimed.plan is not None:
         activate(shell, claimed.plan, claimed.notes)
     else:
-        vscode = in_kernel and any(k.startswith("vsc-") for k in resume_plan.pending_keys(directory))
+        vscode = in_kernel and any(k.startswith("vsc-") for k in plan_files.pending_keys(directory))
         if vscode or claimed.notes:
             late = _LateClaim(shell, claimed.notes, vscode)
             ext = registry.active(shell)
@@ -129,7 +128,7 @@ def resume_at_startup(shell: Any) -> None:
                 ext.add_hook("pre_run_cell", late.pre_run_cell)
             else:
                 shell.events.register("pre_run_cell", late.pre_run_cell)
-    resume_plan.log(f"startup: key={key} claimed={claimed.plan is not None} notes={len(claimed.notes)} "
+    plan_files.log(f"startup: key={key} claimed={claimed.plan is not None} notes={len(claimed.notes)} "
                     f"CUDA_LAUNCH_BLOCKING={os.environ.get('CUDA_LAUNCH_BLOCKING')} torch={'torch' in sys.modules}",
                     directory)
     startup_stub.remove_if_idle(shell, directory)

@@ -10,14 +10,14 @@ import pytest
 import torch
 from helpers.gpu_device import gpu_only
 
-from cudaassert_ipy.diagnose.gpu_state import SOFTWARE_NO_ECC, snapshot, summary_line
+from cudaassert_ipy.diagnose.gpu_state import SOFTWARE_NO_ECC, describe, snapshot
 
 pytestmark = [pytest.mark.gpu, gpu_only("NVML reads a real GPU's state"),
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
 
 AFTER_ASSERT = r"""
 import torch, torch.nn.functional as F
-from cudaassert_ipy.diagnose.gpu_state import snapshot, summary_line
+from cudaassert_ipy.diagnose.gpu_state import describe, snapshot
 x = torch.randn(4, 3, device="cuda")
 try:
     F.cross_entropy(x, torch.tensor([0, 1, 3, 2], device="cuda"))
@@ -27,7 +27,7 @@ except Exception as e:
 s = snapshot(0)
 print("REASON", s.unavailable_reason)
 print("HOLDS", s.process_bytes)
-print("LINE", summary_line(0))
+print("LINE", describe(snapshot(0)))
 """
 
 
@@ -38,7 +38,7 @@ def test_the_state_of_a_live_gpu_names_the_device_and_its_memory():
     assert state.name == name
     assert state.total_bytes and state.total_bytes > 0
     assert state.other_processes is not None
-    line = summary_line(0)
+    line = describe(snapshot(0))
     assert line.startswith(f"{name} (GPU 0); ") and "\n" not in line
     assert state.reading.startswith(("software fault", "most likely a software fault", "possible hardware fault"))
     if state.ecc_volatile_uncorrected is None and state.retired_pages is None \

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from cudaassert_ipy.diagnose.causes.texts import (
     EXTRA_TEXTS,
@@ -256,10 +256,6 @@ def _function_matches(cause: Cause, function: str | None) -> bool:
     if not function:
         return False
     return any(function == f or function in f or f in function for f in cause.kernel_functions)
-
-
-def ids(causes: Iterable[Cause]) -> list[str]:
-    return [c.id for c in causes]
 
 
 def unknown_site_sentence(condition: str, where: str, function: str | None = None) -> str:

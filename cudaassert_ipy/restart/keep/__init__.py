@@ -22,14 +22,14 @@ kept, which to offer), :mod:`.store` (the checked pickle stream), :mod:`.save` (
 from __future__ import annotations
 
 from cudaassert_ipy.restart.keep.restore import Restorer, discard, opened, sweep
-from cudaassert_ipy.restart.keep.result import CellOutcome, KeepBudget, KeepCell, KeepResult, NameOutcome, keep_dir
+from cudaassert_ipy.restart.keep.result import KeepBudget, KeepCell, KeepCellOutcome, KeepResult, NameOutcome, keep_dir
 from cudaassert_ipy.restart.keep.save import save, save_for_plan
 from cudaassert_ipy.restart.keep.selection import cells_for_plan, suggest
 
 __all__ = [
-    "CellOutcome",
     "KeepBudget",
     "KeepCell",
+    "KeepCellOutcome",
     "KeepResult",
     "NameOutcome",
     "Restorer",

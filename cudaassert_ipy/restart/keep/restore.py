@@ -25,7 +25,7 @@ from cudaassert_ipy.restart.keep.result import (
     MANIFEST,
     RESTORE_REFUSED,
     VALUES,
-    CellOutcome,
+    KeepCellOutcome,
     ManifestCell,
     NameOutcome,
     keep_dir,
@@ -47,7 +47,7 @@ class Restorer:
     entry_cells: list[int] = field(default_factory=list)
     reader: StreamReader | None = None
     note: str | None = None
-    outcomes: list[CellOutcome] = field(default_factory=list)
+    outcomes: list[KeepCellOutcome] = field(default_factory=list)
     _next: int = 0  # entries before this one are loaded (or lost)
     _loaded: dict[tuple[int, str], Any] = field(default_factory=dict)
     _failed: dict[int, str] = field(default_factory=dict)
@@ -76,7 +76,7 @@ class Restorer:
             except Exception as e:
                 self._failed[cell] = LOAD_FAILED.format(name=stored.name, error=error_line(e))
 
-    def restore(self, number: int | None, cell_id: str | None, source: str) -> CellOutcome | None:
+    def restore(self, number: int | None, cell_id: str | None, source: str) -> KeepCellOutcome | None:
         """This cell's names bound in the namespace (kept), or why it must run (not kept); None: not a kept cell."""
         cell = self._find(number, cell_id, source) if self.reader is not None else None
         if cell is None:
@@ -85,19 +85,19 @@ class Restorer:
         index = cell["index"]
         names = tuple(NameOutcome(**n) for n in cell["names"])
         if not cell["kept"]:
-            outcome = CellOutcome(number, cell_id, source, False, (), cell["reason"])
+            outcome = KeepCellOutcome(number, cell_id, source, False, (), cell["reason"])
             self.outcomes.append(outcome)
             return outcome
         self._load_through(index)
         if index in self._failed:
-            outcome = CellOutcome(number, cell_id, source, False, names, self._failed[index])
+            outcome = KeepCellOutcome(number, cell_id, source, False, names, self._failed[index])
         else:
             for n in names:
                 if n.absent:
                     self.namespace.pop(n.name, None)
                 else:
                     self.namespace[n.name] = self._loaded.pop((index, n.name))
-            outcome = CellOutcome(number, cell_id, source, True, names, None, time.perf_counter() - started)
+            outcome = KeepCellOutcome(number, cell_id, source, True, names, None, time.perf_counter() - started)
         self.outcomes.append(outcome)
         return outcome
 
@@ -118,7 +118,7 @@ def open_checked(path: Path, name: str) -> io.BufferedReader:
     """A file of the keep directory, opened without following links; OSError when it is not safely ours."""
     fd = os.open(path / name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     f = os.fdopen(fd, "rb")
-    why = plan_files._why_unsafe(os.fstat(fd), False)
+    why = plan_files.why_unsafe(os.fstat(fd), False)
     if why is not None:
         f.close()
         raise PermissionError(f"{name}: {why}")
@@ -135,7 +135,7 @@ def opened(key: str, stamp: float, namespace: dict[str, Any], directory: Path | 
         yield restorer
         return
     now = time.time() if now is None else now
-    why = plan_files._why_unsafe(os.lstat(path), True)
+    why = plan_files.why_unsafe(os.lstat(path), True)
     if why is None:
         try:
             with open_checked(path, MANIFEST) as f:
@@ -180,7 +180,7 @@ def sweep(directory: Path | None = None, now: float | None = None) -> list[Path]
     for name in names:
         path = base / name
         try:
-            if plan_files._why_unsafe(os.lstat(path), True) is not None:
+            if plan_files.why_unsafe(os.lstat(path), True) is not None:
                 continue
             try:
                 with open_checked(path, MANIFEST) as f:
@@ -199,7 +199,7 @@ def discard(key: str, directory: Path | None = None) -> None:
     """Remove this plan's kept values unread (the restart did not happen, or replays nothing); only if ours."""
     path = keep_dir(key, directory)
     try:
-        if plan_files._why_unsafe(os.lstat(path), True) is None:
+        if plan_files.why_unsafe(os.lstat(path), True) is None:
             shutil.rmtree(path)
     except OSError:
         return  # nothing there, or already gone

@@ -12,7 +12,7 @@ from typing import Any, Sequence, TypedDict
 from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.wording import PREFIX
 
-__all__ = ["CellOutcome", "KeepBudget", "KeepCell", "KeepResult", "ManifestCell", "ManifestEntry", "NameOutcome",
+__all__ = ["KeepBudget", "KeepCell", "KeepCellOutcome", "KeepResult", "ManifestCell", "ManifestEntry", "NameOutcome",
            "human_size", "keep_dir", "report"]
 
 KEEP_VERSION = 1
@@ -91,7 +91,7 @@ class ManifestEntry(TypedDict):
 
 
 @dataclass(frozen=True)
-class CellOutcome:
+class KeepCellOutcome:
     """One kept-or-not cell: ``kept`` with its names, or replayed with the reason."""
 
     number: int | None
@@ -115,13 +115,13 @@ class CellOutcome:
 class KeepResult:
     """What a save did, per cell asked for; ``note`` when nothing could be saved at all."""
 
-    cells: tuple[CellOutcome, ...] = ()
+    cells: tuple[KeepCellOutcome, ...] = ()
     directory: Path | None = None
     seconds: float = 0.0
     note: str | None = None
 
     @property
-    def kept(self) -> tuple[CellOutcome, ...]:
+    def kept(self) -> tuple[KeepCellOutcome, ...]:
         return tuple(c for c in self.cells if c.kept)
 
     def lines(self) -> list[str]:
@@ -132,7 +132,7 @@ class KeepResult:
         return report(self.cells, self.note)
 
 
-def report(cells: Sequence[CellOutcome], note: str | None = None) -> str:
+def report(cells: Sequence[KeepCellOutcome], note: str | None = None) -> str:
     """``Kept across the restart:`` and one line per cell, the one-line note first; "" when there is nothing."""
     if not cells:
         return note or ""

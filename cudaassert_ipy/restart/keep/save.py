@@ -25,9 +25,9 @@ from cudaassert_ipy.restart.keep.result import (
     SAVE_FAILED,
     VALUES,
     WITH_NAME,
-    CellOutcome,
     KeepBudget,
     KeepCell,
+    KeepCellOutcome,
     KeepResult,
     ManifestEntry,
     NameOutcome,
@@ -50,7 +50,7 @@ def _fresh_dir(key: str, directory: Path | None) -> Path:
     base = plan_files.ensure_dir(directory)
     path = keep_dir(key, base)
     if os.path.lexists(path):
-        why = plan_files._why_unsafe(os.lstat(path), True)
+        why = plan_files.why_unsafe(os.lstat(path), True)
         if why is not None:
             raise OSError(f"{path} is in the way: {why}")
         shutil.rmtree(path)
@@ -74,8 +74,8 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
         return KeepResult()
 
     def result(stored: dict[int, list[NameOutcome]], note: str | None = None, path: Path | None = None) -> KeepResult:
-        out = tuple(CellOutcome(cells[i].number, cells[i].cell_id, cells[i].source, i in stored,
-                                tuple(stored.get(i, ())), None if i in stored else reasons.get(i)) for i in asked)
+        out = tuple(KeepCellOutcome(cells[i].number, cells[i].cell_id, cells[i].source, i in stored,
+                                    tuple(stored.get(i, ())), None if i in stored else reasons.get(i)) for i in asked)
         return KeepResult(out, path, time.perf_counter() - started, note)
 
     try:
