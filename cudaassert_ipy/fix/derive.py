@@ -280,6 +280,10 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
                         and not any(a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes"
                                     for a in site.call.args)):
                     edits.append(_add_keyword(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
+    if not edits and f.head is not None and f.head.file:
+        yaml_alt = _yaml_alt(f.head.file, f.head.owner, n)
+        if yaml_alt is not None:
+            return yaml_alt, None
     if not edits or site is None:
         return Alternative("widen_head", title, no_patch=f"no cell of this kernel built `{name or 'the head'}`"), None
     same = [e for e in edits if e.parsed.order == edits[0].parsed.order]
@@ -288,6 +292,19 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
     if where.order != site.parsed.order:
         why += f"; {_cell_name(where)} gives it the class count"
     return Alternative("widen_head", title, patch=_patch(same, why)), site
+
+
+def _yaml_alt(path: str, owner: str, n: int) -> Alternative | None:
+    """Ultralytics: the data YAML sets ``nc``, so the patch is a file patch of it (applied only when asked)."""
+    from cudaassert_ipy.fix import data_yaml
+
+    old = data_yaml.read(path)
+    new = data_yaml.set_nc(old, n) if old is not None else None
+    if old is None or new is None:
+        return None
+    why = f"{path} sets nc for `{owner or 'the model'}` (the data YAML the trainer read)"
+    patch = Patch(None, None, old, new, unified_diff(old, new, path), why, path)
+    return Alternative("widen_head", hints.PATCH_TITLES["yaml_nc"].format(n=n, path=path), patch=patch)
 
 
 def _last_layer_site(history: History, model: str) -> Site | None:
