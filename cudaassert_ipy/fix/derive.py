@@ -250,6 +250,10 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
     words = hints.set_classes(f.head, f.n_classes)
     title = hints.PATCH_TITLES["widen_head"].format(
         set_classes=words(n) if words is not None else hints.GENERIC_CLASS_WORDS["set"].format(n=n))
+    if f.head is not None and f.head.file:  # Ultralytics: the data YAML's nc: wins over the model's own
+        yaml_alt = _yaml_alt(f.head.file, f.head.owner, n)
+        if yaml_alt is not None:
+            return yaml_alt, None
     site = history.module_site(c.module) if c.module is not None else None
     edits: list[Edit] = []
     name = c.module or ""
@@ -280,10 +284,6 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
                         and not any(a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes"
                                     for a in site.call.args)):
                     edits.append(_add_keyword(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
-    if not edits and f.head is not None and f.head.file:
-        yaml_alt = _yaml_alt(f.head.file, f.head.owner, n)
-        if yaml_alt is not None:
-            return yaml_alt, None
     if not edits or site is None:
         return Alternative("widen_head", title, no_patch=f"no cell of this kernel built `{name or 'the head'}`"), None
     same = [e for e in edits if e.parsed.order == edits[0].parsed.order]
