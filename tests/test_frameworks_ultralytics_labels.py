@@ -95,3 +95,27 @@ def test_the_fix_is_a_patch_of_the_data_yaml_shown_as_a_diff_and_written_only_wh
     yolo.run_line_magic("cudaassert", f"fix apply --choose {n}")
     assert f"Patched {data_yaml}" in capsys.readouterr().out
     assert data_yaml.read_text() == before.replace("nc: 2\nnames: [cat, dog]", "nc: 3\nnames: [cat, dog, class_2]")
+
+
+def test_the_runner_shows_the_data_yaml_patch_as_a_diff_against_the_file_and_writes_nothing_undecided(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from helpers import kernel_env
+
+    root = tmp_path / "pets"
+    script = tmp_path / "train.py"
+    script.write_text(SETUP.format(root=str(root)) + "model.args.data = str(root / 'data.yaml')\n"
+                      "loss, items = model(batch)  # as BaseTrainer._do_train does\n")
+    env = kernel_env(YOLO_OFFLINE="1", YOLO_CONFIG_DIR=str(tmp_path / "yolo-config"))
+    result = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "--apply-fix", "--report-json", "r.json",
+                             "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    err = result.stderr
+    data_yaml = root / "data.yaml"
+    assert f"set nc: 3 in the data YAML {data_yaml} and list 3 names" in err, err
+    assert f"+++ b/{data_yaml}" in err and "+names: [cat, dog, class_2]" in err
+    assert "[cudaassert] --apply-fix: nothing was written (the data does not decide" in err
+    assert "nc: 2\nnames: [cat, dog]\n" in data_yaml.read_text()
+    fix = json.loads((tmp_path / "r.json").read_text())["fix"]
+    assert str(data_yaml) in [a["path"] for a in fix["alternatives"]]
