@@ -271,6 +271,23 @@ for s in cudaassert_ipy.bad_samples():
     print(f"{s.sample}: {s.field} = {s.value} (valid {s.valid}), batch {s.batch} of epoch {s.epoch} of {s.loader}")
 """, "bad-samples"),
     Md("""
+## The fix as a patch of your cell
+
+`%cudaassert fix` turns the diagnosis into a patch of the cell that defined the culprit: it finds the cell that
+built `model.head` (the one with `num_classes = 195`), scans the training set to check what the labels need, and shows
+the change as a diff with how safe it is. Nothing is changed until you ask. To apply it:
+
+- in JupyterLab and Notebook 7 (with the extension installed), the proposal's **Apply** button edits that cell as
+  an ordinary, undoable edit, and **Apply, Restart & replay** also restarts the kernel, replays the setup with the
+  patched cell and validators on, and checks the failing cell on its failing batch;
+- anywhere, `%cudaassert fix apply --restart` does the same from a cell (`%cudaassert fix apply` patches without
+  restarting; `--choose N` picks another alternative). Where no frontend edits notebooks (Colab, Kaggle, VS Code,
+  a batch run), copy the patched cell into the notebook.
+
+Here the proposal is only shown; the sections below go on with the unpatched model.
+"""),
+    Code("%cudaassert fix", "fix-proposal"),
+    Md("""
 ## Restart & replay (on a GPU)
 
 After a device-side assert nothing on the GPU works again in this process: any later cell that touches CUDA fails,
@@ -850,6 +867,19 @@ micro-batch `inputs['labels']` and where the Trainer was (epoch, optimizer step,
 """),
     Code("trainer.train()", FAILS, "bad-train"),
     GPU_RESTART_NOTE,
+    Md("""
+## The fix as a patch of your cell
+
+`%cudaassert fix` turns the diagnosis into a patch of the cell that built the culprit: here the cell that calls
+`make_trainer(num_labels=3)`. It scans the dataset to check how many labels it needs and shows the change as a diff,
+with how safe it is. Nothing changes until you ask: the proposal's **Apply** / **Apply, Restart & replay** buttons
+(JupyterLab and Notebook 7 with the extension) edit the cell as an undoable edit, and
+`%cudaassert fix apply --restart` does the same from a cell: it patches the cell, restarts with validators on,
+replays the setup with the patched code and checks the failing cell again. Where no frontend edits notebooks
+(Colab, Kaggle, VS Code, a batch run), copy the patched cell in. Here it is only shown; the sections below fix
+the model by hand.
+"""),
+    Code("%cudaassert fix", "fix-proposal"),
     Md("""
 ## Which review?
 

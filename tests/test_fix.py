@@ -249,3 +249,70 @@ def test_the_alternative_the_user_chooses_is_verified_under_its_own_facts(restar
     shell.run_cell("pass", store_history=True)
     out = capsys.readouterr().out
     assert f"[cudaassert] fixed: cell [{failing}] ran to the end with validators on, and all 256 samples" in out
+
+
+# -- Ultralytics: the class count lives in the data YAML, so the patch is a file patch of it ---------------------------
+def _yolo_labels_failure(data_yaml: Path):
+    """A class label 3 past `nc: 3`, with the facts the Ultralytics adapter gives the rules (its head names the data
+    YAML the trainer read) and the cells of a YOLO notebook, the failing one last."""
+    from cudaassert_ipy.diagnose.culprit import CLASS_LABELS, Culprit
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.diagnose.hints import LabelFacts
+    from cudaassert_ipy.fix import CellSource
+    from cudaassert_ipy.frameworks.base import ClassHead
+
+    head = ClassHead("ultralytics", now=3, setting="nc", owner="trainer.model", file=str(data_yaml))
+    culprit = Culprit(CLASS_LABELS, LabelFacts(bad=(3,), n_classes=3, head=head), module="trainer.model")
+    d = Diagnosis(kind="device_assert", context_dead=False, cause_id="class_labels", title="class label out of range",
+                  headline="", status="", specific=None, explanation="", fix="", culprit=culprit)
+    cells = [CellSource(1, "c1", "from ultralytics import YOLO\n\nmodel = YOLO('yolov8n.yaml')"),
+             CellSource(2, "c2", f"model.train(data={str(data_yaml)!r}, epochs=1, imgsz=64)", ok=False)]
+    return d, cells
+
+
+@pytest.mark.parametrize(("names", "extended"), [
+    ("names:\n  - cat\n  - dog\n  - bird\n", "names:\n  - cat\n  - dog\n  - bird\n  - class_3\n"),
+    ("names:\n  0: cat\n  1: dog\n  2: bird\n", "names:\n  0: cat\n  1: dog\n  2: bird\n  3: class_3\n"),
+    ("names: ['cat', 'dog', 'bird']  # the annotators' classes\n",
+     "names: ['cat', 'dog', 'bird', class_3]  # the annotators' classes\n"),
+])
+def test_an_ultralytics_class_count_is_patched_in_the_data_yaml_file_and_only_when_asked(tmp_path, names, extended):
+    from cudaassert_ipy.fix import derive
+
+    data_yaml = tmp_path / "birds.yaml"
+    before = f"# birds\npath: {tmp_path}\ntrain: images/train\nval: images/val\nnc: 3  # classes\n{names}"
+    data_yaml.write_text(before)
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    (alt,) = [a for a in fix.alternatives if a.key == "widen_head"]
+    patch = alt.patch
+    assert patch is not None and patch.path == str(data_yaml) and patch.number is None and patch.cell_id is None
+    assert alt.title == f"set nc: 4 in the data YAML {data_yaml} and list 4 names"
+    assert patch.old_source == before
+    assert patch.new_source == before.replace("nc: 3  # classes", "nc: 4  # classes").replace(names, extended)
+    assert f"--- a/{data_yaml}\n+++ b/{data_yaml}\n" in patch.diff
+    assert "\n-nc: 3  # classes\n" in patch.diff and "\n+nc: 4  # classes\n" in patch.diff
+    assert data_yaml.read_text() == before  # proposed, not applied
+
+
+def test_fix_apply_writes_the_data_yaml_and_refuses_a_file_edited_since(restart_ext, tmp_path, capsys):
+    from cudaassert_ipy.fix import derive
+    from cudaassert_ipy.shell import fix as shell_fix
+
+    data_yaml = tmp_path / "birds.yaml"
+    data_yaml.write_text("nc: 3\nnames: [cat, dog, bird]\n")
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    choose = next(i for i, a in enumerate(fix.alternatives, 1) if a.key == "widen_head")
+    shell_fix.apply(restart_ext, fix, choose)
+    assert data_yaml.read_text() == "nc: 4\nnames: [cat, dog, bird, class_3]\n"
+    assert f"Patched {data_yaml} (set nc: 4 in the data YAML" in capsys.readouterr().out
+    with pytest.raises(shell_fix.FixError, match="changed since the patch was proposed"):
+        shell_fix.apply(restart_ext, fix, choose)  # the file now says nc: 4: the old patch no longer applies
+    assert data_yaml.read_text() == "nc: 4\nnames: [cat, dog, bird, class_3]\n"
+
+
+def test_a_data_yaml_in_a_form_the_text_edit_does_not_know_gives_no_file_patch(tmp_path):
+    from cudaassert_ipy.fix import data_yaml
+
+    assert data_yaml.set_nc("nc: 3\nnames: {0: cat, 1: dog, 2: bird}\n", 4) is None
+    assert data_yaml.set_nc("path: x\ntrain: images\n", 4) is None
+    assert data_yaml.set_nc("nc: 4\nnames: [a, b, c, d]\n", 4) is None  # already says 4

@@ -67,3 +67,55 @@ def test_a_class_id_equal_to_nc_names_the_class_id_nc_the_image_and_its_label_fi
             "class to the data YAML (nc: 3 and 3 names) or correct that label file (class ids 0..1).") in out
     assert "  model: nc=2, names: 2 entries: ['0', '1']" in out
     assert f"  batch's bad label: class id 2 in {label} line 2 (image {image})" in out
+
+
+def test_the_fix_is_a_patch_of_the_data_yaml_shown_as_a_diff_and_written_only_when_asked(yolo, loaded, capsys,
+                                                                                        tmp_path):
+    import re
+
+    import cudaassert_ipy
+
+    data_yaml = tmp_path / "pets" / "data.yaml"
+    before = data_yaml.read_text()
+    # BaseTrainer gives the model its args (``self.model.args = self.args``): the data YAML's path with them
+    yolo.run_cell("model.args.data = str(root / 'data.yaml')", store_history=True)
+    result = yolo.run_cell("loss, items = model(batch)  # as BaseTrainer._do_train does", store_history=True)
+    assert isinstance(result.error_in_exec, IndexError)
+    capsys.readouterr()
+    fix = cudaassert_ipy.proposed_fix()
+    (alt,) = [a for a in fix.alternatives if a.key == "widen_head"]
+    assert alt.patch is not None and alt.patch.path == str(data_yaml) and alt.patch.number is None
+    yolo.run_line_magic("cudaassert", "fix")
+    out = capsys.readouterr().out
+    assert f"set nc: 3 in the data YAML {data_yaml} and list 3 names" in out
+    assert f"+++ b/{data_yaml}" in out and "-nc: 2" in out and "+nc: 3" in out
+    assert "+names: [cat, dog, class_2]" in out
+    assert data_yaml.read_text() == before  # shown, not applied
+    (n,) = re.findall(r"\[(\d+)\][^\n]*set nc: 3 in the data YAML", out)
+    yolo.run_line_magic("cudaassert", f"fix apply --choose {n}")
+    assert f"Patched {data_yaml}" in capsys.readouterr().out
+    assert data_yaml.read_text() == before.replace("nc: 2\nnames: [cat, dog]", "nc: 3\nnames: [cat, dog, class_2]")
+
+
+def test_the_runner_shows_the_data_yaml_patch_as_a_diff_against_the_file_and_writes_nothing_undecided(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from helpers import kernel_env
+
+    root = tmp_path / "pets"
+    script = tmp_path / "train.py"
+    script.write_text(SETUP.format(root=str(root)) + "model.args.data = str(root / 'data.yaml')\n"
+                      "loss, items = model(batch)  # as BaseTrainer._do_train does\n")
+    env = kernel_env(YOLO_OFFLINE="1", YOLO_CONFIG_DIR=str(tmp_path / "yolo-config"))
+    result = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "--apply-fix", "--report-json", "r.json",
+                             "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    err = result.stderr
+    data_yaml = root / "data.yaml"
+    assert f"set nc: 3 in the data YAML {data_yaml} and list 3 names" in err, err
+    assert f"+++ b/{data_yaml}" in err and "+names: [cat, dog, class_2]" in err
+    assert "[cudaassert] --apply-fix: nothing was written (the data does not decide" in err
+    assert "nc: 2\nnames: [cat, dog]\n" in data_yaml.read_text()
+    fix = json.loads((tmp_path / "r.json").read_text())["fix"]
+    assert str(data_yaml) in [a["path"] for a in fix["alternatives"]]

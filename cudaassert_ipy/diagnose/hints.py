@@ -586,6 +586,7 @@ PATCH_TITLES: dict[str, str] = {
     "shift_labels": "the labels are 1-based: subtract 1 from them (labels 0..{last})",
     "bce_logits": BCE_LOGITS,
     "resize_embeddings": TOKENIZER_RESIZE,
+    "yaml_nc": "set nc: {n} in the data YAML {path} and list {n} names",
 }
 #: What the data says for (or against) an alternative.
 PATCH_EVIDENCE: dict[str, str] = {
@@ -621,4 +622,6 @@ PATCH_CODE: dict[str, str] = {
     "mismatched": "ignore_mismatched_sizes=True",
     "bce_module": "BCEWithLogitsLoss",
     "bce_function": "binary_cross_entropy_with_logits",
+    "yaml_nc": "nc: {n}",
+    "yaml_name": "class_{i}",  # a placeholder name the data YAML's names: gets for each new class
 }

@@ -250,6 +250,10 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
     words = hints.set_classes(f.head, f.n_classes)
     title = hints.PATCH_TITLES["widen_head"].format(
         set_classes=words(n) if words is not None else hints.GENERIC_CLASS_WORDS["set"].format(n=n))
+    if f.head is not None and f.head.file:  # Ultralytics: the data YAML's nc: wins over the model's own
+        yaml_alt = _yaml_alt(f.head.file, f.head.owner, n)
+        if yaml_alt is not None:
+            return yaml_alt, None
     site = history.module_site(c.module) if c.module is not None else None
     edits: list[Edit] = []
     name = c.module or ""
@@ -288,6 +292,19 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
     if where.order != site.parsed.order:
         why += f"; {_cell_name(where)} gives it the class count"
     return Alternative("widen_head", title, patch=_patch(same, why)), site
+
+
+def _yaml_alt(path: str, owner: str, n: int) -> Alternative | None:
+    """Ultralytics: the data YAML sets ``nc``, so the patch is a file patch of it (applied only when asked)."""
+    from cudaassert_ipy.fix import data_yaml
+
+    old = data_yaml.read(path)
+    new = data_yaml.set_nc(old, n) if old is not None else None
+    if old is None or new is None:
+        return None
+    why = f"{path} sets nc for `{owner or 'the model'}` (the data YAML the trainer read)"
+    patch = Patch(None, None, old, new, unified_diff(old, new, path), why, path)
+    return Alternative("widen_head", hints.PATCH_TITLES["yaml_nc"].format(n=n, path=path), patch=patch)
 
 
 def _last_layer_site(history: History, model: str) -> Site | None:

@@ -44,6 +44,7 @@ class ClassHead:
     now: Optional[int] = None  # the class count the head has now (config.num_labels=3)
     setting: str = ""  # the framework's knob: "num_labels", "num_classes", "nc", "units"
     owner: str = ""  # who holds the knob, as the user knows it: "LitClassifier", "model.config"
+    file: str = ""  # the file that sets the knob, when a file does: Ultralytics' data YAML (its ``nc:``)
 
 
 @dataclass(frozen=True)

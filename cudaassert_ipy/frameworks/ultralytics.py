@@ -66,13 +66,31 @@ def _model_nc(model: Any, read: Reader, name: str) -> Optional[int]:
     return nc
 
 
+def _data_yaml(trainer: Any, read: Reader, name: str) -> str:
+    """The data YAML the trainer read its ``nc`` from (``trainer.data["yaml_file"]``, else ``trainer.args.data``),
+    when it is a file: the fix patches its ``nc:``. A dataset folder (classification) has none."""
+    data = read.get(trainer, "data", name)
+    path = data.get("yaml_file") if isinstance(data, Mapping) else None
+    if not isinstance(path, str):
+        path = read.get(trainer, "args.data", name)
+    return _yaml_file(path)
+
+
+def _yaml_file(path: Any) -> str:
+    return path if isinstance(path, str) and path.endswith((".yaml", ".yml")) and os.path.isfile(path) else ""
+
+
 def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
+    file = ""
     if is_trainer(obj):
+        file = _data_yaml(obj, read, name)
         obj, name = read.get(obj, "model", name), f"{name}.model"
     model = yolo_model(obj) if obj is not None else None
     if model is None:
         return None
-    return ClassHead("ultralytics", now=_model_nc(model, read, name), setting="nc", owner=name)
+    if not file:  # the trainer gives the model its args (``self.model.args = self.args``), the data YAML's path too
+        file = _yaml_file(read.get(model, "args.data", name))
+    return ClassHead("ultralytics", now=_model_nc(model, read, name), setting="nc", owner=name, file=file)
 
 
 def _names_line(names: Any) -> Optional[str]:

@@ -35,6 +35,8 @@ IN_NOTEBOOK = "In JupyterLab and Notebook 7 the patch's Apply buttons edit the n
 COPY = "Where no frontend edits notebooks (Colab, Kaggle, VS Code, a batch run), copy the patched cell into it."
 BUTTON_DONE = "Patched cell [{number}]: {title}.{restart}"
 NO_RESTART = "this kernel cannot be restarted from here ({detail}): Apply, then restart it yourself"
+FILE_APPLIED = "{prefix} Patched {path} ({title}); run the training again to check."
+FILE_CHANGED = "{path} changed since the patch was proposed: run `%cudaassert fix` again."
 FIXED = "{prefix} fixed: cell [{number}] ran to the end with validators on, and all {n} samples are in range."
 FIXED_NO_DATA = "{prefix} fixed: cell [{number}] ran to the end with validators on."
 NOT_ENOUGH = "{prefix} the patch was not enough: cell [{number}] failed again ({error}); its diagnosis is above."
@@ -145,6 +147,8 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
     failing = ext.history.failing(d.cell if d is not None else None)
     patch = alt.patch
     assert patch is not None  # _chosen returns patched alternatives only
+    if patch.path is not None:
+        return _apply_file(ext, patch.path, patch.old_source, patch.new_source, alt, restart)
     try:
         ext.history.apply_patch(patch.number, patch.old_source, patch.new_source)
     except LookupError:
@@ -166,6 +170,30 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
                              failing_number=failing.number if failing is not None else None,
                              failing_source=failing.source if failing is not None else "")
         request_restart(ext, detect(ext.shell), Mode.DEBUG, fix=applied)
+    return alt
+
+
+def _apply_file(ext: Extension, path: str, old: str, new: str, alt: Alternative, restart: bool) -> Alternative:
+    """A file patch (Ultralytics' data YAML): written only here, when asked, and only over the text it was derived
+    from; no cell changes, so a restart replays the setup as it was and the next training run reads the file."""
+    import os
+
+    from cudaassert_ipy.atomic_file import write_atomic
+
+    try:
+        with open(path, encoding="utf-8") as fp:
+            if fp.read() != old:
+                raise FixError(FILE_CHANGED.format(path=path))
+        write_atomic(path, new, mode=os.stat(path).st_mode & 0o777)
+    except OSError as e:
+        raise FixError(f"{path}: {e.strerror or e}") from None
+    print(FILE_APPLIED.format(prefix=PREFIX, path=path, title=alt.title))
+    if restart:
+        from cudaassert_ipy.restart.frontend import detect
+        from cudaassert_ipy.restart.plan import Mode
+        from cudaassert_ipy.restart.request import request_restart
+
+        request_restart(ext, detect(ext.shell), Mode.DEBUG)
     return alt
 
 

@@ -17,6 +17,8 @@ import re
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding
+from cudaassert_ipy.diagnose.culprit import CLASS_LABELS, Culprit
+from cudaassert_ipy.diagnose.hints import LabelFacts
 from cudaassert_ipy.frameworks.base import BAD_LABEL
 
 __all__ = ["sized_index"]
@@ -67,7 +69,11 @@ def sized_index(case: Case) -> Finding | None:
         f = Finding(op="indexing by class id")
         f.sentences.append(BAD_SAMPLE.format(sample=bad, nc=nc[1], last=nc[1] - 1))
         m = _CLASS_ID.match(bad)
-        f.fix = hints.yolo_class_id(nc[1], int(m.group(1)) if m is not None else nc[1])
+        class_id = int(m.group(1)) if m is not None else nc[1]
+        f.fix = hints.yolo_class_id(nc[1], class_id)
+        # what a patch widens: the class count, where the adapter found it set (the data YAML's nc:)
+        f.culprit = Culprit(CLASS_LABELS, LabelFacts(bad=(class_id,), n_classes=nc[1], head=case.ev.head),
+                            module=nc[0])
         return f
     size = _size(case)
     if size is None or case.value is None:
