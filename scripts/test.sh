@@ -30,8 +30,12 @@ COMPAT_TESTS=(tests/test_torch_compat.py tests/test_detection.py tests/test_chec
               tests/test_hints_words.py tests/test_preflight.py)
 NEWEST_TORCH="torch==2.14.1"
 OLDEST_TORCH="torch==2.4.1"
-# the real kernels `quick` starts: a report end to end, the fd tap, the restart through a real server
+# `quick`: the real kernels it starts (a device assert reported end to end, ordinary errors byte-identical), and
+# the in-process files it leaves to CI: each of their cases starts Python and torch anew (the runner's launchers,
+# reruns, ranks and passthrough, torch's compat probes), the slowest third of the in-process tests
 QUICK_KERNEL_TESTS=(tests/test_kernel_report.py)
+QUICK_LEAVES=(tests/test_run_torchrun.py tests/test_run_rerun.py tests/test_run_children.py tests/test_run_ranks.py
+              tests/test_run_auto.py tests/test_passthrough.py tests/test_torch_compat.py tests/test_fd_tap_rescue.py)
 # each step's limit in seconds: a backstop well above the step's time on a 2-core machine other jobs also load
 # (pytest-timeout fails a hung test long before); a build downloads GBs
 SETUP_LIMIT=3600 LINT_LIMIT=1200 LATEST_LIMIT=5400 COLAB_LIMIT=4500 DIST_LIMIT=1800 FRAMEWORKS_LIMIT=3600
@@ -72,9 +76,9 @@ if wants lint || wants quick; then
 fi
 
 if wants quick; then
-    begin quick "the in-process tests and ${#QUICK_KERNEL_TESTS[@]} kernel test files: $(versions .venv/bin/python)"
+    begin quick "the in-process tests but QUICK_LEAVES, and QUICK_KERNEL_TESTS: $(versions .venv/bin/python)"
     limit "$QUICK_LIMIT" .venv/bin/python -m pytest -q -m "not kernel and not browser and not frameworks and not gpu" \
-        "$@" || status=$?
+        "${QUICK_LEAVES[@]/#/--ignore=}" "$@" || status=$?
     limit "$QUICK_LIMIT" .venv/bin/python -m pytest -q -m "not frameworks and not gpu" "${QUICK_KERNEL_TESTS[@]}" \
         "$@" || status=$?
     end "tests quick"
