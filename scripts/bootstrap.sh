@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Creates (or refreshes) the project's virtual environments. Sourced by lab.sh and test.sh.
+# Creates (or refreshes) the project's virtual environments. Sourced by lab.sh and test.sh; run as
+# `bash scripts/bootstrap.sh FUNCTION ARGS...` it runs one of its functions (test.sh does, under `timeout`).
 #   .venv            latest releases (IPython 9, ipykernel 7, ipywidgets 8, JupyterLab 4), torch 2.13 CPU build
 #   .venv-colab      the versions Colab and Kaggle pin (IPython 7.34, ipykernel 6.17, ipywidgets 7)
 #   .venv-fw         the real frameworks (`frameworks` extra) on torch 2.14.1, Python 3.11; lab.sh runs JupyterLab here
 #   .venv-py310-t24  the oldest supported: Python 3.10, torch 2.4.1 (PyPI's CUDA build; it imports without a GPU)
 #   .venv-py312, .venv-py313  the newest Pythons with torch 2.14.1
 #   .venv-dist       build tools with the setuptools floor (setuptools==77.0.3, build, twine)
-# An environment is rebuilt only when pyproject.toml, its constraints, its Python or its torch changed.
+# An environment is rebuilt only when pyproject.toml, its constraints, its Python or its torch changed. After a
+# build, files identical across the environments (torch 2.13 in three of them, torch 2.14.1's NVIDIA libraries in
+# three) become hard links to one copy (share_files).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -42,6 +45,15 @@ ensure_venv() {  # [PY=python] [TORCH_SPEC=spec] ensure_venv DIR EXTRAS [CONSTRA
     fi
     link_labextension "$dir"
     echo "$want" > "$stamp"
+    share_files
+}
+
+share_files() {  # one copy on disk of each file that several of the checkout's environments hold byte for byte
+    # (util-linux's hardlink; same name, mode and owner). pip replaces files rather than writing into them, so a
+    # later install in one environment leaves the others as they are
+    if ! command -v hardlink >/dev/null 2>&1; then echo "[setup] no hardlink (util-linux): files not shared" >&2; return 0; fi
+    local dirs=("$ROOT"/.venv*/)
+    hardlink --quiet --ignore-time --respect-name --minimum-size 64K "${dirs[@]}"
 }
 
 link_labextension() {  # link_labextension DIR: JupyterLab and Notebook 7 in DIR load this checkout's prebuilt
@@ -123,3 +135,5 @@ PY
     "$dir/bin/python" -m pip install -q --no-deps -r "$ROOT/.ci/gpu-machine.txt" 2> >(grep -v "^WARNING: Location" >&2)
     echo "$want" > "$dir/.cudaassert-stamp"
 }
+
+if [ "${BASH_SOURCE[0]}" = "$0" ] && [ $# -gt 0 ]; then "$@"; fi
