@@ -22,6 +22,7 @@ MISSES: dict[str, dict[str, frozenset[str]]] = {
             "lightning-nemo-aligner-sft-sample-longer-than-context",
             "llamafactory-chatglm3-api-input-longer-than-context",
             "llamafactory-deepseek-r1-distill-qwen-template-token-out-of-vocab",
+            "mmdetection-one-class-num-classes-background-344",
             "mmsegmentation-dice-loss-binary-num-classes-2-one-hot-417",
             "mmsegmentation-mmseg-1165-unet-multiclass-num-classes",
             "monai-3dux-net-index-550-out-of-bounds-size-8-48",
@@ -207,7 +208,6 @@ MISSES: dict[str, dict[str, frozenset[str]]] = {
         "cause": frozenset({
             "dgl-hgp-sl-index-out-of-bounds-2625",
             "mmdetection-coco-category-id-shifted-background-encoded",
-            "mmsegmentation-mask2former-class-weight-missing-no-object-entry-3811",
             "nnunet-labels-1-2-3-5-gap-relabel-274",
             "pyg-gcn-batch-graphs-missing-edges-scatteradd-1063",
             "pyg-vgae-index-846-size-845-3520",

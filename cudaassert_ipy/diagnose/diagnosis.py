@@ -132,7 +132,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         notes += [point_note] if point_note else []
     if point is not None:
         cause = get_cause(point.point.cause)
-        if cause.id != which.id:
+        named = bool(ev.sites) and which.id not in _GENERIC_IDS  # the kernel's own line named a catalogued cause
+        if cause.id != which.id and not named:  # a named cause stands: the frame adds its words, not another cause
             which = _Cause(cause, _words(cause), which.value)
             finding, rule_notes = _run_rules(ev, which, rules)
         basis = f"a frame: {point.where}" if point.frame is not None else f"the error text ({point.point.id})"
