@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.culprit import BCE, CLASS_LABELS, TOKEN_IDS, Culprit
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.diagnose.hints import BceFacts, LabelFacts, TokenFacts
-from cudaassert_ipy.fix.locate import History, Site
+from cudaassert_ipy.fix.locate import History, Site, keyword_edit
 from cudaassert_ipy.fix.model import DECISION, NONE, SAFE, Alternative, CellSource, LabelSurvey, Patch, ProposedFix
 from cudaassert_ipy.fix.source import Edit, Parsed, apply_edits, unified_diff, walk
 
-__all__ = ["propose"]
+__all__ = ["propose", "resizable_roots"]
 
 HANDFUL = 0.01  # at most this share of the samples (or HANDFUL_ROWS) counts as "a handful of bad rows"
 HANDFUL_ROWS = 10
@@ -68,16 +68,6 @@ def _cell_name(p: Parsed) -> str:
 def _why(p: Parsed, verb: str, name: str, code: str) -> str:
     code = " ".join(code.split())
     return f"{_cell_name(p)} {verb} `{name}` (`{code[:80]}`)"
-
-
-def _add_keyword(p: Parsed, call: Any, text: str) -> Edit:
-    """``f(a)`` -> ``f(a, text)``; ``f()`` -> ``f(text)``: right after the last argument's value."""
-    if call.args:
-        _, end = p.span(call.args[-1].value)
-        return Edit(p, end, end, ", " + text)
-    start, end = p.span(call)
-    close = p.cell.source.rindex(")", start, end)
-    return Edit(p, close, close, text)
 
 
 def _rename_call(p: Parsed, call: Any, new: str) -> Edit:
@@ -233,13 +223,13 @@ def _ignore_alt(c: Culprit, history: History, value: int, evidence: str) -> Alte
         site = history.module_site(c.loss)
         if site is not None:
             return Alternative("ignore_index", title, evidence,
-                               _patch([_add_keyword(site.parsed, site.call, code)],
+                               _patch([keyword_edit(site.parsed, site.call, code)],
                                       _why(site.parsed, "built", c.loss, site.text)))
     sites = _op_sites(history, c.op or "cross_entropy")
     if sites:
         p, call = sites[0]
         return Alternative("ignore_index", title, evidence,
-                           _patch([_add_keyword(p, call, code)], _why(p, "calls", c.op or "cross_entropy",
+                           _patch([keyword_edit(p, call, code)], _why(p, "calls", c.op or "cross_entropy",
                                                                       p.code(call))))
     return Alternative("ignore_index", title, evidence, no_patch="no cell built the loss")
 
@@ -283,7 +273,7 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
                         and edit.parsed.order == site.parsed.order
                         and not any(a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes"
                                     for a in site.call.args)):
-                    edits.append(_add_keyword(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
+                    edits.append(keyword_edit(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
     if not edits or site is None:
         return Alternative("widen_head", title, no_patch=f"no cell of this kernel built `{name or 'the head'}`"), None
     same = [e for e in edits if e.parsed.order == edits[0].parsed.order]
@@ -379,3 +369,11 @@ def _names_list(site: Site | None) -> str | None:
             and len(arg.args) == 1):
         return site.parsed.code(arg.args[0].value)
     return None
+
+
+def resizable_roots(culprit: Culprit | None, ns: Mapping[str, Any]) -> frozenset[str]:
+    """The culprit's root object when it can resize its token embeddings (``model.resize_token_embeddings``)."""
+    if culprit is None or culprit.module is None:
+        return frozenset()
+    root = culprit.module.split(".")[0]
+    return frozenset({root}) if callable(getattr(ns.get(root), "resize_token_embeddings", None)) else frozenset()

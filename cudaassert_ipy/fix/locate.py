@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional, Sequence
 from cudaassert_ipy.fix.model import CellSource
 from cudaassert_ipy.fix.source import Edit, Parsed, dotted, parse, walk
 
-__all__ = ["Frame", "History", "Site"]
+__all__ = ["Frame", "History", "Site", "keyword_edit"]
 
 #: methods that hand back the same module: followed through (``Net().to(device)``)
 _SAME_OBJECT = {"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "requires_grad_"}
@@ -212,7 +212,7 @@ class History:
             defaulted = self._defaulted_call(frame, param)
             if defaulted is not None:  # `LitClassifier()` with `num_classes=3` as the default: pass it at the call
                 cp, call = defaulted
-                return _keyword_edit(cp, call, f"{param}={new}")
+                return keyword_edit(cp, call, f"{param}={new}")
         if isinstance(expr, cst.Name) and not frames:
             literal = _unique_literal(p, str(expr.value))
             if literal is not None:
@@ -263,7 +263,7 @@ class History:
         return None
 
 
-def _keyword_edit(p: Parsed, call: Any, text: str) -> Edit:
+def keyword_edit(p: Parsed, call: Any, text: str) -> Edit:
     """``f(a)`` -> ``f(a, text)``; ``f()`` -> ``f(text)``."""
     if call.args:
         _, end = p.span(call.args[-1].value)

@@ -75,11 +75,7 @@ def propose(diagnosis: Diagnosis, sources: list[tuple[str, str]], ns: Mapping[st
         facts: Any = c.facts
         names = [n for n in (loader, c.dataset) if n]
         survey = survey_from(ns, names, facts.n_classes, facts.ignore_index)
-    resizable: frozenset[str] = frozenset()
-    if c is not None and c.module is not None:
-        root = c.module.split(".")[0]
-        if callable(getattr(ns.get(root), "resize_token_embeddings", None)):
-            resizable = frozenset({root})
+    resizable = derive.resizable_roots(c, ns)
     return derive.propose(diagnosis, cells, survey, resizable)
 
 

@@ -72,11 +72,7 @@ def proposed(ext: Extension, budget_s: float | None = None) -> ProposedFix:
     c = d.culprit
     if c is not None and c.kind == "class_labels":
         survey = _survey(ext, ns, c.dataset, c.facts, budget_s)
-    resizable: frozenset[str] = frozenset()
-    if c is not None and c.module is not None:
-        root = c.module.split(".")[0]
-        if callable(getattr(ns.get(root), "resize_token_embeddings", None)):
-            resizable = frozenset({root})
+    resizable = derive.resizable_roots(c, ns)
     return derive.propose(d, cells, survey, resizable)
 
 
