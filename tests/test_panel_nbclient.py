@@ -85,7 +85,9 @@ def test_a_failing_cell_holds_the_panel_with_the_full_text_and_html_report(tmp_p
 
 CLICK_APPLY = """
 import ipywidgets.widgets.widget as registry
-apply = [w for w in list(registry._instances.values()) if getattr(w, "description", None) == "Apply"][-1]
+# ipywidgets 8.1+ keeps its live widgets in the module, 7.x (the Colab/Kaggle pins) on the class
+live = registry._instances if hasattr(registry, "_instances") else registry.Widget.widgets
+apply = [w for w in list(live.values()) if getattr(w, "description", None) == "Apply"][-1]
 apply.click()
 """
 
