@@ -2,7 +2,8 @@
 # Sets everything up on a fresh machine and runs the whole test suite on every version set CI covers:
 #   lint      ruff and mypy
 #   latest    the whole suite on the latest releases (.venv)
-#   colab     the whole suite on the Colab/Kaggle pins (.venv-colab), without the browser tests
+#   colab     on the Colab/Kaggle pins (.venv-colab): the tests those pins can change (marker `frontend`, set in
+#             tests/conftest.py: kernels, servers, the in-process shell, restart/shell/view), without the browser tests
 #   dist      wheel and sdist built with the setuptools floor, `twine check --strict`, LICENSE in both, the wheel
 #             installed in a clean venv and smoke-tested (scripts/smoke_dist.py)
 #   frameworks  the `frameworks` tests with the real frameworks (.venv-fw: torch 2.14.1, Python 3.11)
@@ -99,7 +100,7 @@ if wants colab; then
     end "setup .venv-colab"
     if [ "$colab_ok" = 1 ]; then
         begin colab "Colab/Kaggle pins: $(versions .venv-colab/bin/python)"
-        limit "$COLAB_LIMIT" .venv-colab/bin/python -m pytest -m "not browser and not frameworks and not gpu" \
+        limit "$COLAB_LIMIT" .venv-colab/bin/python -m pytest -m "frontend and not browser and not frameworks and not gpu" \
             --durations=10 "$@" || status=$?
         end "tests Colab/Kaggle pins"
     fi

@@ -5,7 +5,9 @@ Helpers (paths, harnesses) are in ``helpers/``; this file holds only fixtures.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,33 @@ def validator_strategy(request, monkeypatch):
 
     monkeypatch.setattr(ValidatorMode, "trust_cpu_kernels", request.param == "cpu-kernel-first")
     return request.param
+
+
+# --- which tests the Colab/Kaggle stage runs ------------------------------------------------------------------------
+# That stage pins IPython, ipykernel, jupyter_client and ipywidgets; torch is the same as the latest stage's. So it
+# runs the tests whose outcome those pins can change, marked ``frontend`` here: the ones that start kernels or a
+# server, use the in-process shell, or import a frontend package or the layers built on one (restart/, shell/, view/).
+_FRONTEND_FIXTURES = frozenset({"shell", "loaded", "restart_ext", "server"})
+_FRONTEND_IMPORT = re.compile(
+    r"^\s*(?:from|import)\s+(?:IPython|ipykernel|ipywidgets|jupyter_client|jupyter_server|nbclient|nbformat"
+    r"|cudaassert_ipy\.(?:restart|shell|view)|helpers\.(?:kernels|server_harness|browser_harness|restart_story))\b",
+    re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_a_frontend(path: Path) -> bool:
+    return bool(_FRONTEND_IMPORT.search(path.read_text(encoding="utf-8")))
+
+
+def _uses_a_frontend(item: pytest.Item) -> bool:
+    if item.get_closest_marker("kernel") or item.get_closest_marker("browser"):
+        return True
+    if _FRONTEND_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    return _imports_a_frontend(Path(item.path))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _uses_a_frontend(item):
+            item.add_marker(pytest.mark.frontend)
