@@ -1,5 +1,5 @@
-"""The layers stay apart (capture < diagnose < checks < data < view < restart < run, logs < shell), each imports
-exactly the layers its table row names, and only the shell knows IPython.
+"""The layers stay apart (ORDER: capture < frameworks < diagnose < checks < data < fix < view < restart < run < logs
+< shell), each imports exactly the layers its table row names, and only the shell knows IPython.
 
 Why: the script runner (run/) and the log explainer (logs/) reuse capture, diagnose and the text
 report bare, outside any notebook; `import cudaassert_ipy` must stay cheap (no torch, no widgets).
