@@ -8,10 +8,12 @@ kernel (what the notebook shows, 0 and 2 workers) and under the script runner (w
 
 from __future__ import annotations
 
+import gc
 import re
 import subprocess
 import sys
 import textwrap
+import threading
 import traceback
 from pathlib import Path
 from typing import Any, Callable
@@ -41,7 +43,19 @@ def _trace(action: Callable[[], Any], then: Callable[[BaseException], None] | No
         if then is not None:
             then(error)
         return "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    finally:
+        _settle_dropped_workers()
     raise AssertionError("no error raised")
+
+
+def _settle_dropped_workers() -> None:
+    """Let a dropped DataLoader iterator's queues finish closing before the next one starts: multiprocessing's feeder
+    thread can close its pipe after torch already did, and under load that fd number may by then belong to the next
+    iterator's new pipe (its workers then fail to start with EBADF, with or without the extension)."""
+    gc.collect()
+    for thread in threading.enumerate():
+        if thread.name == "QueueFeederThread" and thread is not threading.current_thread():
+            thread.join(timeout=30)
 
 
 # --- the mechanism --------------------------------------------------------------------------
