@@ -26,6 +26,7 @@ from cudaassert_ipy.diagnose.causes.texts import (
     STICKY_TEXTS,
     UNSURE,
     UNSURE_LEAD,
+    UNSURE_POINT_LEAD,
     Text,
     no_line_text,
 )
@@ -127,6 +128,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     notes = [ASYNC_NOTE[det.kind]] if det.kind in ASYNC_NOTE else []
     finding, rule_notes = _run_rules(ev, which, rules)
     point: FrameFinding | None = None
+    guessed = which.id in _GENERIC_IDS  # nothing named the cause before the frames: a weak point only ranks it
     if finding is None or not finding.fix:  # host facts that decided the fix stand; else the frames may name more
         point, point_note = _guarded_point(ev, which)
         notes += [point_note] if point_note else []
@@ -155,6 +157,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         likely_fix = hints.label_value(which.value)
         specific = f"{specific or VALUE_NAMED.format(value=which.value)} {LIKELY_FIX.format(fix=likely_fix)}"
     candidates = _candidates(ev, which) if point is None and finding is None else ()
+    if point is not None and guessed and point.point.unsure in UNSURE and (finding is None or not finding.fix):
+        candidates = (UNSURE_POINT_LEAD, *UNSURE[point.point.unsure])  # the point's cause first, then the others
     if det.stop is not None:
         facts = _one_count(facts)
     facts = _framework_facts(facts, ev.framework_facts)
