@@ -72,7 +72,26 @@ CASES = {
     "maskrcnn-benchmark box coder": (
         ("/work/maskrcnn-benchmark/maskrcnn_benchmark/modeling/box_coder.py", 30, "encode",
          "ex_widths = proposals[:, 2] - proposals[:, 0] + TO_REMOVE"),
-        "detection_class_out_of_range", "NUM_CLASSES"),
+        "detection_class_out_of_range", "MODEL.ROI_BOX_HEAD.NUM_CLASSES"),
+    "fcos fork of maskrcnn-benchmark": (
+        ("/work/FCOS/fcos_core/modeling/rpn/fcos/loss.py", 200, "__call__",
+         "cls_loss = self.cls_loss_func(box_cls_flatten, labels_flatten.int()) / num_pos_avg_per_gpu"),
+        "detection_class_out_of_range", "MODEL.FCOS.NUM_CLASSES"),
+    "ssd.pytorch multibox": (
+        ("/work/ssd.pytorch/layers/modules/multibox_loss.py", 99, "forward",
+         "loss_c = log_sum_exp(batch_conf) - batch_conf.gather(1, conf_t.view(-1, 1))"),
+        "detection_class_out_of_range", "0-based"),
+    "ssd box head": (
+        ("/work/SSD/ssd/modeling/box_head/loss.py", 40, "forward",
+         "classification_loss = F.cross_entropy(confidence.view(-1, num_classes), labels[mask], reduction='sum')"),
+        "detection_class_out_of_range", "background as class 0"),
+    "yolov5-style class targets": (
+        ("/content/yolo-fork-master/utils/loss.py", 140, "__call__", "t[range(n), tcls[i]] = self.cp"),
+        "detection_class_out_of_range", "0..num_classes-1"),
+    "retinanet focal loss": (
+        ("/work/pytorch-retinanet/retinanet/losses.py", 120, "forward",
+         "targets[positive_indices, assigned_annotations[positive_indices, 4].long()] = 1"),
+        "detection_class_out_of_range", "contiguous 0-based"),
 }
 
 

@@ -537,6 +537,21 @@ FRAME_FIXES: dict[str, str] = {
         "conv before it; num_classes / class_num / nc in the code or data file, also where a loss builds its own "
         "one-hot), and correct label files that hold a larger id (ids start at 0)"
     ),
+    "detection_num_classes": (
+        "every box's class id must be below the head's num_classes: set num_classes to the dataset's number of "
+        "classes and map the annotation category ids to contiguous 0-based ids (COCO's ids run to 90 with gaps); "
+        "check whether this head counts the background as a class of its own"
+    ),
+    "ssd_zero_based": (
+        "SSD-style matchers add 1 to every box label for the background (class 0): the dataset's labels must be "
+        "0-based object class ids (0..num_classes-2), not 1-based, and num_classes must be the number of object "
+        "classes + 1"
+    ),
+    "maskrcnn_benchmark_num_classes": (
+        "set MODEL.ROI_BOX_HEAD.NUM_CLASSES (MODEL.RETINANET.NUM_CLASSES / MODEL.FCOS.NUM_CLASSES for those heads) "
+        "to the number of object classes + 1 for the background, and map the dataset's category ids to contiguous "
+        "1..N"
+    ),
     "yolo_box_coords": (
         "box coordinates in the label files must be normalised to [0, 1] (x_center, y_center, width, height divided "
         "by the image's width and height): a value >= 1 puts the grid cell index past the grid; correct those "
