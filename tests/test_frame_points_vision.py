@@ -193,3 +193,27 @@ def test_a_frame_line_cut_at_the_start_of_the_paste_still_counts() -> None:
     d = _first(text)
     assert d.basis == "a frame: line 52 in build_targets"
     assert "grid" in (d.likely_fix or "")
+
+
+PASTES = {
+    "detectron2 log": ("ERROR [03/02 11:20:31 d2.engine.train_loop]: Exception during training:\n",
+                       "detection_class_out_of_range", "cfg.MODEL.ROI_HEADS.NUM_CLASSES", "detection"),
+    "maskrcnn-benchmark import": ("from maskrcnn_benchmark.config import cfg\n",
+                                  "detection_class_out_of_range", "MODEL.ROI_BOX_HEAD.NUM_CLASSES", "detection"),
+    "mmdetection log": ("2024-05-01 10:00:00,000 - mmdet - INFO - Epoch [1][50/400]\tlr: 2.0e-02\n",
+                        "detection_class_out_of_range", "bbox_head", "detection"),
+    "mmsegmentation log": ("2024-05-01 10:00:00,000 - mmseg - INFO - Iter [50/80000]\tlr: 1.0e-02\n",
+                           "nll_loss2d_target_out_of_range", "decode_head", "segmentation"),
+}
+
+
+@pytest.mark.parametrize("name", PASTES)
+def test_a_framework_named_in_the_paste_ranks_its_usual_cause_first(name: str) -> None:
+    lines, cause, word, unsure = PASTES[name]
+    d = _first(lines + ASSERT)
+    assert d.cause_id == cause
+    assert word in (d.likely_fix or "")
+    assert d.candidates[1:] == UNSURE[unsure]
+    # a frame inside the user's loss does not outrank what the paste says the framework is
+    framed = _first(lines + _trace(MAIN, ("train.py", 9, "step", "loss = criterion(out, target)")))
+    assert framed.cause_id == cause
