@@ -217,3 +217,13 @@ def test_a_framework_named_in_the_paste_ranks_its_usual_cause_first(name: str) -
     # a frame inside the user's loss does not outrank what the paste says the framework is
     framed = _first(lines + _trace(MAIN, ("train.py", 9, "step", "loss = criterion(out, target)")))
     assert framed.cause_id == cause
+
+
+def test_the_label_value_the_error_names_leads_the_frames_fix() -> None:
+    from cudaassert_ipy.diagnose import hints
+
+    d = _first(_trace(MAIN, ("train.py", 70, "train_step", "loss = criterion(logits, masks)"),
+                      error="IndexError: Target 255 is out of bounds.\n"))
+    assert d.cause_id == "nll_loss_target_out_of_range"
+    assert (d.likely_fix or "").startswith(hints.LABEL_255 + "; ")
+    assert hints.FRAME_FIXES["class_labels"] in (d.likely_fix or "")

@@ -149,6 +149,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
             basis = f"{basis}, and host facts" if basis else "host facts"
     if point is not None:
         said, fixed, late = _frame_words(point, det.message, det.twin.size if det.twin is not None else None)
+        if not likely_fix and fixed and which.value is not None and which.id in _LABEL_CAUSES:
+            fixed = f"{hints.label_value(which.value)}; {fixed}"  # the value the error named says the most
         if not likely_fix:
             specific = f"{said} {LIKELY_FIX.format(fix=fixed)}" if fixed else said
         likely_fix = likely_fix or fixed
