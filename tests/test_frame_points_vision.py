@@ -102,7 +102,7 @@ def test_a_vision_loss_in_the_frames_names_the_cause_and_its_frameworks_fix(name
     assert d.cause_id == cause
     assert word in (d.likely_fix or "")
     assert d.basis.startswith("a frame: ")
-    assert not d.candidates  # a framework's loss decides: no ranked list
+    assert not d.candidates and "likely" not in d.headline  # a framework's loss decides: no ranked list
 
 
 def test_a_detr_matcher_pasted_without_its_file_lines_names_the_class_count() -> None:
@@ -121,6 +121,7 @@ def test_a_users_loss_on_the_labels_names_class_labels_and_ranks_the_others() ->
     assert d.cause_id == "nll_loss_target_out_of_range"
     assert d.candidates[0] == UNSURE_POINT_LEAD != UNSURE_LEAD
     assert d.candidates[1:] == UNSURE["loss"] and "BCE" in d.candidates[-1]
+    assert d.headline.endswith("· likely class label out of range")  # ranked first, not decided: no op named
     # a regression loss on the labels is not a class-label failure: nothing decides there
     mse = _first(_trace(MAIN, ("train.py", 88, "<module>", "l = mse_loss_fn(pred, target)")))
     assert mse.cause_id == GENERIC_ID and mse.candidates[0] == UNSURE_LEAD

@@ -161,6 +161,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     candidates = _candidates(ev, which) if point is None and finding is None else ()
     if point is not None and guessed and point.point.unsure in UNSURE and (finding is None or not finding.fix):
         candidates = (UNSURE_POINT_LEAD, *UNSURE[point.point.unsure])  # the point's cause first, then the others
+        op = None  # the headline says "likely", and names no op the text did not show
     if det.stop is not None:
         facts = _one_count(facts)
     facts = _framework_facts(facts, ev.framework_facts)
@@ -177,7 +178,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         context_dead=dead,
         cause_id=which.id or det.kind.value,
         title=which.text.title,
-        headline=f"{state} · {which.text.title}" + (f" in {op}" if op else ""),
+        headline=f"{state} · {LIKELY if candidates and which.id not in _GENERIC_IDS else ''}{which.text.title}"
+                 + (f" in {op}" if op else ""),
         status=status,
         specific=specific,
         explanation=which.text.explanation,
@@ -291,6 +293,7 @@ def _one_count(facts: list[tuple[str, str]]) -> list[tuple[str, str]]:
 _GENERIC_IDS = (GENERIC_ID, None)
 _LABEL_CAUSES = frozenset(k for k, v in hints.FAMILIES.items() if v is hints.LabelFacts)
 VALUE_NAMED = "The error names the label value {value}."
+LIKELY = "likely "  # a headline's cause that a weak failure point ranked first, not one the text decided
 #: Which causes a failure point may name: a generic failure (no line, a generic index check), or its own cause.
 _POINT_KINDS = (Kind.DEVICE_ASSERT, Kind.CPU_TWIN, Kind.FOLLOW_ON, Kind.STICKY)
 _SIZE_IN_TEXT = re.compile(r"(?:with size|out of table with|table with|num_embeddings\s*=?)\s*(\d+)")
