@@ -228,3 +228,11 @@ def test_the_label_value_the_error_names_leads_the_frames_fix() -> None:
     assert d.cause_id == "nll_loss_target_out_of_range"
     assert (d.likely_fix or "").startswith(hints.LABEL_255 + "; ")
     assert hints.FRAME_FIXES["class_labels"] in (d.likely_fix or "")
+
+
+def test_a_model_that_only_borrows_detectrons_backbone_is_not_read_as_a_detectron2_training() -> None:
+    text = ("  File \"" + SITE + "detectron2/modeling/backbone/resnet.py\", line 449, in forward\n"
+            "    x = self.stem(x)\n" + ASSERT)
+    assert _first(text).cause_id != "detection_class_out_of_range"
+    engine = "  File \"" + SITE + "detectron2/engine/train_loop.py\", line 155, in train\n    self.run_step()\n"
+    assert _first(engine + ASSERT).cause_id == "detection_class_out_of_range"
