@@ -88,6 +88,8 @@ CASES: Dict[str, tuple[str, Dict[str, Any], Callable[[], Any]]] = {
     "pasted 255": ("LABEL_255", {}, lambda: explained_fix("IndexError: Target 255 is out of bounds.\n")),
     "pasted label too big": ("LABEL_TOO_BIG", {"value": 5, "more": 6},
                              lambda: explained_fix("IndexError: Target 5 is out of bounds.\n")),
+    "pasted mask pixel": ("LABEL_MASK_PIXELS", {"value": 128},
+                          lambda: explained_fix("IndexError: Target 128 is out of bounds.\n")),
     "pasted padding": ("LABEL_NEGATIVE", {"value": -1},
                        lambda: explained_fix("IndexError: Target -1 is out of bounds.\n")),
     # shown for real by tests/test_frameworks_ultralytics_labels.py (needs Ultralytics); here its wording's fields

@@ -79,3 +79,10 @@ def test_chained_errors_number_their_tracebacks_and_text_without_frames_has_none
     assert [f.block for f in frames_in_text(chained)] == [0, 0, 1, 1]
     assert frames_in_text("RuntimeError: CUDA error: device-side assert triggered") == ()
     assert frames_in_text("") == ()
+
+
+def test_a_frame_line_whose_file_was_cut_off_keeps_its_function_and_source() -> None:
+    text = ("line 306, in assign\n    grid[b, gj, gi] = 1\n"
+            "IndexError: index 9 is out of bounds for dimension 1 with size 9\n")
+    assert frames_in_text(text) == (Frame("", 306, "assign", "grid[b, gj, gi] = 1"),)
+    assert frames_in_text("the best line 3, in my opinion\n") == ()

@@ -7,7 +7,8 @@ are often all the evidence there is. Four printed forms are read:
 - IPython 8+: ``File /x/modeling_bert.py:202, in BertEmbeddings.forward(self, ...)`` and a numbered excerpt whose
   ``-->`` line is the one that ran (``Cell In[5], line 3`` for a cell);
 - IPython 7 (Colab and Kaggle pin it): ``/x/modeling_bert.py in forward(self, ...)`` and the same excerpt;
-- the same lines behind a launcher's prefix (``[rank0]:``, ``(VllmWorker rank=1 pid=7)``), colour codes removed.
+- the same lines behind a launcher's prefix (``[rank0]:``, ``(VllmWorker rank=1 pid=7)``), colour codes removed;
+- a frame line whose start was cut off by the paste (``line 306, in build_targets``): no path, the rest stands.
 
 Standard library only: the log explainer and the live path both read frames through this one reader.
 """
@@ -24,6 +25,7 @@ _PY = re.compile(r'(?:File "|^)(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func
 _IPY8 = re.compile(r"File (?P<path>\S[^:\n]*?):(?P<line>\d+), in (?P<func>[\w<>.]+)(?:\(|$)")
 _IPY8_CELL = re.compile(r"(?P<path>Cell In ?\[\d*\]), line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?")
 _IPY7 = re.compile(r"^(?P<path>(?:/|[A-Za-z]:\\|~/|<ipython-input-)\S*?(?:\.py|>)) in (?P<func>[\w<>.]+)(?:\(|$)")
+_CUT = re.compile(r"^line (?P<line>\d+), in (?P<func>[\w<>.\-]+)$")  # a frame line whose ``File "..."`` was cut off
 _ARROW = re.compile(r"^\s*-+>\s*(?P<line>\d+)\s?(?P<code>.*)$")
 _NUMBERED = re.compile(r"^\s*\d+\s")
 _CARETS = re.compile(r"^[\s~^]+$")
@@ -131,6 +133,11 @@ def frames_in_text(text: str) -> tuple[Frame, ...]:
         m = _PY.search(stripped)
         if m is not None and (stripped.startswith("File") or m.start() == 0):
             out.append(Frame(m.group("path"), int(m.group("line")), m.group("func"), _code_after(lines, i), block))
+            seen_frame = True
+            continue
+        mcut = _CUT.match(stripped)
+        if mcut is not None:  # the paste began mid-line: the function and its source line still tell
+            out.append(Frame("", int(mcut.group("line")), mcut.group("func"), _code_after(lines, i), block))
             seen_frame = True
             continue
         m8 = _IPY8.match(stripped) if stripped.startswith("File ") else None

@@ -26,6 +26,7 @@ from cudaassert_ipy.diagnose.causes.texts import (
     STICKY_TEXTS,
     UNSURE,
     UNSURE_LEAD,
+    UNSURE_POINT_LEAD,
     Text,
     no_line_text,
 )
@@ -127,6 +128,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     notes = [ASYNC_NOTE[det.kind]] if det.kind in ASYNC_NOTE else []
     finding, rule_notes = _run_rules(ev, which, rules)
     point: FrameFinding | None = None
+    guessed = which.id in _GENERIC_IDS  # nothing named the cause before the frames: a weak point only ranks it
     if finding is None or not finding.fix:  # host facts that decided the fix stand; else the frames may name more
         point, point_note = _guarded_point(ev, which)
         notes += [point_note] if point_note else []
@@ -147,6 +149,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
             basis = f"{basis}, and host facts" if basis else "host facts"
     if point is not None:
         said, fixed, late = _frame_words(point, det.message, det.twin.size if det.twin is not None else None)
+        if not likely_fix and fixed and which.value is not None and which.id in _LABEL_CAUSES:
+            fixed = f"{hints.label_value(which.value)}; {fixed}"  # the value the error named says the most
         if not likely_fix:
             specific = f"{said} {LIKELY_FIX.format(fix=fixed)}" if fixed else said
         likely_fix = likely_fix or fixed
@@ -155,6 +159,9 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         likely_fix = hints.label_value(which.value)
         specific = f"{specific or VALUE_NAMED.format(value=which.value)} {LIKELY_FIX.format(fix=likely_fix)}"
     candidates = _candidates(ev, which) if point is None and finding is None else ()
+    if point is not None and guessed and point.point.unsure in UNSURE and (finding is None or not finding.fix):
+        candidates = (UNSURE_POINT_LEAD, *UNSURE[point.point.unsure])  # the point's cause first, then the others
+        op = None  # the headline says "likely", and names no op the text did not show
     if det.stop is not None:
         facts = _one_count(facts)
     facts = _framework_facts(facts, ev.framework_facts)
@@ -171,7 +178,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         context_dead=dead,
         cause_id=which.id or det.kind.value,
         title=which.text.title,
-        headline=f"{state} · {which.text.title}" + (f" in {op}" if op else ""),
+        headline=f"{state} · {LIKELY if candidates and which.id not in _GENERIC_IDS else ''}{which.text.title}"
+                 + (f" in {op}" if op else ""),
         status=status,
         specific=specific,
         explanation=which.text.explanation,
@@ -285,6 +293,7 @@ def _one_count(facts: list[tuple[str, str]]) -> list[tuple[str, str]]:
 _GENERIC_IDS = (GENERIC_ID, None)
 _LABEL_CAUSES = frozenset(k for k, v in hints.FAMILIES.items() if v is hints.LabelFacts)
 VALUE_NAMED = "The error names the label value {value}."
+LIKELY = "likely "  # a headline's cause that a weak failure point ranked first, not one the text decided
 #: Which causes a failure point may name: a generic failure (no line, a generic index check), or its own cause.
 _POINT_KINDS = (Kind.DEVICE_ASSERT, Kind.CPU_TWIN, Kind.FOLLOW_ON, Kind.STICKY)
 _SIZE_IN_TEXT = re.compile(r"(?:with size|out of table with|table with|num_embeddings\s*=?)\s*(\d+)")

@@ -53,6 +53,7 @@ class Point:
     says: str = ""  # what the point means, for the report
     rank: int = 0  # a higher rank wins over a lower one (framework internals over the user's own line)
     refines: tuple[str, ...] = ()  # causes the point may replace: a generic index error becomes a named one
+    unsure: str = ""  # a key of texts.UNSURE: the point names the likeliest cause, the report ranks it and others
 
     @cached_property
     def _code(self) -> re.Pattern[str] | None:
@@ -98,6 +99,8 @@ class FrameFinding:
         if self.frame is None:
             return "the error's text"
         name = self.frame.norm_path.rsplit("/", 1)[-1]
+        if not name:  # the paste cut the frame's file off
+            return f"line {self.frame.line} in {self.frame.func}"
         return f"{name}:{self.frame.line} in {self.frame.func}" if self.frame.line else f"{name} in {self.frame.func}"
 
 
@@ -113,6 +116,7 @@ def _point(entry: dict[str, object]) -> Point:
         message=str(message) if message else None, context=str(context) if context else None,
         index=str(entry.get("index") or ""), bound=str(entry.get("bound") or ""), fix=str(entry.get("fix") or ""),
         says=str(entry.get("says") or ""), rank=int(str(entry.get("rank") or 0)), refines=strings("refines"),
+        unsure=str(entry.get("unsure") or ""),
     )
 
 

@@ -493,7 +493,8 @@ FRAME_FIXES: dict[str, str] = {
     ),
     "mmdet_num_classes": (
         "set num_classes in the model's bbox_head/roi_head (every head of a cascade) to the number of classes "
-        "listed in the dataset's metainfo/classes, and keep the annotation category ids inside it"
+        "listed in the dataset's metainfo/classes (mmdetection 2.x and later: the object classes, without the "
+        "background; 1.x counted the background), and keep the annotation category ids inside it"
     ),
     "detectron2_num_classes": (
         "set cfg.MODEL.ROI_HEADS.NUM_CLASSES (and RETINANET.NUM_CLASSES / SEM_SEG_HEAD.NUM_CLASSES) to the number of "
@@ -530,6 +531,47 @@ FRAME_FIXES: dict[str, str] = {
         "num_classes must be larger than the largest category id (DETR-style models add a no-object class at index "
         "num_classes): set num_classes from the dataset's categories, or map category ids to 0..N-1"
     ),
+    "yolo_num_classes": (
+        "every class id in the targets must be 0..num_classes-1: set the class count everywhere the model and its "
+        "loss read it (classes= of each [yolo] layer of a Darknet .cfg, with filters=(classes + 5) * anchors in the "
+        "conv before it; num_classes / class_num / nc in the code or data file, also where a loss builds its own "
+        "one-hot), and correct label files that hold a larger id (ids start at 0)"
+    ),
+    "detection_num_classes": (
+        "every box's class id must be below the head's num_classes: set num_classes to the dataset's number of "
+        "classes and map the annotation category ids to contiguous 0-based ids (COCO's ids run to 90 with gaps); "
+        "check whether this head counts the background as a class of its own"
+    ),
+    "ssd_zero_based": (
+        "SSD-style matchers add 1 to every box label for the background (class 0): the dataset's labels must be "
+        "0-based object class ids (0..num_classes-2), not 1-based, and num_classes must be the number of object "
+        "classes + 1"
+    ),
+    "maskrcnn_benchmark_num_classes": (
+        "set MODEL.ROI_BOX_HEAD.NUM_CLASSES (MODEL.RETINANET.NUM_CLASSES / MODEL.FCOS.NUM_CLASSES for those heads) "
+        "to the number of object classes + 1 for the background, and map the dataset's category ids to contiguous "
+        "1..N"
+    ),
+    "yolo_box_coords": (
+        "box coordinates in the label files must be normalised to [0, 1] (x_center, y_center, width, height divided "
+        "by the image's width and height): a value >= 1 puts the grid cell index past the grid; correct those "
+        "labels, or clamp the coordinates into [0, 1) before the targets are built"
+    ),
+    "mmseg_labels": (
+        "set num_classes of decode_head and auxiliary_head to the number of classes in the masks; every mask value "
+        "must be 0..num_classes-1 or 255 (the default ignore_index: VOC's void border); with reduce_zero_label=True "
+        "(0 means 'unlabelled') the classes are the mask values 1..N shifted down by one"
+    ),
+    "cityscapes_train_ids": (
+        "Cityscapes' *_labelIds.png masks hold the 34 raw label ids: train on the *_labelTrainIds.png masks that "
+        "cityscapesScripts' createTrainIdLabelImgs.py writes (19 trainIds 0..18, 255 for void) and pass "
+        "ignore_index=255 to the loss, or map labelIds to trainIds when loading the masks"
+    ),
+    "monai_labels": (
+        "the label volumes must hold class indices 0..out_channels-1 (not image intensities): set out_channels of "
+        "the network (and num_classes of AsDiscrete / one_hot) to the number of classes, and check np.unique() of "
+        "a few label files"
+    ),
     "node_index": (
         "every index must be below the size of the dimension it indexes: compare index.max() with that size "
         "before the call"
@@ -556,6 +598,11 @@ LABEL_TOO_BIG = (
     "the labels reach {value}: the model must output at least {more} classes (num_classes / out_features={more}), "
     "or the labels must be mapped to 0..num_classes-1 (1-based labels: subtract 1)"
 )
+#: A label in the hundreds below 255: an 8-bit mask image's grey level or palette colour read as the class.
+LABEL_MASK_PIXELS = (
+    "if the labels come from mask images, {value} is a pixel's grey level or colour, not a class index: map each "
+    "mask value to its class index (0..num_classes-1) when the masks are loaded"
+)
 LABEL_NEGATIVE = (
     "the labels hold {value}: if {value} marks padding, pass ignore_index={value} to the loss or replace it by -100, "
     "the default ignore_index (older releases of some libraries padded labels with -1)"
@@ -568,7 +615,8 @@ def label_value(value: int) -> str:
         return LABEL_255
     if value < 0:
         return LABEL_NEGATIVE.format(value=value) if value != -100 else NEGATIVE_LABELS
-    return LABEL_TOO_BIG.format(value=value, more=value + 1)
+    too_big = LABEL_TOO_BIG.format(value=value, more=value + 1)
+    return _join((too_big, LABEL_MASK_PIXELS.format(value=value))) if 100 <= value < 255 else too_big
 
 
 # ==================================================================================================================

@@ -34,7 +34,9 @@ _SEG = Text(
     "smaller than the number of output channels C, and it is not the loss's ignore_index. Typical: "
     "VOC-style masks use 255 for 'void', masks saved as 0/255, or masks resized with bilinear "
     "interpolation (which invents in-between values).",
-    "Remap mask values to 0..C-1, pass ignore_index=255 (or your void value) to the loss, resize "
+    "Remap mask values to 0..C-1: each pixel of a label image must be a class index, not a grey level or a "
+    "colour, and a dataset that ships raw ids needs its label preprocessing first (Cityscapes: train on the "
+    "*_labelTrainIds images, not *_labelIds). Pass ignore_index=255 (or your void value) to the loss, resize "
     "masks with nearest-neighbour interpolation only, and give the head as many output channels as "
     "there are classes.",
 )
@@ -748,6 +750,31 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "a class id >= the number of classes: compare the largest class id in the label files with nc / num_classes",
         "boxes outside the image or with zero size: check the label files' coordinates",
     ),
+    "loss": (
+        "class labels outside 0..C-1 (the usual cause when a loss on the labels is in the traceback): compare "
+        "labels.min()/max() with the model's number of outputs; segmentation masks must hold class indices (not "
+        "grey or colour values, not raw dataset ids such as Cityscapes' labelIds instead of its trainIds) with void "
+        "pixels (255) passed as ignore_index",
+        "an index the loss builds from the targets (a one-hot scatter, a gather) past its size: compare the class "
+        "count the loss was given (num_classes, n_classes) with the model's outputs",
+        "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
+    ),
+    "segmentation": (
+        "mask values outside 0..C-1: np.unique() a few label images; they must hold class indices (not grey or "
+        "colour values, not raw dataset ids such as Cityscapes' labelIds instead of its trainIds), with void pixels "
+        "(255) passed as ignore_index",
+        "the model built for fewer classes than the masks use: compare the head's output channels (num_classes) "
+        "with the largest mask value + 1",
+        "masks resized with bilinear interpolation, which invents in-between values: resize them with nearest",
+    ),
+    "sync": (
+        "class labels outside 0..C-1 given to a classification loss just before (torch.nonzero and boolean masks "
+        "synchronise, so an earlier kernel's failure surfaces there): compare labels.min()/max() with the number "
+        "of outputs",
+        "a detection head's class ids >= its NUM_CLASSES / num_classes (Faster/Mask R-CNN heads count the "
+        "background): compare the largest category id with the configured class count",
+        "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
+    ),
     "graph": (
         "an edge_index node id >= the number of nodes: compare edge_index.max() with x.size(0)",
         "a batch vector or index from another graph: check data.validate()",
@@ -758,6 +785,10 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
     ),
 }
+#: A weak failure point (frame_points' ``unsure``: a loss or labels seen in the frames, a sync that only surfaced
+#: the failure) names the likeliest cause and ranks it with the others (UNSURE's "loss", "segmentation", "sync").
+UNSURE_POINT_LEAD = ("The frames or the error point to this cause but do not prove it; the likely causes, most "
+                     "common first:")
 #: A failure point seen only at a later call that used the result (frame_points: late frames).
 FRAME_LATE = (
     "The frame where it surfaced ({where}) only used the result: without CUDA_LAUNCH_BLOCKING=1 CUDA reports a "
