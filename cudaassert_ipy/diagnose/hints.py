@@ -464,6 +464,17 @@ FRAME_FIXES: dict[str, str] = {
         "checkpoint, call model.resize_token_embeddings(len(tokenizer)) after adding tokens, and check "
         "pad_token_id and vocab_size in the config"
     ),
+    "positions": (
+        "position ids must stay below the position table's size{bound} (max_position_embeddings, max_seq_len, the "
+        "model's context length): truncate or split longer inputs (truncation=True, max_length=...), or filter out "
+        "samples longer than the context"
+    ),
+    "resized_vocab": (
+        "the vocabulary was extended: every id must be below the rows of the embedding that actually runs{bound}: "
+        "resize after adding the tokens and before the model is wrapped or sharded (under DeepSpeed ZeRO-3 the "
+        "partitioned weights are not resized in place: resize before deepspeed.initialize, or with the parameters "
+        "gathered), resize the output head too, and save and load the resized model with its tokenizer"
+    ),
     "hf_num_labels": (
         "labels must be 0..num_labels-1: load the model with from_pretrained(..., num_labels=<number of classes>, "
         "ignore_mismatched_sizes=True) (and id2label/label2id), map labels to 0-based ids, and mark padding with "
