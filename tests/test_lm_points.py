@@ -98,6 +98,8 @@ def test_a_line_that_uses_the_position_embedding_names_positions() -> None:
     assert "context" in (d.likely_fix or "") and "position ids" in d.candidates[1]
     called = _first('  File "/srv/lm/net.py", line 12, in forward\n    x = x + self.pos_embedding(steps)\n' + ASSERT)
     assert called.cause_id == "position_ids_out_of_range"
+    added = _first('  File "/srv/lm/emb.py", line 61, in forward\n    embeddings += position_embeddings\n' + ASSERT)
+    assert added.cause_id == "position_ids_out_of_range"
     # a line that looks up both tables, or only passes position_ids on, does not decide
     both = _first('  File "/srv/lm/gpt.py", line 40, in forward\n    x = self.tok_emb(idx) + self.pos_emb(pos)\n'
                   + ASSERT)
@@ -128,3 +130,47 @@ def test_a_paste_that_starts_inside_a_frame_line_keeps_that_frame() -> None:
     frames = frames_in_text('"/srv/app/model.py", line 31, in forward\n    y = self.proj(x)\n' + ASSERT)
     assert [(f.path, f.line, f.func, f.code) for f in frames] == [("/srv/app/model.py", 31, "forward",
                                                                    "y = self.proj(x)")]
+
+
+def test_a_line_that_looks_up_both_tables_ranks_both() -> None:
+    d = _first('  File "/srv/lm/gpt.py", line 40, in forward\n    x = self.tok_emb(idx) + self.pos_emb(pos)\n' + ASSERT)
+    assert d.cause_id == "index_select_out_of_range"
+    assert "token ids" in d.candidates[1] and "position ids" in d.candidates[2]
+
+
+def test_the_rotary_cache_read_at_the_positions_names_positions() -> None:
+    for code in ("cos_sin = self.cos_sin_cache[positions]", "cos = cos[position_ids].unsqueeze(unsqueeze_dim)",
+                 "freqs_cis = self.freqs_cis[input_pos]"):
+        d = _first(f'  File "/srv/llm/layers/rope.py", line 77, in forward\n    {code}\n' + ASSERT)
+        assert d.cause_id == "position_ids_out_of_range", code
+        assert "max_model_len" in (d.likely_fix or "") and d.candidates == ()
+
+
+def test_a_token_embedding_line_outside_transformers_names_token_ids() -> None:
+    d = _first('  File "/srv/llm/models/decoder.py", line 310, in forward\n'
+               "    hidden_states = self.embed_tokens(input_ids)\n" + ASSERT)
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "a frame: decoder.py:310 in forward" and d.candidates == ()
+    assert "resize_token_embeddings(len(tokenizer))" in (d.likely_fix or "")
+    vllm = _first('  File "/usr/lib/python3/site-packages/vllm/model_executor/layers/vocab_parallel_embedding.py", '
+                  'line 406, in forward\n    output_parallel = self.quant_method.embedding(self, masked_input.long())\n'
+                  + ASSERT)
+    assert vllm.cause_id == "index_select_out_of_range" and "vLLM" in (vllm.specific or "")
+
+
+def test_a_config_whose_special_token_id_is_the_vocabulary_size_names_token_ids() -> None:
+    config = ('LlamaConfig {\n  "bos_token_id": 1,\n  "eos_token_id": 2,\n  "hidden_size": 4096,\n'
+              '  "pad_token_id": 32000,\n  "rms_norm_eps": 1e-06,\n  "vocab_size": 32000\n}\n')
+    d = _first(config + ASSERT)
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (special_token_id_is_vocab_size)"
+    assert "vocab_size=32000" in (d.specific or "")
+    inside = _first(config.replace('"pad_token_id": 32000', '"pad_token_id": 0') + ASSERT)
+    assert inside.cause_id != "index_select_out_of_range"
+
+
+def test_the_tokenizers_own_line_about_added_special_tokens_names_token_ids() -> None:
+    d = _first("Special tokens have been added in the vocabulary, make sure the associated word embeddings are "
+               "fine-tuned or trained.\n" + ASSERT)
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (added_tokens_in_paste)"

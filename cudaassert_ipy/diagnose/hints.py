@@ -466,8 +466,8 @@ FRAME_FIXES: dict[str, str] = {
     ),
     "positions": (
         "position ids must stay below the position table's size{bound} (max_position_embeddings, max_seq_len, the "
-        "model's context length): truncate or split longer inputs (truncation=True, max_length=...), or filter out "
-        "samples longer than the context"
+        "model's context length, vLLM's max_model_len): truncate or split longer inputs (truncation=True, "
+        "max_length=...), or filter out samples longer than the context"
     ),
     "resized_vocab": (
         "the vocabulary was extended: every id must be below the rows of the embedding that actually runs{bound}: "
