@@ -174,3 +174,15 @@ def test_the_tokenizers_own_line_about_added_special_tokens_names_token_ids() ->
                "fine-tuned or trained.\n" + ASSERT)
     assert d.cause_id == "index_select_out_of_range"
     assert d.basis == "the error text (added_tokens_in_paste)"
+
+
+def test_generate_and_the_tokenizer_warning_that_the_length_will_pass_the_maximum_name_positions() -> None:
+    d = _first("This is a friendly reminder - the current text generation call will exceed the model's predefined "
+               "maximum length (1024). Depending on the model, you may observe exceptions, performance degradation, "
+               "or nothing at all.\n" + LOOKUP_LINE + ASSERT)
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.basis == "the error text (generation_length_warning)" and "(1024)" in (d.likely_fix or "")
+    no_max = _first("Asking to truncate to max_length but no maximum length is provided and the model has no "
+                    "predefined maximum length. Default to no truncation.\nIndexError: index out of range in self\n")
+    assert no_max.cause_id == "position_ids_out_of_range"
+    assert "names a size" not in (no_max.specific or "")

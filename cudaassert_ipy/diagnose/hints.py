@@ -564,8 +564,8 @@ LABEL_255 = (
     "a 0/255 binary mask (map it to class 1: mask = mask // 255, and resize masks with nearest-neighbour only)"
 )
 LABEL_TOO_BIG = (
-    "the labels reach {value}: the model must output at least {more} classes (num_classes / out_features={more}), "
-    "or the labels must be mapped to 0..num_classes-1 (1-based labels: subtract 1)"
+    "the labels reach {value}: the model must output at least {more} classes (num_classes / num_labels / "
+    "out_features={more}), or the labels must be mapped to 0..num_classes-1 (1-based labels: subtract 1)"
 )
 LABEL_NEGATIVE = (
     "the labels hold {value}: if {value} marks padding, pass ignore_index={value} to the loss or replace it by -100, "
