@@ -128,6 +128,7 @@ HINT_WORDS: dict[str, Words] = {
                                    never=("truncat", "ignore_index")),
     "FRAME_FIXES[positions]": says("truncat", "max_length", "max_position_embeddings", "context",
                                    never=("resize_token",)),
+    "FRAME_FIXES[st_max_seq_length]": says("max_seq_length", "max_position_embeddings", never=("resize_token",)),
     "FRAME_FIXES[resized_vocab]": says("resize", "ZeRO-3", "output head", "tokenizer", never=("truncat",)),
     "FRAME_FIXES[hf_num_labels]": says("num_labels=", "ignore_mismatched_sizes=True", "id2label", "-100"),
     "FRAME_FIXES[hf_lm_labels]": says("vocab_size", "-100", "DataCollatorForLanguageModeling",

@@ -186,3 +186,13 @@ def test_generate_and_the_tokenizer_warning_that_the_length_will_pass_the_maximu
                     "predefined maximum length. Default to no truncation.\nIndexError: index out of range in self\n")
     assert no_max.cause_id == "position_ids_out_of_range"
     assert "names a size" not in (no_max.specific or "")
+
+
+def test_sentence_transformers_encode_ranks_positions_first_with_max_seq_length() -> None:
+    text = ('  File "/home/u/env/lib/python3.11/site-packages/sentence_transformers/SentenceTransformer.py", '
+            "line 512, in encode\n    out_features = self.forward(features)\n"
+            "IndexError: index out of range in self\n")
+    d = _first(text)
+    assert d.cause_id == "position_ids_out_of_range"
+    assert "max_seq_length" in (d.likely_fix or "")
+    assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]

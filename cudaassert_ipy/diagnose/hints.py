@@ -469,6 +469,10 @@ FRAME_FIXES: dict[str, str] = {
         "model's context length, vLLM's max_model_len): truncate or split longer inputs (truncation=True, "
         "max_length=...), or filter out samples longer than the context"
     ),
+    "st_max_seq_length": (
+        "sentence-transformers truncates to model.max_seq_length only: set it to at most the model's "
+        "max_position_embeddings{bound} (RoBERTa-style models: 2 less), and load the tokenizer of the same model"
+    ),
     "resized_vocab": (
         "the vocabulary was extended: every id must be below the rows of the embedding that actually runs{bound}: "
         "resize after adding the tokens and before the model is wrapped or sharded (under DeepSpeed ZeRO-3 the "
