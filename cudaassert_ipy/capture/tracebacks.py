@@ -3,7 +3,8 @@
 People paste the traceback, not the server log: the frames (file, function, the source line printed under them)
 are often all the evidence there is. Four printed forms are read:
 
-- Python's own: ``File "/x/modeling_bert.py", line 202, in forward`` and the source line under it;
+- Python's own: ``File "/x/modeling_bert.py", line 202, in forward`` and the source line under it (a paste that
+  begins mid-line keeps ``"/x/modeling_bert.py", line 202, in forward``);
 - IPython 8+: ``File /x/modeling_bert.py:202, in BertEmbeddings.forward(self, ...)`` and a numbered excerpt whose
   ``-->`` line is the one that ran (``Cell In[5], line 3`` for a cell);
 - IPython 7 (Colab and Kaggle pin it): ``/x/modeling_bert.py in forward(self, ...)`` and the same excerpt;
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 __all__ = ["Frame", "frames_in_text"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_PY = re.compile(r'(?:File "|^)(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.\-]+)')
+_PY = re.compile(r'(?:File "|^"?)(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.\-]+)')
 _IPY8 = re.compile(r"File (?P<path>\S[^:\n]*?):(?P<line>\d+), in (?P<func>[\w<>.]+)(?:\(|$)")
 _IPY8_CELL = re.compile(r"(?P<path>Cell In ?\[\d*\]), line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?")
 _IPY7 = re.compile(r"^(?P<path>(?:/|[A-Za-z]:\\|~/|<ipython-input-)\S*?(?:\.py|>)) in (?P<func>[\w<>.]+)(?:\(|$)")

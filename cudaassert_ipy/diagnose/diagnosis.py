@@ -26,6 +26,7 @@ from cudaassert_ipy.diagnose.causes.texts import (
     STICKY_TEXTS,
     UNSURE,
     UNSURE_LEAD,
+    UNSURE_LOOKUP_LEAD,
     UNSURE_POINT_LEAD,
     Text,
     no_line_text,
@@ -134,7 +135,10 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         notes += [point_note] if point_note else []
     if point is not None:
         cause = get_cause(point.point.cause)
-        named = bool(ev.sites) and which.id not in _GENERIC_IDS  # the kernel's own line named a catalogued cause
+        # the kernel's own line named a catalogued cause; a lookup's check ("srcIndex < srcSelectDimSize") does not
+        # say which table, so a point that names the table (positions, token types) may say what its index is
+        named = bool(ev.sites) and which.id not in _GENERIC_IDS and not (
+            which.id in _LOOKUP_CAUSES and cause.id in _LOOKUP_TABLES)
         if cause.id != which.id and not named:  # a named cause stands: the frame adds its words, not another cause
             which = _Cause(cause, _words(cause), which.value)
             finding, rule_notes = _run_rules(ev, which, rules)
@@ -148,7 +152,9 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         if finding.fix and det.stop is None:
             basis = f"{basis}, and host facts" if basis else "host facts"
     if point is not None:
-        said, fixed, late = _frame_words(point, det.message, det.twin.size if det.twin is not None else None)
+        own = point.point.size_in(det.message, ev.pasted)  # a bound the point's own line printed (a warning's)
+        size = own if own is not None else det.twin.size if det.twin is not None else None
+        said, fixed, late = _frame_words(point, det.message, size, "the error" if own is None else "the text")
         if not likely_fix and fixed and which.value is not None and which.id in _LABEL_CAUSES:
             fixed = f"{hints.label_value(which.value)}; {fixed}"  # the value the error named says the most
         if not likely_fix:
@@ -158,9 +164,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     if not likely_fix and which.value is not None and which.id in _LABEL_CAUSES:
         likely_fix = hints.label_value(which.value)
         specific = f"{specific or VALUE_NAMED.format(value=which.value)} {LIKELY_FIX.format(fix=likely_fix)}"
-    candidates = _candidates(ev, which) if point is None and finding is None else ()
-    if point is not None and guessed and point.point.unsure in UNSURE and (finding is None or not finding.fix):
-        candidates = (UNSURE_POINT_LEAD, *UNSURE[point.point.unsure])  # the point's cause first, then the others
+    candidates = _candidates(ev, which, point, finding, guessed)
+    if candidates[:1] == (UNSURE_POINT_LEAD,):
         op = None  # the headline says "likely", and names no op the text did not show
     if det.stop is not None:
         facts = _one_count(facts)
@@ -296,7 +301,14 @@ VALUE_NAMED = "The error names the label value {value}."
 LIKELY = "likely "  # a headline's cause that a weak failure point ranked first, not one the text decided
 #: Which causes a failure point may name: a generic failure (no line, a generic index check), or its own cause.
 _POINT_KINDS = (Kind.DEVICE_ASSERT, Kind.CPU_TWIN, Kind.FOLLOW_ON, Kind.STICKY)
-_SIZE_IN_TEXT = re.compile(r"(?:with size|out of table with|table with|num_embeddings\s*=?)\s*(\d+)")
+_SIZE_IN_TEXT = re.compile(r"(?:with size|out of table with|table with|num_embeddings\s*=?)\s*(\d+)( rows)?")
+#: A lookup's check, which names no table: the report ranks what the index may be (token ids, positions), and a
+#: text point (a tokenizer's warning, a log line) may say which table, as a frame may.
+_LOOKUP_CAUSES = frozenset({"index_select_out_of_range", "thc_index_select_out_of_range"})
+#: The tables a lookup's index may be named into (the point's cause replaces the lookup's).
+_LOOKUP_TABLES = frozenset({"position_ids_out_of_range", "token_type_ids_out_of_range"})
+#: The UNSURE keys of a lookup that names its op but not its table (the others are weak points' causes, ranked).
+_LOOKUP_UNSURE = frozenset({"lookup", "lookup_positions", "large_table"})
 
 
 def _basis(ev: Evidence, which: _Cause) -> str:
@@ -335,7 +347,7 @@ def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:
     if found is None:
         return None
     cause = found.point.cause
-    if found.frame is None and ev.sites and which.id not in _GENERIC_IDS:
+    if found.frame is None and ev.sites and which.id not in _GENERIC_IDS and which.id not in _LOOKUP_CAUSES:
         return None  # the kernel's own line named its cause: only a frame, not the text around it, may sharpen it
     if which.id in _GENERIC_IDS or which.id == cause or which.id in found.point.refines:
         return found
@@ -348,13 +360,15 @@ def _points() -> tuple[Point, ...]:
     return points()
 
 
-def _frame_words(found: FrameFinding, message: str, size: int | None) -> tuple[str, str | None, str | None]:
+def _frame_words(found: FrameFinding, message: str, size: int | None,
+                 who: str = "the error") -> tuple[str, str | None, str | None]:
     """The point's sentence, its fix in its framework's words, and the note when the frame is a late one."""
     point = found.point
     if size is None:
         m = _SIZE_IN_TEXT.search(message)
-        size = int(m.group(1)) if m else None
-    named = f" (the error names a size of {size}: {point.bound}={size}?)" if size is not None and point.bound else ""
+        # 1.x's CPU lookup printed the last row's index ("out of table with 511 rows": 512 rows)
+        size = int(m.group(1)) + (1 if m.group(2) else 0) if m else None
+    named = f" ({who} names a size of {size}: {point.bound}={size}?)" if size is not None and point.bound else ""
     if found.frame is None:
         said = f"{point.says[0].upper()}{point.says[1:]}{named}."
     else:
@@ -370,9 +384,22 @@ def _frame_words(found: FrameFinding, message: str, size: int | None) -> tuple[s
     return said, fixed, late
 
 
-def _candidates(ev: Evidence, which: _Cause) -> tuple[str, ...]:
-    """Honest when unsure: two or three likely causes with what to check, when nothing decided the cause."""
-    if which.id not in _GENERIC_IDS or ev.detection.stop is not None or ev.detection.kind is Kind.CPU_TWIN:
+def _candidates(ev: Evidence, which: _Cause, point: FrameFinding | None, finding: Finding | None,
+                guessed: bool) -> tuple[str, ...]:
+    """Honest when unsure: two or three likely causes with what to check, when nothing decided the cause; for a
+    lookup whose table nothing named (a kernel line, a bare ``index out of range in self``, F.embedding's frame),
+    what the index may count."""
+    if ev.detection.stop is not None or (finding is not None and finding.fix):
+        return ()
+    if point is not None:
+        key = point.point.unsure
+        if key in _LOOKUP_UNSURE:
+            return (UNSURE_LOOKUP_LEAD, *UNSURE[key])
+        # a weak point ranks its cause first only where nothing named a cause before it
+        return (UNSURE_POINT_LEAD, *UNSURE[key]) if key in UNSURE and guessed else ()
+    if which.id in _LOOKUP_CAUSES:
+        return (UNSURE_LOOKUP_LEAD, *UNSURE["lookup"])
+    if finding is not None or which.id not in _GENERIC_IDS or ev.detection.kind is Kind.CPU_TWIN:
         return ()
     if ev.sites and which.cause is not None and which.cause.id != GENERIC_ID:
         return ()

@@ -53,7 +53,7 @@ class Point:
     says: str = ""  # what the point means, for the report
     rank: int = 0  # a higher rank wins over a lower one (framework internals over the user's own line)
     refines: tuple[str, ...] = ()  # causes the point may replace: a generic index error becomes a named one
-    unsure: str = ""  # a key of texts.UNSURE: the point names the likeliest cause, the report ranks it and others
+    unsure: str = ""  # a key of texts.UNSURE: a weak point (ranks its cause with others) or a lookup (which table)
 
     @cached_property
     def _code(self) -> re.Pattern[str] | None:
@@ -83,6 +83,14 @@ class Point:
         if self.context is not None and re.search(self.context, context) is None:
             return False
         return self.message is None or re.search(self.message, message) is not None
+
+    def size_in(self, message: str, context: str = "") -> int | None:
+        """The bound the point's own pattern read (its ``(?P<size>...)`` group: a tokenizer's "(603 > 512)")."""
+        for pattern, text in ((self.message, message), (self.context, context)):
+            m = re.search(pattern, text) if pattern is not None and "(?P<size>" in pattern else None
+            if m is not None and m.group("size") is not None:
+                return int(m.group("size"))
+        return None
 
 
 @dataclass(frozen=True)

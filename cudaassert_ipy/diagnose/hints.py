@@ -464,6 +464,21 @@ FRAME_FIXES: dict[str, str] = {
         "checkpoint, call model.resize_token_embeddings(len(tokenizer)) after adding tokens, and check "
         "pad_token_id and vocab_size in the config"
     ),
+    "positions": (
+        "position ids must stay below the position table's size{bound} (max_position_embeddings, max_seq_len, the "
+        "model's context length, vLLM's max_model_len): truncate or split longer inputs (truncation=True, "
+        "max_length=...), or filter out samples longer than the context"
+    ),
+    "st_max_seq_length": (
+        "sentence-transformers truncates to model.max_seq_length only: set it to at most the model's "
+        "max_position_embeddings{bound} (RoBERTa-style models: 2 less), and load the tokenizer of the same model"
+    ),
+    "resized_vocab": (
+        "the vocabulary was extended: every id must be below the rows of the embedding that actually runs{bound}: "
+        "resize after adding the tokens and before the model is wrapped or sharded (under DeepSpeed ZeRO-3 the "
+        "partitioned weights are not resized in place: resize before deepspeed.initialize, or with the parameters "
+        "gathered), resize the output head too, and save and load the resized model with its tokenizer"
+    ),
     "hf_num_labels": (
         "labels must be 0..num_labels-1: load the model with from_pretrained(..., num_labels=<number of classes>, "
         "ignore_mismatched_sizes=True) (and id2label/label2id), map labels to 0-based ids, and mark padding with "
@@ -595,8 +610,8 @@ LABEL_255 = (
     "a 0/255 binary mask (map it to class 1: mask = mask // 255, and resize masks with nearest-neighbour only)"
 )
 LABEL_TOO_BIG = (
-    "the labels reach {value}: the model must output at least {more} classes (num_classes / out_features={more}), "
-    "or the labels must be mapped to 0..num_classes-1 (1-based labels: subtract 1)"
+    "the labels reach {value}: the model must output at least {more} classes (num_classes / num_labels / "
+    "out_features={more}), or the labels must be mapped to 0..num_classes-1 (1-based labels: subtract 1)"
 )
 #: A label in the hundreds below 255: an 8-bit mask image's grey level or palette colour read as the class.
 LABEL_MASK_PIXELS = (

@@ -30,8 +30,8 @@ _TWINS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = tuple(
         (r"^Target (?P<value>-?\d+) is out(?:\s+of\s+bounds?|\s*$)", ("IndexError", "RuntimeError"),
          "nll_loss_target_out_of_range"),
         (r"^index out of range in self", ("IndexError", "RuntimeError"), "index_select_out_of_range"),
-        # 1.0-1.4's CPU embedding / index_select: names the table's rows
-        (r"^index out of range: Tried to access index (?P<value>-?\d+) out of table with (?P<size>\d+) rows",
+        # 1.0-1.4's CPU embedding / index_select: names the table's last row (TH printed size - 1 as "rows")
+        (r"^index out of range: Tried to access index (?P<value>-?\d+) out of table with (?P<rows>\d+) rows",
          ("IndexError", "RuntimeError"), "index_select_out_of_range"),
         # 1.x's CPU scatter_add_ (TH): no value printed
         (r"^Invalid index in scatter(?:Add)?", ("RuntimeError",), "scatter_gather_index_out_of_range_v1"),
@@ -89,6 +89,8 @@ def match_cpu_twin(type_names: tuple[str, ...], message: str) -> CpuTwin | None:
         m = pattern.match(first)
         if m:
             groups = {k: int(v) for k, v in m.groupdict().items() if v is not None and k != "1"}
+            if "rows" in groups:
+                groups["size"] = groups.pop("rows") + 1
             return CpuTwin(cause_id, groups.get("value"), groups.get("dim"), groups.get("size"))
     return None
 

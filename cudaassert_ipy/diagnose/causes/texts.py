@@ -738,6 +738,18 @@ NO_LINE = Text(
 
 #: Honest when unsure: with no assertion line and no failure point in the frames, the likely causes in the order
 #: they are seen in reports, each with what to check; keyed by what the frames show (a framework) or "any".
+_TOKEN_IDS_CANDIDATE = (
+    "token ids >= the vocabulary (the embedding's num_embeddings / config.vocab_size): tokens added to the tokenizer "
+    "(add_tokens, add_special_tokens, a new pad token) without model.resize_token_embeddings(len(tokenizer)), a "
+    "pad_token_id / eos_token_id / mask_token_id outside the vocabulary, or ids from another tokenizer or word map "
+    "than the model's: compare input_ids.max() with vocab_size and len(tokenizer)"
+)
+_POSITIONS_CANDIDATE = (
+    "position ids >= max_position_embeddings: a sequence longer than the model accepts (512 for BERT-style models, "
+    "514 for RoBERTa, 1024 for GPT-2, the context length of others; generate() counts the prompt plus the new "
+    "tokens): compare input_ids.shape[1] with it, and truncate (truncation=True, max_length=...) or split long "
+    "inputs"
+)
 UNSURE: dict[str, tuple[str, ...]] = {
     "transformers": (
         "token ids >= the embedding's size: compare input_ids.max() with model.config.vocab_size and len(tokenizer)",
@@ -784,6 +796,21 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "embedding ids >= num_embeddings: compare the ids' max with the embedding's size",
         "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
     ),
+    # an embedding lookup failed, and the text does not say which table: token ids or positions
+    "lookup": (
+        _TOKEN_IDS_CANDIDATE,
+        _POSITIONS_CANDIDATE,
+    ),
+    "lookup_positions": (
+        _POSITIONS_CANDIDATE,
+        _TOKEN_IDS_CANDIDATE,
+    ),
+    # an index into a dimension of tens of thousands of entries: a vocabulary, most often
+    "large_table": (
+        _TOKEN_IDS_CANDIDATE,
+        "ids of another large table (item, user or node ids, a category encoding): compare index.max() with the "
+        "table's size, and build the table from every id the data can hold",
+    ),
 }
 #: A weak failure point (frame_points' ``unsure``: a loss or labels seen in the frames, a sync that only surfaced
 #: the failure) names the likeliest cause and ranks it with the others (UNSURE's "loss", "segmentation", "sync").
@@ -795,6 +822,7 @@ FRAME_LATE = (
     "failure at a later call. The likely op is {earlier}."
 )
 UNSURE_LEAD = "Nothing in the text decides between these; the likely causes, most common first:"
+UNSURE_LOOKUP_LEAD = "The text does not say which index this is; the likely ones, most likely first:"
 
 # ROCm builds: PyTorch's kernel checks call abort() and print nothing (unless PyTorch was built with
 # C10_USE_ROCM_KERNEL_ASSERT or TORCH_USE_HIP_DSA); the error then reads "HIP error: unspecified launch failure"
