@@ -12,7 +12,7 @@ import os
 import types
 from typing import TYPE_CHECKING, Any, Container, Mapping
 
-from cudaassert_ipy.wording import PREFIX
+from cudaassert_ipy.base.wording import PREFIX
 
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis

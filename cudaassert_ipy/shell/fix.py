@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
+from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.fix.model import NONE, PATCH_MIME, Alternative, CellSource, LabelSurvey, ProposedFix
-from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
     from cudaassert_ipy.restart.frontend import Frontend
