@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
 from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart.plan import PLAN_VERSION, PlanInvalid, ResumePlan
 

@@ -14,7 +14,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
 from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart import plan_files
 

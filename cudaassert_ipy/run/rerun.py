@@ -22,7 +22,7 @@ import sys
 import tempfile
 from typing import Any
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
 from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.run.guard import GuardOutcome, exit_now, write_report

@@ -174,7 +174,7 @@ def _apply_file(ext: Extension, path: str, old: str, new: str, alt: Alternative,
     from; no cell changes, so a restart replays the setup as it was and the next training run reads the file."""
     import os
 
-    from cudaassert_ipy.atomic_file import write_atomic
+    from cudaassert_ipy.base.atomic_file import write_atomic
 
     try:
         with open(path, encoding="utf-8") as fp:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
 from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.restart.keep.restore import sweep
