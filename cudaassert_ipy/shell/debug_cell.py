@@ -22,8 +22,8 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, TypeVar
 
 from IPython.core.error import UsageError
 
+from cudaassert_ipy.base.passthrough import drop_own_frame
 from cudaassert_ipy.base.wording import is_cell_filename
-from cudaassert_ipy.passthrough import drop_own_frame
 from cudaassert_ipy.shell import magic_args
 
 __all__ = ["DEBUG_MAGIC_DOC", "debug_magic_arguments", "parse_debug_args", "run_debug_cell"]

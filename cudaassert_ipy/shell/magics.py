@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, magics_class
 
-from cudaassert_ipy.passthrough import drop_own_frame
+from cudaassert_ipy.base.passthrough import drop_own_frame
 from cudaassert_ipy.shell.debug_cell import debug_magic_arguments, parse_debug_args, run_debug_cell
 from cudaassert_ipy.shell.magic_args import argument, cell_magic, line_magic, magic_arguments, parse_argstring
 
