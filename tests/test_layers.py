@@ -39,7 +39,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
 #: the reverse, and they stay free of IPython (see the bare-import test below).
 ORDER = ["capture", "frameworks", "diagnose", "checks", "data", "fix", "view", "restart", "run", "logs", "shell"]
-BASE = {"base", "torch_compat", "job_folder"}
+BASE = {"base", "job_folder"}
 #: entry points above every layer, imported by no layer: the package itself (the public API) and each module
 #: directly in it but the BASE ones (``__main__``, ``auto``, ...); layers are the subpackages
 TOP = "<top>"

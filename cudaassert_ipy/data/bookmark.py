@@ -174,7 +174,7 @@ class Bookmark:
     # -- install / uninstall ------------------------------------------------------------------
     def patch(self, module: Any) -> None:
         """Patch ``torch.utils.data.dataloader`` (called once it is imported); never raises."""
-        from cudaassert_ipy.torch_compat import reason
+        from cudaassert_ipy.checks.torch_compat import reason
 
         if (unsupported := reason("bookmark")) is not None:  # this torch lacks an internal the bookmark reads
             self.note = unsupported

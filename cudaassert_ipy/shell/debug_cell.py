@@ -144,7 +144,7 @@ def run_debug_cell(shell: Any, cell: str, *, sync: bool = False, nan: bool = Fal
         import torch  # noqa: F401
     except ImportError:
         raise UsageError(NEEDS_TORCH) from None
-    from cudaassert_ipy.torch_compat import off_line
+    from cudaassert_ipy.checks.torch_compat import off_line
 
     if (unsupported := off_line("validators")) is not None:
         raise UsageError(f"%%cuda_debug needs the validators; {unsupported}") from None

@@ -37,7 +37,7 @@ def status_text(ext: Extension) -> str:
         lines.append(f"fd tap: on (fds {', '.join(map(str, ext.tap.fds))})")
     else:
         lines.append(f"fd tap: off{' - ' + ext.tap_note if ext.tap_note else ''}")
-    from cudaassert_ipy.torch_compat import off_line, status_lines  # no torch import of its own
+    from cudaassert_ipy.checks.torch_compat import off_line, status_lines  # no torch import of its own
 
     compat = status_lines()  # one line per feature this torch cannot support (once torch is imported)
     validators_off = off_line("validators") if compat else None
