@@ -27,7 +27,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "frameworks": set(),
     "diagnose": {"capture", "frameworks"},
     "checks": {"diagnose", "frameworks"},
-    "data": {"diagnose", "checks", "frameworks"},  # data/loaders: made_by, class_names, frame_self
+    # data/loaders: made_by, class_names, frame_self; data/ring: the job folder's names (capture/job_folder.py)
+    "data": {"capture", "diagnose", "checks", "frameworks"},
     "fix": {"diagnose", "checks"},  # the culprit and the words; preflight's reader for the data's evidence
     "view": {"diagnose", "fix"},  # a ProposedFix (fix/model.py) rendered as the panel's and the report's fix section
     "restart": {"diagnose", "data", "view"},
@@ -39,7 +40,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
 #: the reverse, and they stay free of IPython (see the bare-import test below).
 ORDER = ["capture", "frameworks", "diagnose", "checks", "data", "fix", "view", "restart", "run", "logs", "shell"]
-BASE = {"base", "job_folder"}
+BASE = {"base"}
 #: entry points above every layer, imported by no layer: the package itself (the public API) and each module
 #: directly in it but the BASE ones (``__main__``, ``auto``, ...); layers are the subpackages
 TOP = "<top>"

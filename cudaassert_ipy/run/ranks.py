@@ -17,9 +17,9 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any, Callable, MutableMapping, Sequence
 
-from cudaassert_ipy import job_folder
+from cudaassert_ipy.capture import job_folder
+from cudaassert_ipy.capture.job_folder import cleanup, mark_reported, prepare, reported
 from cudaassert_ipy.data import ring
-from cudaassert_ipy.job_folder import cleanup, mark_reported, prepare, reported
 
 if TYPE_CHECKING:
     from cudaassert_ipy.capture.fd_tap import FdTap
