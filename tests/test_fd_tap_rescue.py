@@ -83,7 +83,7 @@ def test_the_bare_helper_writes_the_dead_process_s_wait_status_into_the_job_fold
         from cudaassert_ipy.capture.fd_tap import TapSet
         taps = TapSet(fds=(2,))
         taps.start()
-        assert rescue.spawn([c for t in taps.taps for c in t.channel_fds()], {str(folder)!r}) is not None
+        assert rescue.spawn(taps.channels(), {str(folder)!r}) is not None
         os.abort()
         """)
     child = subprocess.Popen([sys.executable, "-c", script], env=kernel_env(), stderr=subprocess.PIPE)
