@@ -1,12 +1,12 @@
-"""The layers stay apart (capture < frameworks < diagnose < checks < data < fix < view < restart < run < logs < shell,
-over base/), each imports exactly the layers its table row names, the top level holds only the entry points, and
-only the shell knows IPython.
+"""The layers stay apart (ORDER: capture < frameworks < diagnose < checks < data < fix < view < restart < run < logs
+< shell), each imports exactly the layers its table row names, and only the shell knows IPython.
 
 Why: the script runner (run/) and the log explainer (logs/) reuse capture, diagnose and the text
 report bare, outside any notebook; `import cudaassert_ipy` must stay cheap (no torch, no widgets).
 The graph test reads every module with `ast`, imports inside functions and `if TYPE_CHECKING:`
 blocks included (a type-only import still ties a layer to the shell's classes), and the code the
 package writes for another process to run (the resume stub's source) as an entry point of its own.
+Under every layer sits base/ (BASE); above them, directly in the package, only the entry points (ENTRY_POINTS).
 """
 
 from __future__ import annotations
