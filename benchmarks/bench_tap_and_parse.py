@@ -32,7 +32,7 @@ CHUNK = 1 << 20
 BURST_CHILD = """
 import hashlib, os, sys, time
 from cudaassert_ipy.capture.fd_tap import FdTap
-tap = FdTap() if {tapped} else None
+tap = FdTap(2) if {tapped} else None
 if tap: tap.start()
 block = bytes(range(256)) * ({chunk} // 256)
 t0 = time.perf_counter()
@@ -50,7 +50,7 @@ class Probe(FdTap):
     def _record(self, data):
         super()._record(data)
         seen.set()
-tap = Probe(fds=(2,))
+tap = Probe(2)
 tap.start()
 samples = []
 for i in range({n}):
@@ -78,9 +78,9 @@ pub.bind("tcp://127.0.0.1:*")
 iopub = IOPubThread(pub)
 iopub.start()
 sys.stderr = OutStream(Session(key=b""), iopub, "stderr")
-tap = FdTap(fds=(2,), shown_lines={shown}) if {tapped} else None
+tap = FdTap(2, shown_lines={shown}) if {tapped} else None
 if tap: tap.start()
-routed = tap.routed_fds if tap else ()
+routed = (tap.fd,) if tap and tap.routed else ()
 sys.path.insert(0, {here!r})
 from bench_tap_and_parse import assertion_block
 block = b"".join(assertion_block())

@@ -73,7 +73,7 @@ MUTATIONS = [
              'self.ext.config.enabled = args.verb == "on"',
              'self.ext.config.enabled = self.ext.config.enabled and args.verb == "on"',
              ("tests/test_report_inprocess.py",)),
-    Mutation("the wrappers' frame dropper crashes (Python 3.10: strict xfails)", "cudaassert_ipy/passthrough.py",
+    Mutation("the wrappers' frame dropper crashes (Python 3.10: strict xfails)", "cudaassert_ipy/base/passthrough.py",
              "error.__traceback__ = tb.tb_next\n", "error.__traceback__ = tb.tb_next.tb_mutated\n",
              ("tests/test_passthrough.py::test_a_wrapper_that_drops_its_frame_leaves_the_traceback_it_would_have_without_it",
               "tests/test_checks_mode_closure.py::test_an_ordinary_error_in_a_checked_closure_shows_no_frame_of_ours"),

@@ -21,8 +21,8 @@ from helpers.server_harness import WsKernel, jupyter_server
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.capture.line_filter import MORE_LINES
-from cudaassert_ipy.wording import PREFIX
 
 pytestmark = pytest.mark.kernel
 

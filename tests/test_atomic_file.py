@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
 
 
 def test_the_file_is_replaced_whole_with_the_mode_asked_for(tmp_path):

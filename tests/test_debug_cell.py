@@ -14,6 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, magics_class
 from torch.overrides import _get_current_function_mode_stack
 
+from cudaassert_ipy.base.wording import is_cell_filename
 from cudaassert_ipy.checks import (
     NonFiniteError,
     ValidationIndexError,
@@ -23,7 +24,6 @@ from cudaassert_ipy.checks import (
     validators_enabled,
 )
 from cudaassert_ipy.shell import debug_cell
-from cudaassert_ipy.wording import is_cell_filename
 
 
 @magics_class

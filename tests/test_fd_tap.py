@@ -29,7 +29,7 @@ ASSERT_LINE = (
 )
 PRELUDE = """
 import ctypes, json, os, sys, threading, time
-from cudaassert_ipy.capture.fd_tap import FdTap
+from cudaassert_ipy.capture.fd_tap import FdTap, TapSet
 OUT = sys.argv[1]
 R = {}
 def save_tail(data):
@@ -69,7 +69,7 @@ def test_os_write_and_c_writes_arrive_once_whole_and_in_order_at_the_destination
 ) -> None:
     proc, _, tail = run_child(
         """
-        tap = FdTap()
+        tap = FdTap(2)
         tap.start()
         m = tap.mark()
         os.write(2, b"first\\n")
@@ -90,7 +90,7 @@ def test_os_write_and_c_writes_arrive_once_whole_and_in_order_at_the_destination
 def test_5000_lines_and_a_1_mib_blob_arrive_whole_at_the_destination_and_in_the_tail(tmp_path: Path) -> None:
     proc, r, tail = run_child(
         """
-        tap = FdTap(tail_bytes=8 << 20)
+        tap = FdTap(2, tail_bytes=8 << 20)
         tap.start()
         m = tap.mark()
         for i in range(5000):
@@ -112,7 +112,7 @@ def test_5000_lines_and_a_1_mib_blob_arrive_whole_at_the_destination_and_in_the_
 def test_drain_makes_a_just_written_line_visible_immediately(tmp_path: Path) -> None:
     _, r, _ = run_child(
         """
-        tap = FdTap()
+        tap = FdTap(2)
         tap.start()
         libc = ctypes.CDLL(None)
         misses = 0
@@ -158,7 +158,7 @@ def unwatch():
 def test_a_200_kb_write_with_the_gil_held_does_not_hang_under_an_in_process_pipe_reader(tmp_path: Path) -> None:
     run_child(
         """
-        tap = FdTap()
+        tap = FdTap(2)
         tap.start()
         t0 = time.perf_counter()
         ctypes.PyDLL(None).write(2, b"z" * 200000, 200000)
@@ -200,7 +200,7 @@ def test_start_stop_start_stop_gives_back_exactly_the_original_descriptors(tmp_p
         _, r, _ = run_child(
             """
             before = [ino(1), ino(2)]
-            tap = FdTap()
+            tap = TapSet(fds=(2, 1))
             for i in range(2):
                 tap.start()
                 tap.start()
@@ -240,7 +240,7 @@ def test_stop_while_writes_are_in_flight_loses_and_duplicates_nothing(tmp_path: 
         def big_write():
             written.append(os.write(2, b"<" + b"B" * (3 << 20) + b">\\n"))
         written = []
-        tap = FdTap()
+        tap = FdTap(2)
         tap.start()
         threads = [threading.Thread(target=small_writes), threading.Thread(target=big_write)]
         for t in threads:
@@ -282,7 +282,7 @@ def test_a_child_process_holding_the_pipe_after_stop_keeps_its_output_and_its_li
     proc, r, _ = run_child(
         """
         import subprocess
-        tap = FdTap()
+        tap = FdTap(2)
         tap.start()
         done, count = OUT + ".done", OUT + ".ticks"
         script = ('i=0; while [ ! -e "$0" ] && [ $i -lt 400 ]; do i=$((i+1)); echo tick$i >&2; echo $i > "$1"; '
@@ -319,7 +319,7 @@ def test_a_child_process_holding_the_pipe_after_stop_keeps_its_output_and_its_li
 def test_fd_1_is_tapped_too_including_python_prints_and_c_printf(tmp_path: Path) -> None:
     proc, _, tail = run_child(
         """
-        tap = FdTap()
+        tap = TapSet(fds=(2, 1))
         tap.start()
         m = tap.mark()
         print("from print", flush=True)
@@ -342,12 +342,12 @@ def test_with_thinning_asked_for_but_no_ipykernel_capture_every_assertion_line_s
 ) -> None:
     proc, r, tail = run_child(
         """
-        tap = FdTap(fds=(2,), shown_lines=3)
+        tap = TapSet(fds=(2,), shown_lines=3)
         tap.start()
         R["routed"] = list(tap.routed_fds)
         m = tap.mark()
         os.write(2, LINES)
-        tap.settle()
+        tap.settle(m)
         tap.drain()
         save_tail(tap.text_since(m))
         tap.stop()
@@ -362,7 +362,7 @@ def test_with_thinning_asked_for_but_no_ipykernel_capture_every_assertion_line_s
 def test_bytes_left_in_the_pipe_at_exit_still_reach_the_destination(tmp_path: Path) -> None:
     proc, _, _ = run_child(
         """
-        tap = FdTap()
+        tap = FdTap(2)
         tap.start()
         os.write(2, b"x" * 500000 + b"\\nbye\\n")
         """,
@@ -374,7 +374,7 @@ def test_bytes_left_in_the_pipe_at_exit_still_reach_the_destination(tmp_path: Pa
 def test_a_forked_childs_writes_reach_the_parents_tail_and_its_stop_changes_nothing(tmp_path: Path) -> None:
     proc, r, tail = run_child(
         """
-        tap = FdTap()
+        tap = FdTap(2)
         tap.start()
         m = tap.mark()
         tap._lock.acquire()  # fork while the reader holds the lock: the child must not inherit it held
@@ -433,7 +433,7 @@ class PrivatePipe:
 
 def test_a_bounded_tail_keeps_the_newest_bytes_and_counts_the_dropped_ones() -> None:
     pipe = PrivatePipe()
-    tap = FdTap(fds=(pipe.write,), tail_bytes=1000)
+    tap = FdTap(pipe.write, tail_bytes=1000)
     tap.start()
     try:
         start = tap.mark()
@@ -453,7 +453,7 @@ def test_a_bounded_tail_keeps_the_newest_bytes_and_counts_the_dropped_ones() -> 
 
 def test_a_character_split_across_writes_decodes_whole() -> None:
     pipe = PrivatePipe()
-    with FdTap(fds=(pipe.write,)) as tap:
+    with FdTap(pipe.write) as tap:
         m = tap.mark()
         encoded = "Assertion `é` failed ✓\n".encode()
         for i in range(len(encoded)):
@@ -466,7 +466,7 @@ def test_a_character_split_across_writes_decodes_whole() -> None:
 def test_a_full_nonblocking_destination_is_waited_for_not_dropped() -> None:
     pipe = PrivatePipe(nonblocking_destination=True, slow=True)
     payload = bytes(range(256)) * 12000  # 3 MB: more than both pipes hold
-    with FdTap(fds=(pipe.write,), tail_bytes=0) as tap:
+    with FdTap(pipe.write, tail_bytes=0) as tap:
         os.write(pipe.write, payload)
         tap.drain()
     assert tap.error is None
@@ -476,7 +476,7 @@ def test_a_full_nonblocking_destination_is_waited_for_not_dropped() -> None:
 def test_a_destination_that_went_away_does_not_stop_recording() -> None:
     read, write = os.pipe()
     os.close(read)
-    tap = FdTap(fds=(write,))
+    tap = FdTap(write)
     tap.start()
     try:
         m = tap.mark()
@@ -498,8 +498,8 @@ def test_a_closed_fd_raises_tap_error_and_leaves_the_other_fds_as_they_were() ->
     closed = max(int(fd) for fd in os.listdir("/proc/self/fd")) + 100 if os.path.isdir("/proc/self/fd") else 999
     before_fds = _open_fds()
     before = os.fstat(pipe.write)
-    tap = FdTap(fds=(pipe.write, closed))
-    with pytest.raises(TapError, match="cannot tap fds"):
+    tap = TapSet(fds=(pipe.write, closed))
+    with pytest.raises(TapError, match=f"cannot tap fd {closed}"):
         tap.start()
     after = os.fstat(pipe.write)
     assert (after.st_ino, after.st_dev) == (before.st_ino, before.st_dev)
@@ -512,7 +512,7 @@ def test_a_closed_fd_raises_tap_error_and_leaves_the_other_fds_as_they_were() ->
 
 def test_mark_and_text_since_work_before_start_and_after_stop() -> None:
     pipe = PrivatePipe()
-    tap = FdTap(fds=(pipe.write,))
+    tap = FdTap(pipe.write)
     assert tap.mark() == 0 and tap.text_since(0) == ""
     with tap:
         os.write(pipe.write, b"kept after stop\n")
@@ -562,12 +562,13 @@ def test_settle_waits_until_the_next_reader_has_taken_every_forwarded_byte() -> 
 
 def test_settle_gives_up_on_a_destination_nobody_reads_and_never_waits_for_it_again() -> None:
     read, write = os.pipe()
-    tap = FdTap(fds=(write,))
+    tap = TapSet(fds=(write,))
     tap.start()
     try:
+        m = tap.mark()
         os.write(write, b"nobody reads this\n")
         assert tap.waited_fds == (write,)
-        tap.settle(timeout=0.05)
+        tap.settle(m, timeout=0.05)
         assert tap.waited_fds == ()
         assert fd_io.bytes_waiting(read) == len(b"nobody reads this\n")  # forwarded, kept, not dropped
     finally:

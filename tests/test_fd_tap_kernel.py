@@ -77,7 +77,7 @@ import os
 from cudaassert_ipy.capture.fd_tap import FdTap
 st = os.fstat(2)
 before = (st.st_ino, st.st_dev)
-tap = FdTap()
+tap = FdTap(2)
 tap.start()
 m = tap.mark()
 os.write(2, {ASSERT_LINE.encode()!r})
@@ -101,7 +101,7 @@ def test_a_200_kb_write_with_the_gil_held_completes_with_the_tap_installed(kerne
     code = """
 import ctypes
 from cudaassert_ipy.capture.fd_tap import FdTap
-tap = FdTap()
+tap = FdTap(2)
 tap.start()
 ctypes.PyDLL(None).write(2, b"z" * 200000, 200000)
 tap.drain()

@@ -65,3 +65,34 @@ def test_the_tail_file_keeps_the_last_bytes_in_order_across_the_wrap(tmp_path: P
         assert read_tail(str(tmp_path / "tail")) == written[-1000:], n
     tail.close()
     assert read_tail(str(tmp_path / "missing")) == b""
+
+
+def test_the_bare_helper_writes_the_dead_process_s_wait_status_into_the_job_folder(tmp_path: Path) -> None:
+    """The helper runs as ``python -I -S capture/rescue.py``, where the package cannot be imported: it loads the job
+    folder's names (capture/job_folder.py) by their path to write ``exit-<pid>``, which the runner's summary reads
+    for the signal when no launcher reported one."""
+    import time
+
+    from cudaassert_ipy.capture import job_folder
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    script = textwrap.dedent(f"""
+        import os
+        from cudaassert_ipy.capture import rescue
+        from cudaassert_ipy.capture.fd_tap import TapSet
+        taps = TapSet(fds=(2,))
+        taps.start()
+        assert rescue.spawn(taps.channels(), {str(folder)!r}) is not None
+        os.abort()
+        """)
+    child = subprocess.Popen([sys.executable, "-c", script], env=kernel_env(), stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while job_folder.read_death(str(folder), child.pid) is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # not reaped meanwhile: the helper reads the status of the zombie
+        death = job_folder.read_death(str(folder), child.pid)
+    finally:
+        _, err = child.communicate(timeout=60)
+    assert child.returncode == -6, err
+    assert death is not None and death[0] == -6, sorted(p.name for p in folder.iterdir())

@@ -6,6 +6,7 @@ report bare, outside any notebook; `import cudaassert_ipy` must stay cheap (no t
 The graph test reads every module with `ast`, imports inside functions and `if TYPE_CHECKING:`
 blocks included (a type-only import still ties a layer to the shell's classes), and the code the
 package writes for another process to run (the resume stub's source) as an entry point of its own.
+Under every layer sits base/ (BASE); above them, directly in the package, only the entry points (ENTRY_POINTS).
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "cudaassert_ipy"
 
 #: layer -> the layers it imports, exactly: no edge nobody uses (test_the_table_allows_no_edge_nobody_uses). A new
 #: edge is a decision: add it here and to the table in docs/architecture.md. Besides these, a layer imports itself
-#: and the BASE modules.
+#: and BASE.
 MAY_IMPORT: dict[str, set[str]] = {
     "capture": set(),
     # framework adapters: standard library only, so that diagnose, checks and data can all ask them
     "frameworks": set(),
     "diagnose": {"capture", "frameworks"},
     "checks": {"diagnose", "frameworks"},
-    "data": {"diagnose", "checks", "frameworks"},  # data/loaders: made_by, class_names, frame_self
+    # data/loaders: made_by, class_names, frame_self; data/ring: the job folder's names (capture/job_folder.py)
+    "data": {"capture", "diagnose", "checks", "frameworks"},
     "fix": {"diagnose", "checks"},  # the culprit and the words; preflight's reader for the data's evidence
     "view": {"diagnose", "fix"},  # a ProposedFix (fix/model.py) rendered as the panel's and the report's fix section
     "restart": {"diagnose", "data", "view"},
@@ -39,10 +41,17 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
 #: the reverse, and they stay free of IPython (see the bare-import test below).
 ORDER = ["capture", "frameworks", "diagnose", "checks", "data", "fix", "view", "restart", "run", "logs", "shell"]
-BASE = {"wording", "atomic_file", "passthrough", "torch_compat", "job_folder"}
+#: below every layer, imported by any: cudaassert_ipy/base/ (wording, atomic_file, passthrough), standard library only
+#: and importing nothing else of ours. A helper that only some layers use lives in the lowest of them instead; it is
+#: here because run/ may not import restart/ (atomic_file) and because in checks/ passthrough would load
+#: diagnose/hints into every child process of the runner (run/hook imports it at start)
+BASE = {"base"}
 #: entry points above every layer, imported by no layer: the package itself (the public API) and each module
-#: directly in it but the BASE ones (``__main__``, ``auto``, ...); layers are the subpackages
+#: directly in it (ENTRY_POINTS); layers and BASE are the subpackages
 TOP = "<top>"
+#: the only modules directly in cudaassert_ipy/: the rest lives in a layer (``%load_ext cudaassert`` is the
+#: top-level cudaassert.py beside the package, which only calls these)
+ENTRY_POINTS = ["__init__.py", "__main__.py", "auto.py"]
 #: code the package writes out for another process to run (a file in the next kernel's startup directory): not
 #: imported by the module that holds it, so each is an entry point of its own, named ``module::NAME``, and read
 #: like a module. Listed here so that a new one is a decision, not an edge nobody sees.
@@ -62,7 +71,7 @@ def layer_of(module: str) -> str:
     if "::" in module:
         return TOP
     parts = module.split(".")
-    if len(parts) > 2 or (len(parts) == 2 and (parts[1] in BASE or (PACKAGE / parts[1]).is_dir())):
+    if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()):
         return parts[1]
     return TOP
 
@@ -209,6 +218,14 @@ def test_code_written_for_another_process_is_read_as_an_entry_point_of_its_own()
     stub = "cudaassert_ipy.restart.startup_stub::STUB_SOURCE"  # the resume stub, run by the restarted kernel
     assert {t for s, t in edges if s == stub} == {"cudaassert_ipy.shell.resume", "cudaassert_ipy.restart.plan_files"}
     assert layer_of(stub) == TOP
+
+
+def test_the_top_level_holds_only_the_entry_points_beside_the_layers_and_base():
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ENTRY_POINTS, (
+        "a module beside the layers: move it into the lowest layer that uses it (base/ if every layer may)")
+    packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+    assert packages == sorted([*ORDER, *BASE])
+    assert {layer_of(f"cudaassert_ipy.{name[:-3]}") for name in ENTRY_POINTS if name != "__init__.py"} == {TOP}
 
 
 def test_the_table_allows_no_edge_nobody_uses():

@@ -10,9 +10,9 @@ import random
 
 from gpu_double import assertion_lines
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.capture.cell_route import CellRoute, find_route
 from cudaassert_ipy.capture.line_filter import MORE_LINES, LineFilter
-from cudaassert_ipy.wording import PREFIX
 
 LOSS = assertion_lines("nll_loss_target_out_of_range", threads=10, blocks=2).splitlines(keepends=True)
 INDEX = assertion_lines("advanced_indexing_out_of_range_v1", threads=10, blocks=2).splitlines(keepends=True)

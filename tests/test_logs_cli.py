@@ -9,9 +9,9 @@ from pathlib import Path
 from helpers import ROOT, kernel_env
 from log_samples import S5
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.logs.cli import IS_DIR, NO_FILE, USAGE
 from cudaassert_ipy.logs.render import NOTHING_FOUND
-from cudaassert_ipy.wording import PREFIX
 
 
 def explain(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:

@@ -17,11 +17,11 @@ from log_samples import (
     ranks_log,
 )
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.diagnose.detection import FOLLOW_ON_NOTE
 from cudaassert_ipy.logs.explain import LOG_STATUS, NO_EXCEPTION, SHARED_SITES, UNTAGGED_MOVED, explain_text
 from cudaassert_ipy.logs.ranks import rank_label
 from cudaassert_ipy.logs.render import HEADER, NOTHING_FOUND, REPAIRED, SPLICED, UNREADABLE, render
-from cudaassert_ipy.wording import PREFIX
 
 
 def _only(text: str):

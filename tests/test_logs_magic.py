@@ -9,9 +9,9 @@ from helpers.kernels import execute, running_kernel, text_of
 from IPython.core.error import UsageError
 from log_samples import S5, pasted_markdown
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.logs.cli import MAGIC_NO_FILE, MAGIC_STDIN, PASTED
 from cudaassert_ipy.logs.render import NOTHING_FOUND
-from cudaassert_ipy.wording import PREFIX
 
 
 def test_explain_log_prints_the_logs_explanation(loaded, tmp_path: Path, capsys):

@@ -27,9 +27,9 @@ from helpers.own_frames import OURS, PY310_KEEPS_OUR_FRAME, no_frame_of_ours
 from torch.utils.data import DataLoader, Dataset
 
 import cudaassert_ipy
+from cudaassert_ipy.base.passthrough import drop_own_frame, hide_own_frames
 from cudaassert_ipy.data.after_import import AfterImport
 from cudaassert_ipy.data.bookmark import Bookmark
-from cudaassert_ipy.passthrough import drop_own_frame, hide_own_frames
 
 # PY310_KEEPS_OUR_FRAME (helpers/own_frames.py): on Python 3.10 a frame of ours stays in-process and in IPython,
 # and only that failure (OurFrameShown, from no_frame_of_ours) is the expected one. Strict: a 3.10 that passes is news.

@@ -49,7 +49,7 @@ def _assert_report_still_arrives(out: str) -> None:
 def test_every_feature_is_available_on_this_torch(tmp_path):
     out = _python(SHELL + """
 import torch
-from cudaassert_ipy import torch_compat
+from cudaassert_ipy.checks import torch_compat
 print("REASONS", {f: torch_compat.reason(f) for f in torch_compat.FEATURES})
 print("LINES", torch_compat.status_lines())
 """, ipython_dir=str(tmp_path))
@@ -60,11 +60,12 @@ print("LINES", torch_compat.status_lines())
 def test_importing_it_imports_neither_torch_nor_any_module_of_ours(tmp_path):
     out = _python("""
 import sys
+import cudaassert_ipy.checks  # the layer it lives in (light: no torch); what the probe module adds is counted
 before = set(sys.modules)
-import cudaassert_ipy.torch_compat
+import cudaassert_ipy.checks.torch_compat
 print("NEW", sorted(m for m in set(sys.modules) - before if m.startswith(("torch", "cudaassert_ipy."))))
 """, ipython_dir=str(tmp_path))
-    assert "NEW ['cudaassert_ipy.torch_compat']" in out
+    assert "NEW ['cudaassert_ipy.checks.torch_compat']" in out
 
 
 def test_status_imports_no_torch_and_reports_nothing_before_torch(tmp_path):
@@ -124,7 +125,7 @@ init = dl._BaseDataLoaderIter.__init__
 def __init__(self, loader):  # a release whose iterator keeps its sampler's iterator under another name
     init(self, loader)
 dl._BaseDataLoaderIter.__init__ = __init__
-from cudaassert_ipy import torch_compat
+from cudaassert_ipy.checks import torch_compat
 print("REASON", torch_compat.reason("bookmark"))
 print("VALIDATORS", torch_compat.reason("validators"))
 """, ipython_dir=str(tmp_path))
@@ -140,7 +141,7 @@ class Odd:
     def __getattr__(self, name):
         raise RuntimeError("odd torch")
 torch.overrides._push_mode = Odd()
-from cudaassert_ipy import torch_compat
+from cudaassert_ipy.checks import torch_compat
 print("REASON", torch_compat.reason("validators"))
 print("BOOKMARK", torch_compat.reason("bookmark"))
 """, ipython_dir=str(tmp_path))

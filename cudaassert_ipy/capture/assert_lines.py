@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
+from cudaassert_ipy.base.wording import plural
 from cudaassert_ipy.capture.assert_records import (
     _MARK,
     NO_DIM,
@@ -25,7 +26,6 @@ from cudaassert_ipy.capture.assert_records import (
     orphan_fragments,
     records,
 )
-from cudaassert_ipy.wording import plural
 
 __all__ = [
     "AssertLine", "AssertSite", "Orphan", "ScanResult", "fold", "normalise_file", "parse_line", "parse_lines",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from cudaassert_ipy.wording import PREFIX
+from cudaassert_ipy.base.wording import PREFIX
 
 __all__ = ["SAMPLES_LINE", "VLLM_WORKER", "child_error", "child_samples", "error_frames", "error_process",
            "first_failure", "plain_lines", "readable", "worker_label"]

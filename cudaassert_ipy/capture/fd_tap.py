@@ -1,4 +1,5 @@
-"""An fd-level tee of fd 2 (and 1): every byte still reaches its old destination, and we keep a tail.
+"""An fd-level tee of fd 2 (and 1, each by its own tap): every byte still reaches its old destination, and we keep
+a tail.
 
 The CUDA runtime writes assertion lines straight to fd 2 from C, where ``sys.stderr`` never sees
 them, and older or Windows kernels send them only to the server log. So we ``dup2`` a pipe of our
@@ -68,18 +69,17 @@ class _Channel:
 
 
 class FdTap:
-    """Tee ``fds`` through pipes into a bounded in-memory tail, forwarding every byte unchanged.
+    """Tee one ``fd`` through a pipe into a bounded in-memory tail, forwarding every byte unchanged.
 
-    ``start()``/``stop()`` are idempotent; after ``stop()`` each fd is the original descriptor again.
+    One fd per tap, so each fd keeps its own tail and never splits another's lines (``TapSet`` holds one per fd).
+    ``start()``/``stop()`` are idempotent; after ``stop()`` the fd is the original descriptor again.
     ``mark()`` then ``drain()`` + ``text_since(mark)`` give what was written in between.
     ``shown_lines`` (None: off) thins assertion lines on their way to a notebook cell where ipykernel
     captures the fd; the tail still records every byte.
     """
 
-    def __init__(
-        self, fds: Iterable[int] = (1, 2), tail_bytes: int = 4 * 1024 * 1024, shown_lines: Optional[int] = None
-    ) -> None:
-        self._fds: Tuple[int, ...] = tuple(fds)
+    def __init__(self, fd: int, tail_bytes: int = 4 * 1024 * 1024, shown_lines: Optional[int] = None) -> None:
+        self._fd = fd
         self._shown_lines = shown_lines
         self._tail_bytes = max(0, int(tail_bytes))
         self._lock = threading.Lock()  # held while reading a pipe, forwarding and recording a chunk
@@ -90,14 +90,14 @@ class FdTap:
         #: Bytes recorded since construction (the position a ``mark()`` taken now would return, without draining);
         #: a plain attribute, read before every cell. Only the tap writes it.
         self.bytes_seen = 0
-        self._channels: List[_Channel] = []
+        self._channel: Optional[_Channel] = None  # while started
         self._thread: Optional[threading.Thread] = None
         self._selector: Optional[selectors.BaseSelector] = None
         self._wake: Tuple[int, int] = (-1, -1)
         self._stopping = threading.Event()
         self._active = False
         self._owner_pid = -1
-        self._routed = False  # some channel has a CellRoute: the reader then times out to release held lines
+        self._routed = False  # the channel has a CellRoute: the reader then times out to release held lines
         self.error: Optional[BaseException] = None  # what stopped the reader thread, if anything
         #: where every recorded chunk is also written (rescue.TailFile: the runner's stderr tail on disk), or None
         self.mirror: Optional[Callable[[bytes], None]] = None
@@ -108,8 +108,8 @@ class FdTap:
         return self._active and self._owner_pid == os.getpid()
 
     @property
-    def fds(self) -> Tuple[int, ...]:
-        return self._fds
+    def fd(self) -> int:
+        return self._fd
 
     @property
     def dropped_bytes(self) -> int:
@@ -126,48 +126,43 @@ class FdTap:
         flush_std()
         self._stopping.clear()
         self.error = None
+        fd = self._fd
         opened: List[int] = []
-        switched: List[_Channel] = []
-        routes: List[CellRoute] = []
+        switched = False
+        route: Optional[CellRoute] = None
         try:
             wake_r, wake_w = os.pipe()
             opened += [wake_r, wake_w]
-            for fd in (wake_r, wake_w):
-                os.set_blocking(fd, False)
-            pending = []
-            for fd in self._fds:
-                prev = os.dup(fd)
-                opened.append(prev)
-                read, write = os.pipe()
-                opened += [read, write]
-                enlarge(write)
-                fifo = stat.S_ISFIFO(os.fstat(prev).st_mode)
-                if fifo:
-                    enlarge(prev)
-                os.set_blocking(read, False)
-                route = find_route(fd, self._shown_lines) if self._shown_lines is not None else None
-                if route is not None:
-                    routes.append(route)
-                waits = fifo and HAS_FIONREAD and route is None
-                pending.append((_Channel(fd, prev, read, waits=waits, route=route), write))
-            for channel, write in pending:
-                dup2(write, channel.fd)
-                switched.append(channel)
-                os.close(write)
-                opened.remove(write)
+            for end in (wake_r, wake_w):
+                os.set_blocking(end, False)
+            prev = os.dup(fd)
+            opened.append(prev)
+            read, write = os.pipe()
+            opened += [read, write]
+            enlarge(write)
+            fifo = stat.S_ISFIFO(os.fstat(prev).st_mode)
+            if fifo:
+                enlarge(prev)
+            os.set_blocking(read, False)
+            route = find_route(fd, self._shown_lines) if self._shown_lines is not None else None
+            waits = fifo and HAS_FIONREAD and route is None
+            channel = _Channel(fd, prev, read, waits=waits, route=route)
+            dup2(write, fd)
+            switched = True
+            os.close(write)
+            opened.remove(write)
         except OSError as exc:
-            for channel in switched:
-                dup2(channel.prev, channel.fd)
-            for fd in opened + [route.log for route in routes]:
-                close(fd)
-            raise TapError(f"cannot tap fds {self._fds}: {exc}") from exc
-        self._channels = [c for c, _ in pending]
-        self._routed = bool(routes)
+            if switched:
+                dup2(prev, fd)
+            for end in opened + ([route.log] if route is not None else []):
+                close(end)
+            raise TapError(f"cannot tap fd {fd}: {exc}") from exc
+        self._channel = channel
+        self._routed = route is not None
         self._wake = (wake_r, wake_w)
         self._selector = selectors.DefaultSelector()
         self._selector.register(wake_r, selectors.EVENT_READ, None)
-        for channel in self._channels:
-            self._selector.register(channel.read, selectors.EVENT_READ, channel)
+        self._selector.register(channel.read, selectors.EVENT_READ, channel)
         self._owner_pid = os.getpid()
         self._active = True
         self._thread = threading.Thread(target=self._run, name="cudaassert-fd-tap", daemon=True)
@@ -175,23 +170,22 @@ class FdTap:
         LIVE_TAPS.add(self)
 
     def stop(self) -> None:
-        """Give the fds back, forward what is still in our pipes, stop the thread; idempotent.
+        """Give the fd back, forward what is still in our pipe, stop the thread; idempotent.
 
         A write in flight when we switch keeps its reference to our pipe, so we read until every
-        write end is closed, or the pipes stay quiet (a child process may still hold one).
+        write end is closed, or the pipe stays quiet (a child process may still hold it).
         """
-        if not self.active:
-            self._active = False  # in a forked child: the fds stay on the parent's pipes
+        channel = self._channel
+        if not self.active or channel is None:
+            self._active = False  # in a forked child: the fd stays on the parent's pipe
             return
         flush_std()
         with self._lock:
-            self._pump_all(_DRAIN_LIMIT)
-            for channel in self._channels:
-                dup2(channel.prev, channel.fd)
+            self._pump(channel, _DRAIN_LIMIT)
+            dup2(channel.prev, channel.fd)
             self._active = False
-            self._pump_all(_DRAIN_LIMIT)
-            for channel in self._channels:  # from here on plain forwarding: a child's late bytes go to prev
-                self._unroute(channel, None)
+            self._pump(channel, _DRAIN_LIMIT)
+            self._unroute(channel, None)  # from here on plain forwarding: a child's late bytes go to prev
         self._stopping.set()
         close(self._wake[1])
         thread = self._thread
@@ -200,18 +194,16 @@ class FdTap:
             if thread.is_alive():  # stuck forwarding to a destination that does not read
                 self.error = TapError("fd tap reader did not stop; its descriptors are left open")
                 return
-        held = self._finish(self._channels, time.monotonic() + _STOP_TIMEOUT_S, _IDLE_S)
-        _wait_read([channel for channel in self._channels if channel not in held], time.monotonic() + _SETTLE_S)
-        for channel in self._channels:
-            if channel not in held:
-                close(channel.read)
-                close(channel.prev)
-        if held:  # a child process still holds our pipe: forward its bytes until it lets go (no EPIPE)
-            threading.Thread(target=self._linger, args=(held,), name="cudaassert-fd-linger", daemon=True).start()
+        if self._finish(channel, time.monotonic() + _STOP_TIMEOUT_S, _IDLE_S):
+            _wait_read(channel, time.monotonic() + _SETTLE_S)
+            close(channel.read)
+            close(channel.prev)
+        else:  # a child process still holds our pipe: forward its bytes until it lets go (no EPIPE)
+            threading.Thread(target=self._linger, args=(channel,), name="cudaassert-fd-linger", daemon=True).start()
         close(self._wake[0])
         if self._selector is not None:
             self._selector.close()
-        self._channels, self._thread, self._selector, self._wake = [], None, None, (-1, -1)
+        self._channel, self._thread, self._selector, self._wake = None, None, None, (-1, -1)
         LIVE_TAPS.discard(self)
 
     def __enter__(self) -> FdTap:
@@ -222,12 +214,13 @@ class FdTap:
         self.stop()
 
     def drain(self) -> None:
-        """Read and forward what is in the pipes now, so a C write just before shows in the tail."""
-        if not self.active:
+        """Read and forward what is in the pipe now, so a C write just before shows in the tail."""
+        channel = self._channel
+        if not self.active or channel is None:
             return
         flush_c()
         with self._lock:
-            self._pump_all(_DRAIN_LIMIT)
+            self._pump(channel, _DRAIN_LIMIT)
 
     def settle(self, timeout: float = _SETTLE_S) -> None:
         """Forward what is in our pipes, then wait until the pipe we forward to has been read, or ``timeout``.
@@ -238,32 +231,33 @@ class FdTap:
         wait for that reader.
         A destination still holding bytes after ``timeout`` (nobody reads it) is not waited for again.
         """
-        if not self.active:
+        channel = self._channel
+        if not self.active or channel is None:
             return
         self.drain()
         if self._routed:
             with self._lock:
-                for channel in self._channels:
-                    if channel.route is not None:
-                        self._guard(channel, channel.route.end_cell)
-        _wait_read(self._channels, time.monotonic() + timeout)
+                if channel.route is not None:
+                    self._guard(channel, channel.route.end_cell)
+        _wait_read(channel, time.monotonic() + timeout)
 
     def set_shown_lines(self, shown: int) -> None:
         """How many raw lines per assert site the cell shows from now on (negative: all)."""
         with self._lock:
             self._shown_lines = shown
-            for channel in self._channels:
-                if channel.route is not None and channel.route.filter is not None:
-                    channel.route.filter.shown = shown
+            channel = self._channel
+            if channel is not None and channel.route is not None and channel.route.filter is not None:
+                channel.route.filter.shown = shown
 
     @property
-    def routed_fds(self) -> Tuple[int, ...]:
-        """The fds whose bytes go to the log whole and to the cell thinned (ipykernel found under them)."""
-        return tuple(channel.fd for channel in self._channels if channel.route is not None)
+    def routed(self) -> bool:
+        """Whether the fd's bytes go to the log whole and to the cell thinned (ipykernel found under it)."""
+        return self._channel is not None and self._channel.route is not None
 
-    def channel_fds(self) -> Tuple[Tuple[int, int, int], ...]:
-        """(tapped fd, our pipe's read end, the old destination) per fd while started: what rescue.py holds."""
-        return tuple((channel.fd, channel.read, channel.prev) for channel in self._channels)
+    def channel(self) -> Optional[Tuple[int, int, int]]:
+        """(tapped fd, our pipe's read end, the old destination) while started: what rescue.py holds."""
+        channel = self._channel
+        return None if channel is None else (channel.fd, channel.read, channel.prev)
 
     def set_mirror(self, mirror: Callable[[bytes], None], seed: int) -> None:
         """From now on write every recorded chunk to ``mirror`` too, after the last ``seed`` bytes recorded so far."""
@@ -275,19 +269,21 @@ class FdTap:
                 return
             self.mirror = mirror
 
-    def read_fds(self) -> Tuple[int, ...]:
-        """Our pipes' read ends while started (for a caller's ``poll``: readable means bytes wait to be forwarded)."""
-        return tuple(channel.read for channel in self._channels)
+    @property
+    def read_fd(self) -> Optional[int]:
+        """Our pipe's read end while started (for a caller's ``poll``: readable means bytes wait to be forwarded)."""
+        return None if self._channel is None else self._channel.read
 
     @property
-    def waited_fds(self) -> Tuple[int, ...]:
-        """The fds whose next reader ``settle()`` waits for: a pipe, until its reader leaves bytes unread for a
+    def waited(self) -> bool:
+        """Whether ``settle()`` waits for the fd's next reader: a pipe, until its reader leaves bytes unread for a
         whole ``settle()`` timeout (nobody reads it, so it is not waited for again)."""
-        return tuple(channel.fd for channel in self._channels if channel.waits and not channel.broken)
+        channel = self._channel
+        return channel is not None and channel.waits and not channel.broken
 
     def unread(self) -> bool:
-        """Whether bytes sit in our pipes, written but not yet forwarded (one ioctl per fd)."""
-        return any(bytes_waiting(channel.read) > 0 for channel in self._channels)
+        """Whether bytes sit in our pipe, written but not yet forwarded (one ioctl)."""
+        return self._channel is not None and bytes_waiting(self._channel.read) > 0
 
     def mark(self) -> int:
         """A position in the byte stream; bytes already written are before it (we drain first)."""
@@ -317,9 +313,9 @@ class FdTap:
                 ready = selector.select(_RELEASE_S if self._routed and self._holding() else None)
                 if not ready:  # quiet: a partial line held for the filter goes out as it is
                     with self._lock:
-                        for channel in self._channels:
-                            if channel.route is not None:
-                                self._guard(channel, channel.route.release)
+                        channel = self._channel
+                        if channel is not None and channel.route is not None:
+                            self._guard(channel, channel.route.release)
                 for key, _ in ready:
                     channel = key.data
                     if channel is None:
@@ -333,11 +329,8 @@ class FdTap:
             self.error = exc
 
     def _holding(self) -> bool:
-        for channel in self._channels:
-            route = channel.route
-            if route is not None and route.filter is not None and route.filter.holding:
-                return True
-        return False
+        route = self._channel.route if self._channel is not None else None
+        return route is not None and route.filter is not None and route.filter.holding
 
     def _guard(self, channel: _Channel, action: Callable[[], None]) -> None:
         """Run a route's cell write; if the cell's stream fails, forward plainly from now on. Lock held."""
@@ -356,34 +349,26 @@ class FdTap:
         with contextlib.suppress(Exception):
             route.close()
 
-    def _finish(self, channels: List[_Channel], deadline: float, idle: Optional[float]) -> List[_Channel]:
-        """After the switch back: read until EOF, until quiet for ``idle`` s, or deadline; return the open ones."""
+    def _finish(self, channel: _Channel, deadline: float, idle: Optional[float]) -> bool:
+        """After the switch back: read until EOF, until quiet for ``idle`` s, or deadline; whether EOF came."""
         with selectors.DefaultSelector() as selector:
-            for channel in channels:
-                if not channel.eof:
-                    selector.register(channel.read, selectors.EVENT_READ, channel)
+            if not channel.eof:
+                selector.register(channel.read, selectors.EVENT_READ, channel)
             while selector.get_map() and time.monotonic() < deadline:
-                ready = selector.select(idle)
-                if not ready:
+                if not selector.select(idle):
                     break
-                for key, _ in ready:
-                    with self._lock:
-                        self._pump(key.data, _DRAIN_LIMIT)
-                    if key.data.eof:
-                        selector.unregister(key.fd)
-        return [channel for channel in channels if not channel.eof]
+                with self._lock:
+                    self._pump(channel, _DRAIN_LIMIT)
+                if channel.eof:
+                    selector.unregister(channel.read)
+        return channel.eof
 
-    def _linger(self, channels: List[_Channel]) -> None:
+    def _linger(self, channel: _Channel) -> None:
         try:
-            self._finish(channels, float("inf"), None)
+            self._finish(channel, float("inf"), None)
         finally:
-            for channel in channels:
-                close(channel.read)
-                close(channel.prev)
-
-    def _pump_all(self, limit: int) -> None:
-        for channel in self._channels:
-            self._pump(channel, limit)
+            close(channel.read)
+            close(channel.prev)
 
     def _pump(self, channel: _Channel, limit: int) -> None:
         """Read up to ``limit`` bytes from one pipe, forwarding and recording each chunk. Lock held."""
@@ -436,12 +421,12 @@ class TapSet:
     def __init__(
         self, fds: Iterable[int] = (2, 1), tail_bytes: int = 4 * 1024 * 1024, shown_lines: Optional[int] = None
     ) -> None:
-        self.taps = [FdTap(fds=(fd,), tail_bytes=tail_bytes, shown_lines=shown_lines) for fd in dict.fromkeys(fds)]
+        self.taps = [FdTap(fd, tail_bytes=tail_bytes, shown_lines=shown_lines) for fd in dict.fromkeys(fds)]
         self._unread: Optional[select.poll] = None  # a poll over our pipes' read ends while started: one call asks all
 
     @property
     def fds(self) -> Tuple[int, ...]:
-        return tuple(fd for tap in self.taps for fd in tap.fds)
+        return tuple(tap.fd for tap in self.taps)
 
     @property
     def active(self) -> bool:
@@ -460,8 +445,8 @@ class TapSet:
         if hasattr(select, "poll"):
             self._unread = select.poll()
             for tap in self.taps:
-                for fd in tap.read_fds():
-                    self._unread.register(fd, select.POLLIN)
+                if tap.read_fd is not None:
+                    self._unread.register(tap.read_fd, select.POLLIN)
 
     def stop(self) -> None:
         self._unread = None
@@ -497,33 +482,36 @@ class TapSet:
 
     @property
     def routed_fds(self) -> Tuple[int, ...]:
-        return tuple(fd for tap in self.taps for fd in tap.routed_fds)
+        return tuple(tap.fd for tap in self.taps if tap.routed)
 
     @property
     def waited_fds(self) -> Tuple[int, ...]:
-        return tuple(fd for tap in self.taps for fd in tap.waited_fds)
+        return tuple(tap.fd for tap in self.taps if tap.waited)
+
+    def channels(self) -> List[Tuple[int, int, int]]:
+        """(tapped fd, our pipe's read end, the old destination) per started tap: what rescue.py holds."""
+        return [channel for tap in self.taps if (channel := tap.channel()) is not None]
 
     def text_since(self, mark: Tuple[int, ...]) -> str:
         parts = [tap.text_since(m) for tap, m in zip(self.taps, mark)]
         return "\n".join(p for p in parts if p)
 
 
-def _wait_read(channels: Iterable[_Channel], deadline: float) -> None:
-    """Wait until each old destination's reader has taken the bytes its pipe holds now (not those written
+def _wait_read(channel: _Channel, deadline: float) -> None:
+    """Wait until the old destination's reader has taken the bytes its pipe holds now (not those written
     meanwhile: a child that never stops writing must not hold the cell); one still behind at ``deadline``
     is not waited for again."""
-    for channel in channels:
-        if not channel.waits or channel.broken:
-            continue
-        waited, start = False, channel.forwarded
-        while bytes_waiting(channel.prev) > channel.forwarded - start:  # pipes are FIFO: newer bytes sit behind
-            if time.monotonic() >= deadline:
-                channel.waits = False
-                break
-            waited = True
-            time.sleep(0.0005)
-        if waited:  # the reader took the last chunk; give it a moment to hand that chunk on
-            time.sleep(0.001)
+    if not channel.waits or channel.broken:
+        return
+    waited, start = False, channel.forwarded
+    while bytes_waiting(channel.prev) > channel.forwarded - start:  # pipes are FIFO: newer bytes sit behind
+        if time.monotonic() >= deadline:
+            channel.waits = False
+            break
+        waited = True
+        time.sleep(0.0005)
+    if waited:  # the reader took the last chunk; give it a moment to hand that chunk on
+        time.sleep(0.001)
 
 
 class LiveTaps:

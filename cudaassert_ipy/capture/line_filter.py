@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, List, Optional, Tuple
 
-from cudaassert_ipy.wording import PREFIX
+from cudaassert_ipy.base.wording import PREFIX
 
 __all__ = ["MORE_LINES", "LineFilter", "site_of"]
 

@@ -203,15 +203,15 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _job_folder() -> Any:
-    """The job folder's names (job_folder.py): imported with the package, loaded by its path in the helper
-    (``python -I -S`` this file: the package is not on its sys.path)."""
+    """The job folder's names (job_folder.py, beside this file): imported with the package, loaded by its path in
+    the helper (``python -I -S`` this file: the package is not on its sys.path)."""
     if __name__ != "__main__":
-        from cudaassert_ipy import job_folder
+        from cudaassert_ipy.capture import job_folder
 
         return job_folder
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "job_folder.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "job_folder.py")
     spec = importlib.util.spec_from_file_location("cudaassert_job_folder", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

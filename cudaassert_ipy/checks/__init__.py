@@ -73,7 +73,7 @@ def enable_validators() -> None:
     """Turn validators on for the calling thread (idempotent).
 
     A torch without the private mode-stack APIs they need leaves them off: one line on stderr, once per process,
-    and ``%cudaassert status`` says why (:mod:`cudaassert_ipy.torch_compat`).
+    and ``%cudaassert status`` says why (:mod:`cudaassert_ipy.checks.torch_compat`).
     """
     if _unsupported():
         return
@@ -87,7 +87,7 @@ _said: list[str] = []
 
 def _unsupported() -> bool:
     """True (and one line on stderr, the first time) when this torch lacks what the validators need."""
-    from cudaassert_ipy.torch_compat import off_line
+    from cudaassert_ipy.checks.torch_compat import off_line
 
     line = off_line("validators")
     if line is not None and not _said:

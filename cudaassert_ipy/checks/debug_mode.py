@@ -18,9 +18,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import torch
 from torch.overrides import TorchFunctionMode
 
+from cudaassert_ipy.base.passthrough import drop_own_frame
 from cudaassert_ipy.checks.common import caller_name, readable
 from cudaassert_ipy.checks.errors import NonFiniteError
-from cudaassert_ipy.passthrough import drop_own_frame
 
 __all__ = ["GENERIC_NAN_HINT", "SYNC_NOTE", "CellLine", "DebugMode", "call_name", "nan_hint"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
+from cudaassert_ipy.base.wording import plural
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import Facts, TokenFacts
-from cudaassert_ipy.wording import plural
 
 if TYPE_CHECKING:  # the diagnosis side of the contract loads at the first failure, not with the validators
     from cudaassert_ipy.diagnose.validator_stop import ValidatorStop

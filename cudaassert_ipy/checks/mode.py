@@ -45,6 +45,7 @@ import torch
 from torch import overrides as _overrides
 from torch.overrides import TorchFunctionMode
 
+from cudaassert_ipy.base.passthrough import drop_own_frame
 from cudaassert_ipy.checks import embedding as emb
 from cudaassert_ipy.checks import indexing as idx
 from cudaassert_ipy.checks import losses as losses
@@ -54,7 +55,6 @@ from cudaassert_ipy.checks import scatter as scatter
 from cudaassert_ipy.checks.common import Checker, arg
 from cudaassert_ipy.checks.errors import ValidationError
 from cudaassert_ipy.checks.sample_naming import SAMPLE_NAMING
-from cudaassert_ipy.passthrough import drop_own_frame
 
 __all__ = ["BYPASS", "CHECKED_CALLS", "OptimizerBypass", "ValidatorMode", "disable", "enable", "enabled", "push",
            "resume_suspended"]

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional
 import torch
 from torch import Tensor
 
+from cudaassert_ipy.base.wording import plural
 from cudaassert_ipy.checks.common import bad_details
 from cudaassert_ipy.checks.errors import ValidationIndexError, range_text
 from cudaassert_ipy.checks.preflight_scan import IDS_KEYS, LABEL_KEYS, Key, Progress, batch_len, pick_field, samples
@@ -26,7 +27,6 @@ from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import LabelFacts, TokenFacts
 from cudaassert_ipy.frameworks import ClassHead, class_head_of
 from cudaassert_ipy.frameworks.generic import declared_classes
-from cudaassert_ipy.wording import plural
 
 __all__ = ["PreflightReport", "check_labels", "check_token_ids", "preflight"]
 

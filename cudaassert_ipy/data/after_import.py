@@ -16,7 +16,7 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
-from cudaassert_ipy.passthrough import drop_own_frame
+from cudaassert_ipy.base.passthrough import drop_own_frame
 
 if TYPE_CHECKING:
     import importlib.abc

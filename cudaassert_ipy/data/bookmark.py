@@ -34,9 +34,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from cudaassert_ipy.base.passthrough import drop_own_frame
 from cudaassert_ipy.data import loaders
 from cudaassert_ipy.data.batch_fields import Plan, keepable, plan_for, rebuild
-from cudaassert_ipy.passthrough import drop_own_frame
 
 __all__ = ["FAILED", "NOT_RECORDED", "BatchRecord", "Bookmark", "start"]
 
@@ -174,7 +174,7 @@ class Bookmark:
     # -- install / uninstall ------------------------------------------------------------------
     def patch(self, module: Any) -> None:
         """Patch ``torch.utils.data.dataloader`` (called once it is imported); never raises."""
-        from cudaassert_ipy.torch_compat import reason
+        from cudaassert_ipy.checks.torch_compat import reason
 
         if (unsupported := reason("bookmark")) is not None:  # this torch lacks an internal the bookmark reads
             self.note = unsupported

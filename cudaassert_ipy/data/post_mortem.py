@@ -12,6 +12,7 @@ import re
 import sys
 from typing import Any, Mapping
 
+from cudaassert_ipy.base.wording import error_line, is_cell_filename
 from cudaassert_ipy.data.bookmark import BatchRecord, Bookmark
 from cudaassert_ipy.data.loaders import is_loader
 from cudaassert_ipy.data.reproduce import plan_entry
@@ -20,7 +21,6 @@ from cudaassert_ipy.data.valid_range import ValidRange, kind_of, valid_range
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.diagnose.evidence import Evidence
 from cudaassert_ipy.frameworks.base import Launch
-from cudaassert_ipy.wording import error_line, is_cell_filename
 
 __all__ = ["CHECK_FAILED", "CHILD_SAMPLES", "analyse", "annotate", "check_records", "launched", "loader_names"]
 

@@ -22,7 +22,7 @@ import struct
 from array import array
 from typing import Any, Callable, Mapping, NamedTuple
 
-from cudaassert_ipy import job_folder
+from cudaassert_ipy.capture import job_folder
 
 __all__ = ["ENV", "EXITED", "RUNNING", "LazyRing", "Ring", "RingData", "rank_from_env", "read"]
 

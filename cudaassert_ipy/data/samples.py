@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
+from cudaassert_ipy.base.wording import plural
 from cudaassert_ipy.data.bookmark import BatchRecord
 from cudaassert_ipy.data.loaders import Ahead, float_labels, image_of
 from cudaassert_ipy.data.valid_range import CLASS, IDS, UNIT, ValidRange
-from cudaassert_ipy.wording import plural
 
 __all__ = ["BAD_SAMPLE", "BadSample", "SampleCheck", "check_batches", "fields"]
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import types
 from typing import Container, Sequence
 
+from cudaassert_ipy.base.wording import error_line, is_cell_filename
 from cudaassert_ipy.diagnose.detection import Detection
 from cudaassert_ipy.frameworks import Adapter, cleanup_step
 from cudaassert_ipy.frameworks.base import frame_module, in_packages
 from cudaassert_ipy.frameworks.registry import ADAPTERS, failure_notes
-from cudaassert_ipy.wording import error_line, is_cell_filename
 
 __all__ = ["FOLLOW_ON_STEP", "FOLLOW_ON_UNNAMED", "LOST", "failure_place", "first_error_frames", "follow_on_lines",
            "frames_of"]

@@ -21,11 +21,11 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+from cudaassert_ipy.base.wording import error_line
 from cudaassert_ipy.diagnose.causes.cpu_twins import CpuTwin, match_cpu_twin
 from cudaassert_ipy.diagnose.validator_stop import ValidatorStop, stop_of
 from cudaassert_ipy.frameworks.base import Launch
 from cudaassert_ipy.frameworks.registry import failure_notes, launch_of, own_text
-from cudaassert_ipy.wording import error_line
 
 __all__ = ["CUBLAS_NOT_INITIALIZED", "FOLLOW_ON_NOTE", "Detection", "Kind", "classify", "classify_text", "is_launched",
            "logged_exception"]

@@ -12,6 +12,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Container, Iterable, Mapping, Sequence
 
+from cudaassert_ipy.base.wording import is_cell_filename
 from cudaassert_ipy.capture.assert_lines import AssertSite
 from cudaassert_ipy.capture.child_lines import error_frames
 from cudaassert_ipy.capture.tracebacks import Frame, frames_in_text
@@ -21,7 +22,6 @@ from cudaassert_ipy.diagnose.facts import CallFacts, FloatValues, LabelValues, M
 from cudaassert_ipy.frameworks import ADAPTERS, Adapter, ClassHead, Stack, gather
 from cudaassert_ipy.frameworks.generic import declared_classes, true_shape
 from cudaassert_ipy.frameworks.registry import failure_notes
-from cudaassert_ipy.wording import is_cell_filename
 
 __all__ = ["CallFacts", "Evidence", "FloatValues", "LabelValues", "ModuleFact", "TensorFact", "collect"]
 

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from cudaassert_ipy.wording import error_line, plural
+from cudaassert_ipy.base.wording import error_line, plural
 
 __all__ = ["GpuState", "describe", "nvml_target", "reading", "reason_for", "snapshot"]
 

@@ -66,7 +66,7 @@ to ``ROWS`` in ``table.py`` (before ``generic``); nothing else names a framework
 holds the table and the modules to each other). Test it with the real framework on the CPU (tests marked
 ``frameworks``).
 
-Layer: just above ``wording`` and below ``diagnose`` (standard library only), so diagnose/, checks/ and
+Layer: just above ``base`` and below ``diagnose`` (standard library only), so diagnose/, checks/ and
 data/ can all use it.
 """
 

@@ -11,7 +11,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
-from cudaassert_ipy.wording import error_line
+from cudaassert_ipy.base.wording import error_line
 
 __all__ = [
     "BAD_LABEL",

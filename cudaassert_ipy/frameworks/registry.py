@@ -10,9 +10,9 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
+from cudaassert_ipy.base.wording import error_line
 from cudaassert_ipy.frameworks import table
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Launch, Reader, Stack, Step, frame_self
-from cudaassert_ipy.wording import error_line
 
 __all__ = ["ADAPTERS", "ADAPTER_FAILED", "WORDS", "Gathered", "active", "class_head_near", "class_head_of",
            "cleanup_step", "failure_notes", "gather", "launch_of", "own_text"]

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from cudaassert_ipy.wording import PREFIX
+from cudaassert_ipy.base.wording import PREFIX
 
 __all__ = ["NO_FILE", "PASTED", "LogUnreadable", "explain_file", "explain_for_magic", "explain_pasted", "main",
            "read_log"]

@@ -5,9 +5,9 @@ Each diagnosis is rendered by :func:`cudaassert_ipy.view.report.to_text`, the sa
 
 from __future__ import annotations
 
+from cudaassert_ipy.base.wording import PREFIX, plural
 from cudaassert_ipy.logs.explain import Explanation
 from cudaassert_ipy.view.report import to_text
-from cudaassert_ipy.wording import PREFIX, plural
 
 __all__ = ["NOTHING_FOUND", "render"]
 

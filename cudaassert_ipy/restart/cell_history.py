@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Protocol
 
-from cudaassert_ipy.wording import error_line
+from cudaassert_ipy.base.wording import error_line
 
 if TYPE_CHECKING:  # loaded on a restart only: %load_ext stays light
     from cudaassert_ipy.restart.plan import PlanCell

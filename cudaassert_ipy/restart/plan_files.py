@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart.plan import PLAN_VERSION, PlanInvalid, ResumePlan
-from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["PLAN_TTL", "PLAN_VERSION", "Claim", "PlanError", "claim", "ensure_dir", "log",
            "pending_keys", "plan_dir", "plan_lock", "why_unsafe", "write_plan"]

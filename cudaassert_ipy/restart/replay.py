@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
+from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.restart import keep, plan_files
 from cudaassert_ipy.restart.cell_history import CellHistory, KeptOutcome, replayable_source
 from cudaassert_ipy.restart.plan import Mode, PlanCell, ResumePlan
 from cudaassert_ipy.view.replay_view import CellView, OnBanner, PanelSetting, progress_for
-from cudaassert_ipy.wording import PREFIX, error_line
 
 __all__ = ["INTERNAL", "ReplayHost", "Replayer", "Resumed", "is_own_magic_cell"]
 

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart import plan_files, startup_stub
 from cudaassert_ipy.restart.cell_history import CellHistory, CellRecord, parse_cell_numbers
 from cudaassert_ipy.restart.frontend import Frontend, Verdict, check_server
@@ -29,7 +30,6 @@ from cudaassert_ipy.restart.plan import (
 )
 from cudaassert_ipy.restart.plan_files import PlanError
 from cudaassert_ipy.view.actions import Action, ReplayChoice
-from cudaassert_ipy.wording import PREFIX
 
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis

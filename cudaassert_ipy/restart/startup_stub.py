@@ -14,9 +14,9 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart import plan_files
-from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["STUB_NAME", "STUB_SOURCE", "StubError", "ensure_stub", "remove_if_idle", "stub_path"]
 

@@ -14,9 +14,9 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any, Callable, Container, NamedTuple
 
+from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.run.options import RunOptions
 from cudaassert_ipy.run.rank import RankInfo
-from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start-up stays light
     from cudaassert_ipy.capture.assert_lines import AssertSite
@@ -173,7 +173,7 @@ class Guard:
         from cudaassert_ipy.capture import rescue
         from cudaassert_ipy.data import ring
 
-        channels = [c for t in tap.taps for c in t.channel_fds()]
+        channels = tap.channels()
         if self._ranks is not None:  # this runner owns the job folder: its helper summarises if it is killed
             pid = self._ranks.attach(channels, self.options.report_json)
         else:

@@ -11,7 +11,7 @@ import sys
 import types
 from typing import Any, Callable
 
-from cudaassert_ipy.passthrough import hide_own_frames
+from cudaassert_ipy.base.passthrough import hide_own_frames
 from cudaassert_ipy.run.guard import Guard, MainFiles, exit_now
 from cudaassert_ipy.run.options import RunOptions
 

@@ -15,9 +15,9 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
+from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.run.rank import RankInfo
-from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis

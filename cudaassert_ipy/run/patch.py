@@ -12,7 +12,7 @@ import os
 import types
 from typing import TYPE_CHECKING, Any, Container, Mapping
 
-from cudaassert_ipy.wording import PREFIX
+from cudaassert_ipy.base.wording import PREFIX
 
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
@@ -102,7 +102,7 @@ def apply_fix(fix: ProposedFix) -> str:
         with open(patch.path, encoding="utf-8") as fp:
             if fp.read() != patch.old_source:
                 return NOT_APPLIED.format(prefix=PREFIX, why=CHANGED.format(path=patch.path))
-        from cudaassert_ipy.atomic_file import write_atomic
+        from cudaassert_ipy.base.atomic_file import write_atomic
 
         mode = os.stat(patch.path).st_mode & 0o777
         write_atomic(patch.path, patch.new_source, mode=mode)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, NamedTuple
 
-from cudaassert_ipy.wording import PREFIX
+from cudaassert_ipy.base.wording import PREFIX
 
 __all__ = ["RANK_HEADER", "RankInfo"]
 

@@ -17,13 +17,13 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any, Callable, MutableMapping, Sequence
 
-from cudaassert_ipy import job_folder
+from cudaassert_ipy.capture import job_folder
+from cudaassert_ipy.capture.job_folder import cleanup, mark_reported, prepare, reported
 from cudaassert_ipy.data import ring
-from cudaassert_ipy.job_folder import cleanup, mark_reported, prepare, reported
 
 if TYPE_CHECKING:
     from cudaassert_ipy.capture.fd_tap import FdTap
-from cudaassert_ipy.wording import PREFIX
+from cudaassert_ipy.base.wording import PREFIX
 
 __all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "DeadRanks", "cleanup", "mark_reported", "prepare",
            "reported", "runner_killed", "summary", "wait_for_rescue"]

@@ -22,14 +22,14 @@ import sys
 import tempfile
 from typing import Any
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.run.guard import GuardOutcome, exit_now, write_report
 from cudaassert_ipy.run.options import CHILD_ENV, RERUN_ENV, RunOptions
 from cudaassert_ipy.run.rank import RankInfo
 from cudaassert_ipy.run.session import execute
 from cudaassert_ipy.run.target import Target
-from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["FINDING", "NO_FINDING", "NO_RESTARTS", "RERUN_BANNER", "run_with_rerun"]
 

@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 
-from cudaassert_ipy.passthrough import hide_own_frames
+from cudaassert_ipy.base.passthrough import hide_own_frames
 from cudaassert_ipy.run.guard import Guard, GuardOutcome, UserFiles, exit_now
 from cudaassert_ipy.run.options import RunOptions
 from cudaassert_ipy.run.target import Target, strip_runner_frames

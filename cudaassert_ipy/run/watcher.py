@@ -23,8 +23,7 @@ __all__ = ["main", "summarize"]
 
 def summarize(death: Death, report: str | None) -> None:
     """The runner died by a signal before its summary: say what its ranks left on disk, then remove the folder."""
-    from cudaassert_ipy import job_folder
-    from cudaassert_ipy.capture import rescue
+    from cudaassert_ipy.capture import job_folder, rescue
     from cudaassert_ipy.run import ranks
 
     if death.folder is None:

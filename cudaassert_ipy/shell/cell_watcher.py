@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from cudaassert_ipy.wording import PREFIX, error_line
+from cudaassert_ipy.base.wording import PREFIX, error_line
 
 if TYPE_CHECKING:  # the diagnosis modules load at the first failure, not with %load_ext
     from cudaassert_ipy.capture.assert_lines import AssertSite

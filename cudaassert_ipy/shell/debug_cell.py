@@ -22,9 +22,9 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, TypeVar
 
 from IPython.core.error import UsageError
 
-from cudaassert_ipy.passthrough import drop_own_frame
+from cudaassert_ipy.base.passthrough import drop_own_frame
+from cudaassert_ipy.base.wording import is_cell_filename
 from cudaassert_ipy.shell import magic_args
-from cudaassert_ipy.wording import is_cell_filename
 
 __all__ = ["DEBUG_MAGIC_DOC", "debug_magic_arguments", "parse_debug_args", "run_debug_cell"]
 
@@ -144,7 +144,7 @@ def run_debug_cell(shell: Any, cell: str, *, sync: bool = False, nan: bool = Fal
         import torch  # noqa: F401
     except ImportError:
         raise UsageError(NEEDS_TORCH) from None
-    from cudaassert_ipy.torch_compat import off_line
+    from cudaassert_ipy.checks.torch_compat import off_line
 
     if (unsupported := off_line("validators")) is not None:
         raise UsageError(f"%%cuda_debug needs the validators; {unsupported}") from None

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from traitlets import Bool, Int, List
 from traitlets.config import Configurable
 
+from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.restart.cell_history import CellHistory
 from cudaassert_ipy.shell import registry
 from cudaassert_ipy.shell.cell_watcher import CellWatcher
 from cudaassert_ipy.shell.context_state import ContextState
-from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
     from cudaassert_ipy.capture.assert_lines import AssertSite

@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
+from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.fix.model import NONE, PATCH_MIME, Alternative, CellSource, LabelSurvey, ProposedFix
-from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
     from cudaassert_ipy.restart.frontend import Frontend
@@ -174,7 +174,7 @@ def _apply_file(ext: Extension, path: str, old: str, new: str, alt: Alternative,
     from; no cell changes, so a restart replays the setup as it was and the next training run reads the file."""
     import os
 
-    from cudaassert_ipy.atomic_file import write_atomic
+    from cudaassert_ipy.base.atomic_file import write_atomic
 
     try:
         with open(path, encoding="utf-8") as fp:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, magics_class
 
-from cudaassert_ipy.passthrough import drop_own_frame
+from cudaassert_ipy.base.passthrough import drop_own_frame
 from cudaassert_ipy.shell.debug_cell import debug_magic_arguments, parse_debug_args, run_debug_cell
 from cudaassert_ipy.shell.magic_args import argument, cell_magic, line_magic, magic_arguments, parse_argstring
 
@@ -37,7 +37,7 @@ def status_text(ext: Extension) -> str:
         lines.append(f"fd tap: on (fds {', '.join(map(str, ext.tap.fds))})")
     else:
         lines.append(f"fd tap: off{' - ' + ext.tap_note if ext.tap_note else ''}")
-    from cudaassert_ipy.torch_compat import off_line, status_lines  # no torch import of its own
+    from cudaassert_ipy.checks.torch_compat import off_line, status_lines  # no torch import of its own
 
     compat = status_lines()  # one line per feature this torch cannot support (once torch is imported)
     validators_off = off_line("validators") if compat else None

@@ -12,12 +12,12 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.restart import plan_files, startup_stub
 from cudaassert_ipy.restart.frontend import kernel_key, terminal_key, vscode_key
 from cudaassert_ipy.restart.plan import Mode, ResumePlan
 from cudaassert_ipy.restart.replay import INTERNAL, Replayer, ReplayReport, Resumed
 from cudaassert_ipy.shell import registry
-from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
     from cudaassert_ipy.shell.extension import Extension

@@ -7,9 +7,9 @@ is the panel's fix section and the static report's. Standard library only (the r
 
 from __future__ import annotations
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.fix.model import DECISION, NONE, SAFE, Alternative, Patch, ProposedFix
 from cudaassert_ipy.view.style import block, escape
-from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["CLASS_WORDS", "diff_html", "fix_html", "fix_lines", "fix_text", "where_text"]
 

@@ -11,8 +11,8 @@ import contextlib
 import re
 from typing import Iterator, Protocol, TypedDict
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.view.style import ACCENTS, box, escape
-from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["CellView", "OnBanner", "PanelSetting", "on_text", "progress_for"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Union
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.fix.model import ProposedFix
 from cudaassert_ipy.view.style import ACCENTS, block, box, escape
-from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["Banner", "Report", "banner_text", "cause_html", "details_html", "evidence_html", "gpu_html", "gpu_line",
            "header_html", "headline_bundle", "samples_html", "to_html", "to_markdown", "to_text"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from cudaassert_ipy.base.wording import error_line
 from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, RuleEntry
 from cudaassert_ipy.diagnose.causes.rule_bce import bce
 from cudaassert_ipy.diagnose.causes.rule_internal import internal_op
@@ -20,7 +21,6 @@ from cudaassert_ipy.diagnose.causes.rule_sizes import sized_index
 from cudaassert_ipy.diagnose.causes.rule_smoothing import label_smoothing
 from cudaassert_ipy.diagnose.causes.rule_tokens import token_ids
 from cudaassert_ipy.diagnose.causes.rule_triton import triton_size
-from cudaassert_ipy.wording import error_line
 
 __all__ = ["RULES", "RULE_FAILED", "Case", "Finding", "RuleEntry", "find"]
 

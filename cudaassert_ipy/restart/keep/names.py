@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from cudaassert_ipy.wording import error_line
+from cudaassert_ipy.base.wording import error_line
 
 __all__ = ["CellNames", "is_keep_marked", "read_cell"]
 

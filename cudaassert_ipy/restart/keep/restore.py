@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.restart.keep.result import (
     KEEP_VERSION,
@@ -32,7 +33,6 @@ from cudaassert_ipy.restart.keep.result import (
     report,
 )
 from cudaassert_ipy.restart.keep.store import Stored, StreamReader
-from cudaassert_ipy.wording import PREFIX, error_line
 
 __all__ = ["Restorer", "discard", "open_checked", "opened", "sweep"]
 

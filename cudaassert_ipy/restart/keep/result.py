@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence, TypedDict
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart import plan_files
-from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["KeepBudget", "KeepCell", "KeepCellOutcome", "KeepResult", "ManifestCell", "ManifestEntry", "NameOutcome",
            "human_size", "keep_dir", "report"]

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
 
-from cudaassert_ipy.atomic_file import write_atomic
+from cudaassert_ipy.base.atomic_file import write_atomic
+from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.restart import plan_files
 from cudaassert_ipy.restart.keep.restore import sweep
 from cudaassert_ipy.restart.keep.result import (
@@ -36,7 +37,6 @@ from cudaassert_ipy.restart.keep.result import (
 )
 from cudaassert_ipy.restart.keep.selection import HistoryCell, cells_for_plan, decide, drop_overwritten
 from cudaassert_ipy.restart.keep.store import Refused, StreamWriter
-from cudaassert_ipy.wording import PREFIX, error_line
 
 if TYPE_CHECKING:
     from cudaassert_ipy.restart.plan import ResumePlan

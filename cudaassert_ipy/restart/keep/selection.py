@@ -12,6 +12,7 @@ from __future__ import annotations
 import types
 from typing import Any, Collection, Protocol, Sequence
 
+from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart.cell_history import replayable_source
 from cudaassert_ipy.restart.keep.names import is_keep_marked, read_cell
 from cudaassert_ipy.restart.keep.result import (
@@ -25,7 +26,6 @@ from cudaassert_ipy.restart.keep.result import (
     KeepCell,
 )
 from cudaassert_ipy.restart.keep.store import refusal
-from cudaassert_ipy.wording import PREFIX
 
 __all__ = ["HistoryCell", "cells_for_plan", "decide", "drop_overwritten", "suggest"]
 

@@ -21,7 +21,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from cudaassert_ipy.wording import error_line
+from cudaassert_ipy.base.wording import error_line
 
 __all__ = ["Refused", "Stored", "StreamReader", "StreamWriter"]
 

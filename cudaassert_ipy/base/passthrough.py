@@ -27,8 +27,9 @@ from pathlib import Path
 
 __all__ = ["drop_own_frame", "hide_own_frames"]
 
-#: the package's folder: only our own frames are hidden (a user's ``__tracebackhide__`` is theirs to honour)
-_PACKAGE = str(Path(__file__).resolve().parent)
+#: the package's folder (cudaassert_ipy/, above base/): only our own frames are hidden (a user's
+#: ``__tracebackhide__`` is theirs to honour)
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
 
 
 def drop_own_frame(error: BaseException) -> None:

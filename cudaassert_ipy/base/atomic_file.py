@@ -10,7 +10,7 @@ planted at its temporary name, one kept the umask's mode); now each gets the sam
 * they are flushed to the disk (``fsync``) before ``os.replace`` puts the file in place in one step;
 * on any failure the temporary file is removed and the ``OSError`` propagates; the old file stays as it was.
 
-Standard library only: every layer may use it, like ``wording``.
+Standard library only: every layer may use it (base/).
 """
 
 from __future__ import annotations
