@@ -316,3 +316,90 @@ def test_a_data_yaml_in_a_form_the_text_edit_does_not_know_gives_no_file_patch(t
     assert data_yaml.set_nc("nc: 3\nnames: {0: cat, 1: dog, 2: bird}\n", 4) is None
     assert data_yaml.set_nc("path: x\ntrain: images\n", 4) is None
     assert data_yaml.set_nc("nc: 4\nnames: [a, b, c, d]\n", 4) is None  # already says 4
+
+
+# -- labels shifted by one in a collate_fn or a Dataset's __getitem__ ------------------------------------------------
+COLLATE_SETUP = """
+import torch, torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+train_ds = TensorDataset(torch.randn(64, 8), torch.arange(64) % 4)
+"""
+COLLATE = """
+def collate(batch):
+    xs = torch.stack([x for x, _ in batch])
+    labels = torch.stack([y for _, y in batch])
+    return xs, labels + 1  # classes 1..4, as the annotation tool numbers them
+loader = DataLoader(train_ds, batch_size=16, collate_fn=collate)
+"""
+STEP = """
+from fake_cuda_session import cross_entropy
+for xb, yb in loader:
+    loss = cross_entropy(model(xb), yb)  # F.cross_entropy on a GPU
+"""
+
+
+def test_a_collate_fn_that_adds_1_to_the_labels_is_the_line_the_patch_edits(restart_ext, shell, tmp_path, capsys):
+    shell.run_cell(COLLATE_SETUP, store_history=True)
+    collate_cell, cell_id = shell.execution_count, "collate"
+    shell.run_cell(COLLATE, store_history=True, cell_id=cell_id)
+    shell.run_cell("model = nn.Linear(8, 4)", store_history=True)
+    failing = shell.execution_count
+    assert not shell.run_cell(STEP, store_history=True).success
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.safety == DECISION and fix.chosen.key == "shift_labels"
+    assert fix.why == ("the data decides: `train_ds` holds labels 0..3, all in range; `collate` (the DataLoader's "
+                       "collate_fn) moves each batch's labels by +1")
+    assert (fix.execution_count, fix.cell_id) == (collate_cell, cell_id)
+    assert fix.new_source == COLLATE.replace("return xs, labels + 1  #", "return xs, labels  #")  # the comment kept
+    assert fix.chosen.title == ("take out the `+ 1` that `collate` (the DataLoader's collate_fn) applies to the "
+                                "labels (labels 0..3)")
+    widen = fix.alternatives[1]  # the other meaning, side by side, with its own patch
+    assert widen.key == "widen_head" and widen.patch.new_source == "model = nn.Linear(8, 5)"
+    shell.run_line_magic("cudaassert", "fix apply --restart")
+    restart_in_process(shell, tmp_path)
+    capsys.readouterr()
+    shell.run_cell("pass", store_history=True)
+    out = capsys.readouterr().out
+    assert f"[cudaassert] fixed: cell [{failing}] ran to the end with validators on, and all 64 samples" in out
+    assert shell.user_ns["model"].out_features == 4  # the head kept its 4 classes
+
+
+def test_a_getitem_that_subtracts_1_from_0_based_labels_is_taken_out_not_the_rows_dropped(restart_ext, shell):
+    shell.run_cell(COLLATE_SETUP + "class Pets(torch.utils.data.Dataset):\n"
+                   "    def __init__(self, x, y):\n"
+                   "        self.x, self.y = x, y\n"
+                   "    def __len__(self):\n"
+                   "        return len(self.x)\n"
+                   "    def __getitem__(self, i):\n"
+                   "        label = int(self.y[i])\n"
+                   "        label -= 1  # the CSV is 1-based\n"
+                   "        return self.x[i], label\n"
+                   "pets = Pets(torch.randn(64, 8), torch.arange(64) % 4)\n"
+                   "loader = DataLoader(pets, batch_size=16)\n"
+                   "model = nn.Linear(8, 4)", store_history=True)
+    assert not shell.run_cell(STEP, store_history=True).success
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.chosen.key == "shift_labels" and "widen_head" not in [a.key for a in fix.alternatives]
+    assert fix.why == ("the data decides: the labels `Pets.__getitem__` returns run -1..2: its -1 moves them out of "
+                       "0..3")
+    assert "        label -= 1  # the CSV is 1-based\n" not in fix.new_source
+    assert "        label = int(self.y[i])\n        return self.x[i], label\n" in fix.new_source
+
+
+def test_a_label_shift_without_the_datas_evidence_is_offered_but_not_chosen():
+    from cudaassert_ipy.diagnose.culprit import CLASS_LABELS, Culprit
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.diagnose.hints import LabelFacts
+    from cudaassert_ipy.fix import CellSource, derive
+
+    culprit = Culprit(CLASS_LABELS, LabelFacts(bad=(4,), n_classes=4), module="model", module_type="Linear")
+    d = Diagnosis(kind="device_assert", context_dead=False, cause_id="class_labels", title="class label out of range",
+                  headline="", status="", specific=None, explanation="", fix="", culprit=culprit)
+    cells = [CellSource(1, "a", COLLATE_SETUP + COLLATE), CellSource(2, "b", "model = nn.Linear(8, 4)"),
+             CellSource(3, "c", STEP, ok=False)]
+    fix = derive.propose(d, cells)  # no scan of the data: nothing says which meaning the author had
+    assert fix.default is None and {a.key for a in fix.alternatives} == {"widen_head", "shift_labels"}
+    shift = next(a for a in fix.alternatives if a.key == "shift_labels")
+    assert shift.evidence == ("`collate` (the DataLoader's collate_fn) moves the labels by +1 (`labels + 1`)")
+    assert "return xs, labels  # classes" in shift.patch.new_source

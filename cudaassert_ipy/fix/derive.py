@@ -171,6 +171,8 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
         ev = hints.PATCH_EVIDENCE["void"].format(value=255, count=count or "the", last=last) if f.dense else ""
         alts.append((_ignore_alt(c, history, 255, ev), ev))
     top = max((v for v in too_big if v != 255), default=None)
+    shift = _shift_alt(f, history, survey, top, negative)  # code that moved the labels by one, when there is
+    shifted = shift is not None and bool(shift[1])  # the data says that code is why the labels are out of range
     widen_site: Site | None = None
     if top is not None:
         n_new = f.declared if f.declared is not None and top < f.declared else top + 1
@@ -178,17 +180,21 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
         decides = ""
         if f.declared is not None and top < f.declared:
             decides = hints.PATCH_EVIDENCE["declared"].format(declared=f.declared, by=c.dataset or f.declared_by)
-        elif survey is not None and _common(survey, top, f.n_classes):
+        elif survey is not None and not shifted and _common(survey, top, f.n_classes):
             decides = hints.PATCH_EVIDENCE["new_class"].format(top=top, count=survey.count(top), n=survey.n_samples)
         alts.append((alt if not decides else Alternative(alt.key, alt.title, decides, alt.patch, alt.no_patch),
                      decides))
-        if survey is not None and top == f.n_classes and survey.count(0) == 0 and survey.count(1):
+        if (shift is None and survey is not None and top == f.n_classes and survey.count(0) == 0
+                and survey.count(1)):
             ev = hints.PATCH_EVIDENCE["one_based"].format(low=1, top=top)
             alts.append((Alternative("shift_labels", hints.PATCH_TITLES["shift_labels"].format(last=last), ev,
                                      no_patch="where the labels are made is not one call to edit"), ev))
+    if shift is not None:
+        alts.append(shift)
     if survey is not None and 0 < len(survey.bad_rows) <= max(HANDFUL_ROWS, HANDFUL * survey.n_samples):
         negative = sorted({*negative, *(v for v, _ in survey.counts if v < 0 and v != f.ignore_index)})
-        alts.append(_drop_alt(c, f, history, survey, widen_site, negative, top))
+        drop, decides = _drop_alt(c, f, history, survey, widen_site, negative, top)
+        alts.append((drop, "" if shifted else decides))
     if not alts:
         return _none(hints.PATCH_WHY["no_edit"].format(what="no alternative fits these labels"), c.module or "")
     widened = f.declared if f.declared is not None and top is not None and top < f.declared else (top or 0) + 1
@@ -199,8 +205,13 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
     decided = [i for i in ranked if alts[i][1]]
     alternatives = tuple(alts[i][0] for i in ranked)
     default = 0 if len(decided) == 1 and alternatives[0].patch is not None else None
-    why = (hints.PATCH_WHY["decided"].format(evidence=alts[decided[0]][1]) if default is not None
-           else hints.PATCH_WHY["undecided"])
+    if default is not None:
+        why = hints.PATCH_WHY["decided"].format(evidence=alts[decided[0]][1])
+    elif len(decided) == 1:  # the data decides for an alternative no code change makes: said, nothing applied
+        why = hints.PATCH_WHY["decided_no_patch"].format(evidence=alts[decided[0]][1],
+                                                         no_patch=alternatives[0].no_patch)
+    else:
+        why = hints.PATCH_WHY["undecided"]
     chosen = alternatives[default] if default is not None else None
     n_classes = f.n_classes
     if chosen is not None and chosen.key == "widen_head":
@@ -208,6 +219,37 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
     return ProposedFix(DECISION, alternatives, default, why, c.module or c.loss or "",
                        dataset=survey.source if survey is not None else c.dataset, num_classes=n_classes,
                        ignore_index=255 if chosen is not None and chosen.key == "ignore_index" else f.ignore_index)
+
+
+def _shift_alt(f: LabelFacts, history: History, survey: Optional[LabelSurvey], top: int | None,
+               negative: list[int]) -> tuple[Alternative, str] | None:
+    """A collate_fn or ``__getitem__`` that moves the labels by one, in the direction that put them out of range
+    (``+ 1`` and labels reaching C; ``- 1`` and labels at -1): the alternative that takes the shift out, and the
+    data's evidence that decides for it ("" when the data does not say)."""
+    wanted = [d for d, bad in ((1, top == f.n_classes), (-1, -1 in negative)) if bad]
+    if not wanted or not any(w in cell.source for cell in history.cells for w in ("collate_fn", "__getitem__")):
+        return None
+    shift = next((s for s in history.label_shifts() if s.delta in wanted), None)
+    if shift is None:
+        return None
+    last = f.n_classes - 1
+    delta = f"{shift.delta:+d}"
+    decides = ""
+    if survey is not None:
+        seen = [v for v, n in survey.counts if n and v != f.ignore_index]
+        low, high = (min(seen), max(seen)) if seen else (0, 0)
+        if shift.collate and seen and not survey.bad_rows and (high == last if shift.delta > 0 else low == 0):
+            decides = hints.PATCH_EVIDENCE["shifted_raw"].format(dataset=survey.source, low=low, high=high,
+                                                                 where=shift.where, delta=delta)
+        elif not shift.collate and seen and (low, high) == ((1, last + 1) if shift.delta > 0 else (-1, last - 1)):
+            decides = hints.PATCH_EVIDENCE["shifted_item"].format(where=shift.where, low=low, high=high, delta=delta,
+                                                                  last=last)
+    evidence = decides or hints.PATCH_EVIDENCE["shift_code"].format(where=shift.where, delta=delta,
+                                                                    code=" ".join(shift.code.split()))
+    title = hints.PATCH_TITLES["shift_code"].format(op="+" if shift.delta > 0 else "-", where=shift.where, last=last)
+    p = shift.parsed
+    why = f"{_cell_name(p)} defines {shift.where}, which moves the labels by {delta} (`{' '.join(shift.code.split())}`)"
+    return Alternative("shift_labels", title, evidence, _patch([shift.edit], why)), decides
 
 
 def _common(survey: LabelSurvey, top: int, n_classes: int) -> bool:
