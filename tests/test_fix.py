@@ -403,3 +403,63 @@ def test_a_label_shift_without_the_datas_evidence_is_offered_but_not_chosen():
     shift = next(a for a in fix.alternatives if a.key == "shift_labels")
     assert shift.evidence == ("`collate` (the DataLoader's collate_fn) moves the labels by +1 (`labels + 1`)")
     assert "return xs, labels  # classes" in shift.patch.new_source
+
+
+# -- Hugging Face: id2label / label2id follow num_labels --------------------------------------------------------------
+def _hf_labels_failure(*cells: str):
+    """Label 3 with `num_labels=3`, with the head the transformers adapter gives the rules, over ``cells``."""
+    from cudaassert_ipy.diagnose.culprit import CLASS_LABELS, Culprit
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.diagnose.hints import LabelFacts
+    from cudaassert_ipy.fix import CellSource
+    from cudaassert_ipy.frameworks.base import ClassHead
+
+    head = ClassHead("transformers", now=3, setting="num_labels", owner="model.config")
+    culprit = Culprit(CLASS_LABELS, LabelFacts(bad=(3,), n_classes=3, head=head), module="model.classifier",
+                      module_type="Linear")
+    d = Diagnosis(kind="device_assert", context_dead=False, cause_id="class_labels", title="class label out of range",
+                  headline="", status="", specific=None, explanation="", fix="", culprit=culprit)
+    return d, [CellSource(i, f"c{i}", src, ok=i < len(cells)) for i, src in enumerate(cells, 1)]
+
+
+def _widen(*cells: str):
+    from cudaassert_ipy.fix import derive
+
+    return next(a for a in derive.propose(*_hf_labels_failure(*cells)).alternatives if a.key == "widen_head")
+
+
+def test_literal_id2label_and_label2id_get_the_new_ids_when_num_labels_is_widened():
+    load = ("model = AutoModelForSequenceClassification.from_pretrained(\n"
+            "    'bert-base-uncased', num_labels=3,\n"
+            "    id2label={0: 'neg', 1: 'neu', 2: 'pos'},  # the annotators' names\n"
+            "    label2id={'neg': 0, 'neu': 1, 'pos': 2})")
+    alt = _widen(load, "trainer.train()")
+    assert alt.patch.new_source == (
+        "model = AutoModelForSequenceClassification.from_pretrained(\n"
+        "    'bert-base-uncased', num_labels=4,\n"
+        "    id2label={0: 'neg', 1: 'neu', 2: 'pos', 3: 'LABEL_3'},  # the annotators' names\n"
+        "    label2id={'neg': 0, 'neu': 1, 'pos': 2, 'LABEL_3': 3}, ignore_mismatched_sizes=True)")
+    assert "by hand" not in alt.patch.why_cell
+
+
+def test_a_label_map_written_one_entry_a_line_or_with_string_ids_keeps_its_form():
+    cell = ('ID2LABEL = {\n    "0": "neg",\n    "1": "neu",\n    "2": "pos",\n}\n'
+            "config = BertConfig(vocab_size=100, num_labels=3, id2label=ID2LABEL)")
+    alt = _widen(cell, "trainer.train()")
+    assert alt.patch.new_source == cell.replace('"2": "pos",\n}', '"2": "pos",\n    "3": "LABEL_3",\n}').replace(
+        "num_labels=3", "num_labels=4")
+
+
+def test_label_maps_built_by_an_expression_are_left_and_named_in_one_line():
+    cell = ("model = AutoModelForSequenceClassification.from_pretrained(\n"
+            "    'bert-base-uncased', num_labels=3, ignore_mismatched_sizes=True,\n"
+            "    id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})")
+    alt = _widen(cell, "trainer.train()")
+    assert alt.patch.new_source == cell.replace("num_labels=3", "num_labels=4")
+    assert alt.patch.why_cell.endswith("; `id2label` and `label2id`: not written as a literal dict, so extend by "
+                                       "hand to 4 entries (ids 0..3)")
+    # built from the class count the patch changes: they follow it, nothing to say
+    follows = ("num_labels = 3\nmodel = AutoModelForSequenceClassification.from_pretrained(\n"
+               "    'bert-base-uncased', num_labels=num_labels, id2label=dict(enumerate(LABELS[:num_labels])))")
+    alt = _widen(follows, "trainer.train()")
+    assert alt.patch.new_source.startswith("num_labels = 4\n") and "by hand" not in alt.patch.why_cell

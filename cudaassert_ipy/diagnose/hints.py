@@ -609,6 +609,7 @@ PATCH_WHY: dict[str, str] = {
     "decided": "the data decides: {evidence}",
     "decided_no_patch": "the data decides: {evidence}; but no code change makes that fix ({no_patch}), so nothing "
                         "is applied by default",
+    "labels_by_hand": "{names}: not written as a literal dict, so extend by hand to {n} entries (ids 0..{last})",
     "undecided": "the data does not decide between these: choose one (nothing is applied by default)",
     "safe": "one meaning only: {evidence}",
     "no_culprit": "no patch: the diagnosis names no object a patch could change ({title})",
@@ -629,5 +630,6 @@ PATCH_CODE: dict[str, str] = {
     "bce_module": "BCEWithLogitsLoss",
     "bce_function": "binary_cross_entropy_with_logits",
     "yaml_nc": "nc: {n}",
+    "hf_label": "LABEL_{i}",  # the name Hugging Face gives a class id2label does not name
     "yaml_name": "class_{i}",  # a placeholder name the data YAML's names: gets for each new class
 }

@@ -288,6 +288,7 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
             return yaml_alt, None
     site = history.module_site(c.module) if c.module is not None else None
     edits: list[Edit] = []
+    by_hand = ""  # id2label / label2id that no edit extends
     name = c.module or ""
     if site is not None:
         kind = _callee(site)
@@ -316,6 +317,8 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
                         and not any(a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes"
                                     for a in site.call.args)):
                     edits.append(keyword_edit(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
+                maps, by_hand = _label_maps(history, site, arg, edit, n)
+                edits += maps
     if not edits or site is None:
         return Alternative("widen_head", title, no_patch=f"no cell of this kernel built `{name or 'the head'}`"), None
     same = [e for e in edits if e.parsed.order == edits[0].parsed.order]
@@ -323,7 +326,85 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
     why = _why(site.parsed, "built", name, site.text)
     if where.order != site.parsed.order:
         why += f"; {_cell_name(where)} gives it the class count"
+    if by_hand:
+        why += f"; {by_hand}"
     return Alternative("widen_head", title, patch=_patch(same, why)), site
+
+
+def _label_maps(history: History, site: Site, count: Any, count_edit: Edit, n: int) -> tuple[list[Edit], str]:
+    """The Hugging Face fix sets ``id2label``/``label2id`` too when the call passes them: literal dicts (in the call,
+    or a name given one in the cell the patch changes) get the missing entries (``4: "LABEL_4"``), in their own
+    style; any other expression that does not follow the class count gets one line: extend it by hand."""
+    import libcst as cst
+
+    edits: list[Edit] = []
+    manual: list[str] = []
+    follows = {str(count.value)} if isinstance(count, cst.Name) else set()  # `LABELS[:num_labels]` follows the edit
+    for a in site.call.args:
+        key = a.keyword.value if a.keyword is not None else None
+        if key not in ("id2label", "label2id"):
+            continue
+        p, value = site.parsed, a.value
+        if isinstance(value, cst.Name):
+            assigned = next(iter(history.assignments(str(value.value))), None)
+            if assigned is not None and isinstance(assigned[2], cst.Dict):
+                p, value = assigned[0], assigned[2]
+        if follows and any(isinstance(x, cst.Name) and x.value in follows for x in walk(value)):
+            continue
+        edit = _extend_map(p, value, str(key), n) if isinstance(value, cst.Dict) else None
+        if edit is not None and edit.parsed.order == count_edit.parsed.order:
+            edits += [edit] if edit.text else []
+        else:
+            manual.append(f"`{key}`")
+    note = hints.PATCH_WHY["labels_by_hand"].format(names=" and ".join(manual), n=n, last=n - 1) if manual else ""
+    return edits, note
+
+
+def _extend_map(p: Parsed, d: Any, key: str, n: int) -> Edit | None:
+    """``{0: "neg", 1: "pos"}`` (id2label) or ``{"neg": 0, "pos": 1}`` (label2id) with the ids up to ``n`` it lacks,
+    as an insertion after its last entry (an empty edit when none is missing); None when an entry is not a literal."""
+    import ast
+
+    import libcst as cst
+
+    items: list[tuple[Any, Any]] = []
+    for e in d.elements:
+        if not isinstance(e, cst.DictElement):
+            return None
+        try:
+            items.append((ast.literal_eval(p.code(e.key)), ast.literal_eval(p.code(e.value))))
+        except (ValueError, SyntaxError):
+            return None
+    ids = [k for k, _ in items] if key == "id2label" else [v for _, v in items]
+    try:
+        have = {int(i) for i in ids}
+    except (TypeError, ValueError):
+        return None
+    strings = [x for x in d.elements for x in (x.key, x.value) if isinstance(x, cst.SimpleString)]
+    q = strings[0].quote if strings else '"'
+    string_ids = key == "id2label" and any(isinstance(e.key, cst.SimpleString) for e in d.elements)
+    entries = []
+    for i in range(n):
+        if i in have:
+            continue
+        label = f"{q}{hints.PATCH_CODE['hf_label'].format(i=i)}{q}"
+        index = f"{q}{i}{q}" if string_ids else str(i)
+        entries.append(f"{index}: {label}" if key == "id2label" else f"{label}: {i}")
+    source = p.cell.source
+    if not d.elements:
+        start, _ = p.span(d)
+        return Edit(p, start + 1, start + 1, ", ".join(entries))
+    last = d.elements[-1]
+    _, end = p.span(last.value)
+    if not entries:
+        return Edit(p, end, end, "")
+    first_start = p.span(d.elements[0].key)[0]
+    if isinstance(last.comma, cst.Comma) and "\n" in source[first_start:end]:  # one entry a line, trailing comma
+        comma = source.index(",", end) + 1
+        line_start = source.rfind("\n", 0, p.span(last.key)[0]) + 1
+        indent = source[line_start:p.span(last.key)[0]]
+        return Edit(p, comma, comma, "".join(f"\n{indent}{x}," for x in entries))
+    return Edit(p, end, end, "".join(f", {x}" for x in entries))
 
 
 def _yaml_alt(path: str, owner: str, n: int) -> Alternative | None:
