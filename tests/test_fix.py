@@ -310,6 +310,29 @@ def test_fix_apply_writes_the_data_yaml_and_refuses_a_file_edited_since(restart_
     assert data_yaml.read_text() == "nc: 4\nnames: [cat, dog, bird, class_3]\n"
 
 
+def test_a_file_patch_applied_shows_the_request_naming_the_file_for_the_frontend_extension(restart_ext, shell,
+                                                                                            tmp_path):
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    from cudaassert_ipy.fix import derive
+    from cudaassert_ipy.shell import fix as shell_fix
+
+    data_yaml = tmp_path / "birds.yaml"
+    data_yaml.write_text("nc: 3\nnames: [cat, dog, bird]\n")
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    choose = next(i for i, a in enumerate(fix.alternatives, 1) if a.key == "widen_head")
+    publisher, shell.display_pub = shell.display_pub, CapturingDisplayPublisher()
+    try:
+        shell_fix.apply(restart_ext, fix, choose, in_notebook=True)  # what the extension's Apply button sends
+        (bundle,) = [o["data"] for o in shell.display_pub.outputs if PATCH_MIME in o["data"]]
+    finally:
+        shell.display_pub = publisher
+    request = bundle[PATCH_MIME]
+    assert (request["kind"], request["path"], request["cell_id"]) == ("applied", str(data_yaml), None)
+    assert request["new_source"] == data_yaml.read_text() == "nc: 4\nnames: [cat, dog, bird, class_3]\n"
+    assert bundle["text/plain"].startswith(f"[cudaassert] Patched {data_yaml} (set nc: 4")
+
+
 def test_a_data_yaml_in_a_form_the_text_edit_does_not_know_gives_no_file_patch(tmp_path):
     from cudaassert_ipy.fix import data_yaml
 
@@ -463,3 +486,4 @@ def test_label_maps_built_by_an_expression_are_left_and_named_in_one_line():
                "    'bert-base-uncased', num_labels=num_labels, id2label=dict(enumerate(LABELS[:num_labels])))")
     alt = _widen(follows, "trainer.train()")
     assert alt.patch.new_source.startswith("num_labels = 4\n") and "by hand" not in alt.patch.why_cell
+
