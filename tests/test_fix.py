@@ -487,3 +487,56 @@ def test_label_maps_built_by_an_expression_are_left_and_named_in_one_line():
     alt = _widen(follows, "trainer.train()")
     assert alt.patch.new_source.startswith("num_labels = 4\n") and "by hand" not in alt.patch.why_cell
 
+
+# -- Ultralytics: the data YAML's names and its label files' class ids are the decision's evidence --------------------
+def _yolo_dataset(root: Path, boxes: list[list[int]], names: str = "[cat, dog, bird]") -> Path:
+    """A YOLO dataset: one image and label file per entry of ``boxes`` (its boxes' class ids), and its data YAML."""
+    for i, ids in enumerate(boxes):
+        (root / "images" / "train").mkdir(parents=True, exist_ok=True)
+        (root / "labels" / "train").mkdir(parents=True, exist_ok=True)
+        (root / "images" / "train" / f"{i:03}.jpg").write_bytes(b"")
+        (root / "labels" / "train" / f"{i:03}.txt").write_text("".join(f"{c} 0.5 0.5 0.2 0.2\n" for c in ids))
+    data_yaml = root / "data.yaml"
+    data_yaml.write_text(f"path: .\ntrain: images/train\nval: images/train\nnc: 3\nnames: {names}\n")
+    return data_yaml
+
+
+def test_an_ultralytics_class_as_common_as_the_others_decides_for_the_data_yaml_patch(tmp_path):
+    from cudaassert_ipy.fix import derive
+
+    data_yaml = _yolo_dataset(tmp_path / "birds", [[i % 4] for i in range(80)])
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    assert fix.chosen.key == "widen_head" and fix.patch.path == str(data_yaml)
+    assert fix.why == "the data decides: label 3 is in 20 of 80 samples, as common as the other classes"
+    assert [a.key for a in fix.alternatives] == ["widen_head"]  # 20 boxes of class 3 are no handful of stray lines
+    assert fix.patch.new_source.endswith("nc: 4\nnames: [cat, dog, bird, class_3]\n")
+
+
+def test_an_ultralytics_data_yaml_naming_more_classes_than_nc_decides_for_its_count(tmp_path):
+    from cudaassert_ipy.fix import derive
+
+    data_yaml = _yolo_dataset(tmp_path / "birds", [[i % 4] for i in range(40)], names="[cat, dog, bird, owl]")
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    assert fix.chosen.key == "widen_head"
+    assert fix.why == (f"the data decides: the data declares 4 classes (`names:` in {data_yaml}) and the labels stay "
+                       "below 4")
+    assert fix.patch.new_source.endswith("nc: 4\nnames: [cat, dog, bird, owl]\n")  # the names were there already
+
+
+def test_a_few_ultralytics_label_lines_past_the_named_classes_are_named_and_nothing_is_applied(tmp_path):
+    from cudaassert_ipy.fix import derive
+
+    boxes = [[i % 3] for i in range(60)]
+    boxes[7], boxes[41] = [0, 3], [3]
+    data_yaml = _yolo_dataset(tmp_path / "birds", boxes)
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    labels = Path("labels") / "train"
+    first = fix.alternatives[0]
+    assert fix.default is None and first.key == "drop_rows" and first.patch is None
+    assert first.title == ("correct or delete the 2 label line(s) whose class id is outside 0..2 "
+                           f"({labels / '007.txt'} line 2, {labels / '041.txt'} line 1)")
+    assert fix.why.startswith(f"the data decides: the data YAML {data_yaml} names 3 classes (nc: 3): class id(s) 3 "
+                              "have no name; 2 of 61 samples hold labels outside 0..2")
+    assert fix.why.endswith("but no code change makes that fix (label files are data, not code: correct or delete "
+                            "those lines), so nothing is applied by default")
+    assert fix.alternatives[1].key == "widen_head" and fix.alternatives[1].patch.path == str(data_yaml)

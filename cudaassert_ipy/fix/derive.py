@@ -161,6 +161,9 @@ def _tokens(c: Culprit, f: TokenFacts, history: History, resizable: frozenset[st
 
 # -- class labels: head, ignore_index, rows ------------------------------------------------------------------------
 def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelSurvey]) -> ProposedFix:
+    yaml_names = None  # Ultralytics: the data YAML that sets nc names this many classes
+    if f.head is not None and f.head.file:
+        f, survey, yaml_names = _yaml_evidence(f, f.head.file, survey)
     alts: list[tuple[Alternative, str]] = []  # (alternative, the evidence that decides for it, "" when none)
     too_big = [v for v in f.bad if v >= f.n_classes]
     negative = [v for v in f.bad if v < 0]
@@ -193,7 +196,7 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
         alts.append(shift)
     if survey is not None and 0 < len(survey.bad_rows) <= max(HANDFUL_ROWS, HANDFUL * survey.n_samples):
         negative = sorted({*negative, *(v for v, _ in survey.counts if v < 0 and v != f.ignore_index)})
-        drop, decides = _drop_alt(c, f, history, survey, widen_site, negative, top)
+        drop, decides = _drop_alt(c, f, history, survey, widen_site, negative, top, yaml_names)
         alts.append((drop, "" if shifted else decides))
     if not alts:
         return _none(hints.PATCH_WHY["no_edit"].format(what="no alternative fits these labels"), c.module or "")
@@ -407,6 +410,21 @@ def _extend_map(p: Parsed, d: Any, key: str, n: int) -> Edit | None:
     return Edit(p, end, end, "".join(f", {x}" for x in entries))
 
 
+def _yaml_evidence(f: LabelFacts, path: str, survey: Optional[LabelSurvey]
+                   ) -> tuple[LabelFacts, Optional[LabelSurvey], Optional[int]]:
+    """Ultralytics: the data YAML's ``names:`` (more names than ``nc``: the class count it declares) and its label
+    files' class ids (a scan of the training set, when no other survey was made), as the decision's evidence."""
+    from cudaassert_ipy.fix import data_yaml
+
+    text = data_yaml.read(path)
+    names = data_yaml.names_count(text) if text is not None else None
+    if names is not None and names > f.n_classes and f.declared is None:
+        f = dataclasses.replace(f, declared=names, declared_by=f"`names:` in {path}")
+    if survey is None:
+        survey = data_yaml.label_survey(path, f.n_classes)
+    return f, survey, names
+
+
 def _yaml_alt(path: str, owner: str, n: int) -> Alternative | None:
     """Ultralytics: the data YAML sets ``nc``, so the patch is a file patch of it (applied only when asked)."""
     from cudaassert_ipy.fix import data_yaml
@@ -452,11 +470,13 @@ def _arg(call: Any, position: int | None, keyword: str | None) -> Any | None:
 
 
 def _drop_alt(c: Culprit, f: LabelFacts, history: History, survey: LabelSurvey, widen_site: Site | None,
-              negative: list[int], top: int | None) -> tuple[Alternative, str]:
+              negative: list[int], top: int | None, yaml_names: int | None = None) -> tuple[Alternative, str]:
     rows = survey.bad_rows
-    shown = ", ".join(map(str, rows[:8])) + (f", ... ({len(rows) - 8} more)" if len(rows) > 8 else "")
-    title = hints.PATCH_TITLES["drop_rows"].format(count=len(rows), dataset=survey.source, rows=shown)
+    named = survey.row_names or tuple(map(str, rows))
+    shown = ", ".join(named[:8]) + (f", ... ({len(rows) - 8} more)" if len(rows) > 8 else "")
     last = f.n_classes - 1
+    title = (hints.PATCH_TITLES["label_lines"].format(count=len(rows), last=last, rows=shown) if survey.row_names
+             else hints.PATCH_TITLES["drop_rows"].format(count=len(rows), dataset=survey.source, rows=shown))
     evidence = hints.PATCH_EVIDENCE["handful"].format(count=len(rows), n=survey.n_samples, last=last, rows=shown)
     handful = len(rows) <= max(HANDFUL_ROWS, HANDFUL * survey.n_samples)
     decides = ""
@@ -464,10 +484,16 @@ def _drop_alt(c: Culprit, f: LabelFacts, history: History, survey: LabelSurvey, 
     bad_text = ", ".join(map(str, sorted({v for v in f.bad if v >= f.n_classes or v < 0})))
     if handful and names is not None:
         decides = hints.PATCH_EVIDENCE["names"].format(names=names, n=f.n_classes, bad=bad_text) + "; " + evidence
+    elif handful and yaml_names == f.n_classes and f.head is not None:
+        decides = (hints.PATCH_EVIDENCE["yaml_names"].format(path=f.head.file, n=f.n_classes, bad=bad_text) + "; "
+                   + evidence)
     elif handful and negative and not any(v in (-1, -100) and f.ignore_index is None for v in negative):
         decides = hints.PATCH_EVIDENCE["negative"].format(bad=", ".join(map(str, negative))) + "; " + evidence
     elif handful and (top is None or top > f.n_classes or negative):
         decides = evidence  # scattered bad values in a few rows: not a class the head misses
+    if survey.row_names:  # label files: data, not code
+        return Alternative("drop_rows", title, decides or evidence,
+                           no_patch="label files are data, not code: correct or delete those lines"), decides
     code_key = "drop_rows_hf" if survey.has_select else "drop_rows_torch"
     code = hints.PATCH_CODE[code_key].format(dataset=survey.source, rows="{" + ", ".join(map(str, rows)) + "}")
     built = next(iter(history.assignments(survey.source)), None)
