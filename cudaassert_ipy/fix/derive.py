@@ -383,7 +383,7 @@ def _extend_map(p: Parsed, d: Any, key: str, n: int) -> Edit | None:
         have = {int(i) for i in ids}
     except (TypeError, ValueError):
         return None
-    strings = [x for x in d.elements for x in (x.key, x.value) if isinstance(x, cst.SimpleString)]
+    strings = [x for e in d.elements for x in (e.key, e.value) if isinstance(x, cst.SimpleString)]
     q = strings[0].quote if strings else '"'
     string_ids = key == "id2label" and any(isinstance(e.key, cst.SimpleString) for e in d.elements)
     entries = []
