@@ -38,7 +38,8 @@ EXPECTED = {
     "06_cuda_debug_and_preflight": "drop_rows", "07_hf_trainer": "widen_head", "08_lightning": "widen_head",
     # the tests' stories: their comments say which meaning (a class the model was not built for, a declared count)
     "test_panel": "widen_head", "test_panel_nbclient": "widen_head", "restart_story": None,
-    "test_fix_undecided": None, "fw_timm": "widen_head", "fw_transformers": "widen_head",
+    "test_fix_undecided": None, "test_fix_collate": "shift_labels", "fw_timm": "widen_head",
+    "fw_transformers": "widen_head",
     "fw_lightning": "widen_head", "fw_keras": "widen_head", "fw_ultralytics": "widen_head", "fw_fastai": "widen_head",
 }
 
@@ -78,6 +79,9 @@ def test_stories() -> dict[str, tuple[list[str], bool]]:
         "test_fix_undecided": (["import torch, torch.nn as nn, torch.nn.functional as F\n"
                                 "labels = torch.arange(40) % 4\nx = torch.randn(40, 8)", "head = nn.Linear(8, 3)",
                                 "loss = F.cross_entropy(head(x), labels)"], False),
+        # a collate_fn that adds 1 to labels the dataset holds 0-based: the patch takes the `+ 1` out
+        "test_fix_collate": ([*(str(_constant(t / "test_fix.py", k)) for k in ("COLLATE_SETUP", "COLLATE")),
+                              "model = nn.Linear(8, 4)", str(_constant(t / "test_fix.py", "STEP"))], False),
     }
     for name, (file, *cells) in fw.items():
         setup = str(_constant(t / file, "SETUP"))

@@ -198,3 +198,50 @@ def test_a_typed_fix_apply_edits_the_notebooks_cell_on_one_click(tmp_path):
         page.keyboard.press("Control+z")
         expect(editor).to_contain_text("head = nn.Linear(32, 3)")
         wait_saved(server, page, HEAD)
+
+
+@pytest.mark.frameworks
+def test_a_file_patchs_apply_writes_the_data_yaml_on_disk_names_it_and_edits_no_cell(tmp_path):
+    """Ultralytics (the frameworks environment): the class count is the data YAML's ``nc:``, so the patch is a file
+    patch; Apply asks the kernel, which writes the file, and the status says so; no cell of the notebook changes."""
+    from playwright.sync_api import expect
+    from test_frameworks_ultralytics_labels import SETUP
+
+    root = tmp_path / "pets"
+    data_yaml = root / "data.yaml"
+    setup = SETUP.format(root=str(root)) + "model.args.data = str(root / 'data.yaml')\n"
+    cells = ["%load_ext cudaassert", setup, "loss, items = model(batch)  # as BaseTrainer._do_train does",
+             "%cudaassert fix"]
+    notebook = new_notebook(cells=list(map(new_code_cell, cells)), metadata=fix_notebook().metadata)
+    with lab_server(tmp_path / "home", NOTEBOOK, notebook, YOLO_OFFLINE="1",
+                    YOLO_CONFIG_DIR=str(tmp_path / "yolo-config")) as (server, _), \
+            notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}) as (page, left_ms):
+        nb_cells = page.locator(".jp-Notebook .jp-Cell")
+        failing, fix = nb_cells.nth(2), nb_cells.nth(3)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        expect(failing.locator(".jp-Cell-outputArea")).to_contain_text("index 2 is out of bounds", timeout=left_ms())
+        wait_idle(page, left_ms)
+        fix.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        widen = fix.locator(".cudaassert-fix-alternative", has_text=f"set nc: 3 in the data YAML {data_yaml}")
+        expect(widen.locator(".cudaassert-fix-add").first).to_have_text("+nc: 3", timeout=left_ms())
+        wait_idle(page, left_ms)
+        before = data_yaml.read_text()
+        widen.locator(".cudaassert-fix-apply").click()
+        expect(widen.locator(".cudaassert-fix-status")).to_have_text(
+            f"Patched {data_yaml} on disk (no cell of this notebook changes): run the training again to check.",
+            timeout=left_ms())
+        assert data_yaml.read_text() == before.replace("nc: 2\nnames: [cat, dog]", "nc: 3\nnames: [cat, dog, class_2]")
+        page.keyboard.press("Control+s")
+        deadline = time.monotonic() + 20
+        while True:  # the saved document, once it holds the proposal's output (saved after the click)
+            try:
+                saved = server.rest("GET", f"api/contents/{NOTEBOOK}?content=1")["content"]["cells"]
+            except urllib.error.HTTPError:  # read while the server rewrites it in place
+                saved = None
+            if saved is not None and saved[3]["outputs"]:
+                break
+            assert time.monotonic() < deadline, "the notebook was not saved"
+            time.sleep(0.2)
+        assert [c["source"] for c in saved[:4]] == cells  # no cell changed (Shift+Enter added an empty one)

@@ -310,9 +310,233 @@ def test_fix_apply_writes_the_data_yaml_and_refuses_a_file_edited_since(restart_
     assert data_yaml.read_text() == "nc: 4\nnames: [cat, dog, bird, class_3]\n"
 
 
+def test_a_file_patch_applied_shows_the_request_naming_the_file_for_the_frontend_extension(restart_ext, shell,
+                                                                                            tmp_path):
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    from cudaassert_ipy.fix import derive
+    from cudaassert_ipy.shell import fix as shell_fix
+
+    data_yaml = tmp_path / "birds.yaml"
+    data_yaml.write_text("nc: 3\nnames: [cat, dog, bird]\n")
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    choose = next(i for i, a in enumerate(fix.alternatives, 1) if a.key == "widen_head")
+    publisher, shell.display_pub = shell.display_pub, CapturingDisplayPublisher()
+    try:
+        shell_fix.apply(restart_ext, fix, choose, in_notebook=True)  # what the extension's Apply button sends
+        (bundle,) = [o["data"] for o in shell.display_pub.outputs if PATCH_MIME in o["data"]]
+    finally:
+        shell.display_pub = publisher
+    request = bundle[PATCH_MIME]
+    assert (request["kind"], request["path"], request["cell_id"]) == ("applied", str(data_yaml), None)
+    assert request["new_source"] == data_yaml.read_text() == "nc: 4\nnames: [cat, dog, bird, class_3]\n"
+    assert bundle["text/plain"].startswith(f"[cudaassert] Patched {data_yaml} (set nc: 4")
+
+
 def test_a_data_yaml_in_a_form_the_text_edit_does_not_know_gives_no_file_patch(tmp_path):
     from cudaassert_ipy.fix import data_yaml
 
     assert data_yaml.set_nc("nc: 3\nnames: {0: cat, 1: dog, 2: bird}\n", 4) is None
     assert data_yaml.set_nc("path: x\ntrain: images\n", 4) is None
     assert data_yaml.set_nc("nc: 4\nnames: [a, b, c, d]\n", 4) is None  # already says 4
+
+
+# -- labels shifted by one in a collate_fn or a Dataset's __getitem__ ------------------------------------------------
+COLLATE_SETUP = """
+import torch, torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+train_ds = TensorDataset(torch.randn(64, 8), torch.arange(64) % 4)
+"""
+COLLATE = """
+def collate(batch):
+    xs = torch.stack([x for x, _ in batch])
+    labels = torch.stack([y for _, y in batch])
+    return xs, labels + 1  # classes 1..4, as the annotation tool numbers them
+loader = DataLoader(train_ds, batch_size=16, collate_fn=collate)
+"""
+STEP = """
+from fake_cuda_session import cross_entropy
+for xb, yb in loader:
+    loss = cross_entropy(model(xb), yb)  # F.cross_entropy on a GPU
+"""
+
+
+def test_a_collate_fn_that_adds_1_to_the_labels_is_the_line_the_patch_edits(restart_ext, shell, tmp_path, capsys):
+    shell.run_cell(COLLATE_SETUP, store_history=True)
+    collate_cell, cell_id = shell.execution_count, "collate"
+    shell.run_cell(COLLATE, store_history=True, cell_id=cell_id)
+    shell.run_cell("model = nn.Linear(8, 4)", store_history=True)
+    failing = shell.execution_count
+    assert not shell.run_cell(STEP, store_history=True).success
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.safety == DECISION and fix.chosen.key == "shift_labels"
+    assert fix.why == ("the data decides: `train_ds` holds labels 0..3, all in range; `collate` (the DataLoader's "
+                       "collate_fn) moves each batch's labels by +1")
+    assert (fix.execution_count, fix.cell_id) == (collate_cell, cell_id)
+    assert fix.new_source == COLLATE.replace("return xs, labels + 1  #", "return xs, labels  #")  # the comment kept
+    assert fix.chosen.title == ("take out the `+ 1` that `collate` (the DataLoader's collate_fn) applies to the "
+                                "labels (labels 0..3)")
+    widen = fix.alternatives[1]  # the other meaning, side by side, with its own patch
+    assert widen.key == "widen_head" and widen.patch.new_source == "model = nn.Linear(8, 5)"
+    shell.run_line_magic("cudaassert", "fix apply --restart")
+    restart_in_process(shell, tmp_path)
+    capsys.readouterr()
+    shell.run_cell("pass", store_history=True)
+    out = capsys.readouterr().out
+    assert f"[cudaassert] fixed: cell [{failing}] ran to the end with validators on, and all 64 samples" in out
+    assert shell.user_ns["model"].out_features == 4  # the head kept its 4 classes
+
+
+def test_a_getitem_that_subtracts_1_from_0_based_labels_is_taken_out_not_the_rows_dropped(restart_ext, shell):
+    shell.run_cell(COLLATE_SETUP + "class Pets(torch.utils.data.Dataset):\n"
+                   "    def __init__(self, x, y):\n"
+                   "        self.x, self.y = x, y\n"
+                   "    def __len__(self):\n"
+                   "        return len(self.x)\n"
+                   "    def __getitem__(self, i):\n"
+                   "        label = int(self.y[i])\n"
+                   "        label -= 1  # the CSV is 1-based\n"
+                   "        return self.x[i], label\n"
+                   "pets = Pets(torch.randn(64, 8), torch.arange(64) % 4)\n"
+                   "loader = DataLoader(pets, batch_size=16)\n"
+                   "model = nn.Linear(8, 4)", store_history=True)
+    assert not shell.run_cell(STEP, store_history=True).success
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.chosen.key == "shift_labels" and "widen_head" not in [a.key for a in fix.alternatives]
+    assert fix.why == ("the data decides: the labels `Pets.__getitem__` returns run -1..2: its -1 moves them out of "
+                       "0..3")
+    assert "        label -= 1  # the CSV is 1-based\n" not in fix.new_source
+    assert "        label = int(self.y[i])\n        return self.x[i], label\n" in fix.new_source
+
+
+def test_a_label_shift_without_the_datas_evidence_is_offered_but_not_chosen():
+    from cudaassert_ipy.diagnose.culprit import CLASS_LABELS, Culprit
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.diagnose.hints import LabelFacts
+    from cudaassert_ipy.fix import CellSource, derive
+
+    culprit = Culprit(CLASS_LABELS, LabelFacts(bad=(4,), n_classes=4), module="model", module_type="Linear")
+    d = Diagnosis(kind="device_assert", context_dead=False, cause_id="class_labels", title="class label out of range",
+                  headline="", status="", specific=None, explanation="", fix="", culprit=culprit)
+    cells = [CellSource(1, "a", COLLATE_SETUP + COLLATE), CellSource(2, "b", "model = nn.Linear(8, 4)"),
+             CellSource(3, "c", STEP, ok=False)]
+    fix = derive.propose(d, cells)  # no scan of the data: nothing says which meaning the author had
+    assert fix.default is None and {a.key for a in fix.alternatives} == {"widen_head", "shift_labels"}
+    shift = next(a for a in fix.alternatives if a.key == "shift_labels")
+    assert shift.evidence == ("`collate` (the DataLoader's collate_fn) moves the labels by +1 (`labels + 1`)")
+    assert "return xs, labels  # classes" in shift.patch.new_source
+
+
+# -- Hugging Face: id2label / label2id follow num_labels --------------------------------------------------------------
+def _hf_labels_failure(*cells: str):
+    """Label 3 with `num_labels=3`, with the head the transformers adapter gives the rules, over ``cells``."""
+    from cudaassert_ipy.diagnose.culprit import CLASS_LABELS, Culprit
+    from cudaassert_ipy.diagnose.diagnosis import Diagnosis
+    from cudaassert_ipy.diagnose.hints import LabelFacts
+    from cudaassert_ipy.fix import CellSource
+    from cudaassert_ipy.frameworks.base import ClassHead
+
+    head = ClassHead("transformers", now=3, setting="num_labels", owner="model.config")
+    culprit = Culprit(CLASS_LABELS, LabelFacts(bad=(3,), n_classes=3, head=head), module="model.classifier",
+                      module_type="Linear")
+    d = Diagnosis(kind="device_assert", context_dead=False, cause_id="class_labels", title="class label out of range",
+                  headline="", status="", specific=None, explanation="", fix="", culprit=culprit)
+    return d, [CellSource(i, f"c{i}", src, ok=i < len(cells)) for i, src in enumerate(cells, 1)]
+
+
+def _widen(*cells: str):
+    from cudaassert_ipy.fix import derive
+
+    return next(a for a in derive.propose(*_hf_labels_failure(*cells)).alternatives if a.key == "widen_head")
+
+
+def test_literal_id2label_and_label2id_get_the_new_ids_when_num_labels_is_widened():
+    load = ("model = AutoModelForSequenceClassification.from_pretrained(\n"
+            "    'bert-base-uncased', num_labels=3,\n"
+            "    id2label={0: 'neg', 1: 'neu', 2: 'pos'},  # the annotators' names\n"
+            "    label2id={'neg': 0, 'neu': 1, 'pos': 2})")
+    alt = _widen(load, "trainer.train()")
+    assert alt.patch.new_source == (
+        "model = AutoModelForSequenceClassification.from_pretrained(\n"
+        "    'bert-base-uncased', num_labels=4,\n"
+        "    id2label={0: 'neg', 1: 'neu', 2: 'pos', 3: 'LABEL_3'},  # the annotators' names\n"
+        "    label2id={'neg': 0, 'neu': 1, 'pos': 2, 'LABEL_3': 3}, ignore_mismatched_sizes=True)")
+    assert "by hand" not in alt.patch.why_cell
+
+
+def test_a_label_map_written_one_entry_a_line_or_with_string_ids_keeps_its_form():
+    cell = ('ID2LABEL = {\n    "0": "neg",\n    "1": "neu",\n    "2": "pos",\n}\n'
+            "config = BertConfig(vocab_size=100, num_labels=3, id2label=ID2LABEL)")
+    alt = _widen(cell, "trainer.train()")
+    assert alt.patch.new_source == cell.replace('"2": "pos",\n}', '"2": "pos",\n    "3": "LABEL_3",\n}').replace(
+        "num_labels=3", "num_labels=4")
+
+
+def test_label_maps_built_by_an_expression_are_left_and_named_in_one_line():
+    cell = ("model = AutoModelForSequenceClassification.from_pretrained(\n"
+            "    'bert-base-uncased', num_labels=3, ignore_mismatched_sizes=True,\n"
+            "    id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})")
+    alt = _widen(cell, "trainer.train()")
+    assert alt.patch.new_source == cell.replace("num_labels=3", "num_labels=4")
+    assert alt.patch.why_cell.endswith("; `id2label` and `label2id`: not written as a literal dict, so extend by "
+                                       "hand to 4 entries (ids 0..3)")
+    # built from the class count the patch changes: they follow it, nothing to say
+    follows = ("num_labels = 3\nmodel = AutoModelForSequenceClassification.from_pretrained(\n"
+               "    'bert-base-uncased', num_labels=num_labels, id2label=dict(enumerate(LABELS[:num_labels])))")
+    alt = _widen(follows, "trainer.train()")
+    assert alt.patch.new_source.startswith("num_labels = 4\n") and "by hand" not in alt.patch.why_cell
+
+
+# -- Ultralytics: the data YAML's names and its label files' class ids are the decision's evidence --------------------
+def _yolo_dataset(root: Path, boxes: list[list[int]], names: str = "[cat, dog, bird]") -> Path:
+    """A YOLO dataset: one image and label file per entry of ``boxes`` (its boxes' class ids), and its data YAML."""
+    for i, ids in enumerate(boxes):
+        (root / "images" / "train").mkdir(parents=True, exist_ok=True)
+        (root / "labels" / "train").mkdir(parents=True, exist_ok=True)
+        (root / "images" / "train" / f"{i:03}.jpg").write_bytes(b"")
+        (root / "labels" / "train" / f"{i:03}.txt").write_text("".join(f"{c} 0.5 0.5 0.2 0.2\n" for c in ids))
+    data_yaml = root / "data.yaml"
+    data_yaml.write_text(f"path: .\ntrain: images/train\nval: images/train\nnc: 3\nnames: {names}\n")
+    return data_yaml
+
+
+def test_an_ultralytics_class_as_common_as_the_others_decides_for_the_data_yaml_patch(tmp_path):
+    from cudaassert_ipy.fix import derive
+
+    data_yaml = _yolo_dataset(tmp_path / "birds", [[i % 4] for i in range(80)])
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    assert fix.chosen.key == "widen_head" and fix.patch.path == str(data_yaml)
+    assert fix.why == "the data decides: label 3 is in 20 of 80 samples, as common as the other classes"
+    assert [a.key for a in fix.alternatives] == ["widen_head"]  # 20 boxes of class 3 are no handful of stray lines
+    assert fix.patch.new_source.endswith("nc: 4\nnames: [cat, dog, bird, class_3]\n")
+
+
+def test_an_ultralytics_data_yaml_naming_more_classes_than_nc_decides_for_its_count(tmp_path):
+    from cudaassert_ipy.fix import derive
+
+    data_yaml = _yolo_dataset(tmp_path / "birds", [[i % 4] for i in range(40)], names="[cat, dog, bird, owl]")
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    assert fix.chosen.key == "widen_head"
+    assert fix.why == (f"the data decides: the data declares 4 classes (`names:` in {data_yaml}) and the labels stay "
+                       "below 4")
+    assert fix.patch.new_source.endswith("nc: 4\nnames: [cat, dog, bird, owl]\n")  # the names were there already
+
+
+def test_a_few_ultralytics_label_lines_past_the_named_classes_are_named_and_nothing_is_applied(tmp_path):
+    from cudaassert_ipy.fix import derive
+
+    boxes = [[i % 3] for i in range(60)]
+    boxes[7], boxes[41] = [0, 3], [3]
+    data_yaml = _yolo_dataset(tmp_path / "birds", boxes)
+    fix = derive.propose(*_yolo_labels_failure(data_yaml))
+    labels = Path("labels") / "train"
+    first = fix.alternatives[0]
+    assert fix.default is None and first.key == "drop_rows" and first.patch is None
+    assert first.title == ("correct or delete the 2 label line(s) whose class id is outside 0..2 "
+                           f"({labels / '007.txt'} line 2, {labels / '041.txt'} line 1)")
+    assert fix.why.startswith(f"the data decides: the data YAML {data_yaml} names 3 classes (nc: 3): class id(s) 3 "
+                              "have no name; 2 of 61 samples hold labels outside 0..2")
+    assert fix.why.endswith("but no code change makes that fix (label files are data, not code: correct or delete "
+                            "those lines), so nothing is applied by default")
+    assert fix.alternatives[1].key == "widen_head" and fix.alternatives[1].patch.path == str(data_yaml)

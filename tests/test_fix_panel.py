@@ -133,3 +133,21 @@ def test_a_headless_run_gets_the_diff_in_the_full_text_report(restart_ext, shell
     assert report.index("Exception: ") < report.index("[cudaassert] Proposed fix for `criterion` (decision)")
     assert "+criterion = nn.CrossEntropyLoss(ignore_index=255)  # the mistake" in report
     assert "(the data decides for this one) pass ignore_index=255 to the loss" in report
+
+
+def test_the_panels_apply_of_a_file_patch_says_the_file_was_patched_on_disk(restart_ext, shell, tmp_path):
+    from test_fix import _yolo_dataset, _yolo_labels_failure
+
+    from cudaassert_ipy.fix import derive
+
+    data_yaml = _yolo_dataset(tmp_path / "birds", [[i % 4] for i in range(80)])  # class 3 as common as the others
+    proposed = derive.propose(*_yolo_labels_failure(data_yaml))
+    actions = shell_fix.panel_actions(restart_ext, proposed, JUPYTER)
+    publisher, shell.display_pub = shell.display_pub, CapturingDisplayPublisher()
+    try:
+        said = actions.apply(None, False)  # the data decides: Apply needs no choice
+    finally:
+        shell.display_pub = publisher
+    assert said == (f"Patched {data_yaml} on disk (no cell changes): set nc: 4 in the data YAML {data_yaml} and list "
+                    "4 names. Run the training again to check.")
+    assert "nc: 4\nnames: [cat, dog, bird, class_3]\n" in data_yaml.read_text()

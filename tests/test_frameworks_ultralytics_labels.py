@@ -98,6 +98,7 @@ def test_the_fix_is_a_patch_of_the_data_yaml_shown_as_a_diff_and_written_only_wh
 
 
 def test_the_runner_shows_the_data_yaml_patch_as_a_diff_against_the_file_and_writes_nothing_undecided(tmp_path):
+    # the label files hold class 2 once in three boxes (a new class?) and the YAML names two classes (a stray line?)
     import json
     import subprocess
     import sys
@@ -119,3 +120,24 @@ def test_the_runner_shows_the_data_yaml_patch_as_a_diff_against_the_file_and_wri
     assert "nc: 2\nnames: [cat, dog]\n" in data_yaml.read_text()
     fix = json.loads((tmp_path / "r.json").read_text())["fix"]
     assert str(data_yaml) in [a["path"] for a in fix["alternatives"]]
+
+
+def test_label_files_holding_the_class_as_often_as_the_others_make_the_data_yaml_patch_the_default(yolo, loaded,
+                                                                                                   capsys, tmp_path):
+    import cudaassert_ipy
+
+    root = tmp_path / "pets"
+    for i in range(30):  # the rest of the training set: classes 0, 1 and 2 alike
+        (root / "images" / "train" / f"more{i}.jpg").write_bytes(b"")
+        (root / "labels" / "train" / f"more{i}.txt").write_text(f"{i % 3} 0.5 0.5 0.3 0.3\n")
+    data_yaml = root / "data.yaml"
+    yolo.run_cell("model.args.data = str(root / 'data.yaml')", store_history=True)
+    result = yolo.run_cell("loss, items = model(batch)  # as BaseTrainer._do_train does", store_history=True)
+    assert isinstance(result.error_in_exec, IndexError)
+    fix = cudaassert_ipy.proposed_fix()
+    assert fix.chosen.key == "widen_head" and fix.patch.path == str(data_yaml)
+    assert fix.why == "the data decides: label 2 is in 11 of 33 samples, as common as the other classes"
+    capsys.readouterr()
+    yolo.run_line_magic("cudaassert", "fix apply")  # the default: no --choose needed
+    assert f"Patched {data_yaml}" in capsys.readouterr().out
+    assert "nc: 3\nnames: [cat, dog, class_2]\n" in data_yaml.read_text()

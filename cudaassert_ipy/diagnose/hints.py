@@ -646,7 +646,9 @@ PATCH_TITLES: dict[str, str] = {
     "widen_head": "{set_classes}",
     "ignore_index": "pass ignore_index={value} to the loss (the labels' {value} is not a class)",
     "drop_rows": "drop the {count} bad row(s) of `{dataset}` ({rows})",
+    "label_lines": "correct or delete the {count} label line(s) whose class id is outside 0..{last} ({rows})",
     "shift_labels": "the labels are 1-based: subtract 1 from them (labels 0..{last})",
+    "shift_code": "take out the `{op} 1` that {where} applies to the labels (labels 0..{last})",
     "bce_logits": BCE_LOGITS,
     "resize_embeddings": TOKENIZER_RESIZE,
     "yaml_nc": "set nc: {n} in the data YAML {path} and list {n} names",
@@ -656,8 +658,12 @@ PATCH_EVIDENCE: dict[str, str] = {
     "declared": "the data declares {declared} classes ({by}) and the labels stay below {declared}",
     "void": "{value} appears in {count} mask(s) next to labels 0..{last}: VOC's 'void' border, not a class",
     "one_based": "the labels run {low}..{top} and no sample has label 0",
+    "shifted_raw": "`{dataset}` holds labels {low}..{high}, all in range; {where} moves each batch's labels by {delta}",
+    "shifted_item": "the labels {where} returns run {low}..{high}: its {delta} moves them out of 0..{last}",
+    "shift_code": "{where} moves the labels by {delta} (`{code}`)",
     "new_class": "label {top} is in {count} of {n} samples, as common as the other classes",
     "names": "`{names}` lists {n} class names and sizes the head: label(s) {bad} have no name",
+    "yaml_names": "the data YAML {path} names {n} classes (nc: {n}): class id(s) {bad} have no name",
     "handful": "{count} of {n} samples hold labels outside 0..{last} (rows {rows})",
     "negative": "negative labels ({bad}) cannot be classes",
     "logits": "the loss got values from {lo:.4g} to {hi:.4g}: raw logits, not probabilities",
@@ -666,6 +672,9 @@ PATCH_EVIDENCE: dict[str, str] = {
 #: Why a ranking was (or was not) made, and why nothing was proposed.
 PATCH_WHY: dict[str, str] = {
     "decided": "the data decides: {evidence}",
+    "decided_no_patch": "the data decides: {evidence}; but no code change makes that fix ({no_patch}), so nothing "
+                        "is applied by default",
+    "labels_by_hand": "{names}: not written as a literal dict, so extend by hand to {n} entries (ids 0..{last})",
     "undecided": "the data does not decide between these: choose one (nothing is applied by default)",
     "safe": "one meaning only: {evidence}",
     "no_culprit": "no patch: the diagnosis names no object a patch could change ({title})",
@@ -686,5 +695,6 @@ PATCH_CODE: dict[str, str] = {
     "bce_module": "BCEWithLogitsLoss",
     "bce_function": "binary_cross_entropy_with_logits",
     "yaml_nc": "nc: {n}",
+    "hf_label": "LABEL_{i}",  # the name Hugging Face gives a class id2label does not name
     "yaml_name": "class_{i}",  # a placeholder name the data YAML's names: gets for each new class
 }

@@ -5,17 +5,24 @@ holds it: the patch is a file patch. Edited as text, line by line (standard libr
 parser, so the user's comments, order and quoting stay as they were). Forms understood: ``nc: 3``;
 ``names:`` as a block list (``- cat``), a block mapping (``0: cat``) or a flow list (``[cat, dog]``),
 extended with placeholder names (``hints.PATCH_CODE["yaml_name"]``). Any other form: no patch.
+
+The data's evidence comes from the same file: how many ``names:`` it lists, and the class id of every box
+in the training set's label files (``train:`` under ``path:``; Ultralytics finds an image's label file by
+turning its last ``/images/`` into ``/labels/`` and its extension into ``.txt``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
+from collections import Counter
 from typing import Optional
 
 from cudaassert_ipy.diagnose import hints
+from cudaassert_ipy.fix.model import LabelSurvey
 
-__all__ = ["set_nc"]
+__all__ = ["label_survey", "names_count", "set_nc"]
 
 _MAX_BYTES = 1 << 20  # a data YAML is a few lines; a bigger one is not read
 _KEY = re.compile(r"^(nc|names)\s*:(.*)$")
@@ -107,3 +114,114 @@ def set_nc(text: str, n: int) -> Optional[str]:
         out[at:at] = added
     new_text = "".join(out)
     return new_text if new_text != text else None
+
+
+# -- the data's evidence: the names the YAML lists, the class ids its label files hold ----------------------------
+_IMAGE_EXTENSIONS = (".bmp", ".dng", ".jpeg", ".jpg", ".mpo", ".png", ".tif", ".tiff", ".webp", ".pfm", ".heic")
+_MAX_LABEL_FILES = 200_000
+_SCALAR = re.compile(r"^(path|train)\s*:\s*(.*?)\s*$")
+
+
+def names_count(text: str) -> Optional[int]:
+    """How many class names ``names:`` lists (a flow list, a block list or a block mapping); None when absent."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = _KEY.match(line)
+        if m is None or m.group(1) != "names":
+            continue
+        value = m.group(2).partition("#")[0].strip()
+        if value.startswith("[") and value.endswith("]"):
+            return len([x for x in value[1:-1].split(",") if x.strip()])
+        if value:
+            return None
+        n = 0
+        for inner in lines[i + 1:]:
+            if inner.strip() == "" or inner.lstrip().startswith("#"):
+                continue
+            if inner[:1] not in (" ", "\t"):
+                break
+            n += bool(_ITEM.match(inner) or _ENTRY.match(inner))
+        return n
+    return None
+
+
+def _scalar(text: str, key: str) -> Optional[str]:
+    for line in text.splitlines():
+        m = _SCALAR.match(line)
+        if m is not None and m.group(1) == key:
+            value = m.group(2).partition(" #")[0].strip().strip("'\"")
+            return value or None
+    return None
+
+
+def _images(train: str) -> list[str]:
+    """The training images: a folder's image files, or the lines of a ``.txt`` list (relative to its folder)."""
+    if os.path.isdir(train):
+        found = []
+        for folder, _, files in os.walk(train):
+            found += [os.path.join(folder, f) for f in files if f.lower().endswith(_IMAGE_EXTENSIONS)]
+            if len(found) > _MAX_LABEL_FILES:
+                break
+        return sorted(found)
+    if train.endswith(".txt") and os.path.isfile(train):
+        with open(train, encoding="utf-8") as fp:
+            base = os.path.dirname(train)
+            return [os.path.join(base, x.strip()[2:]) if x.strip().startswith("./") else x.strip()
+                    for x in fp if x.strip()]
+    return []
+
+
+def _label_file(image: str) -> str:
+    images, labels = f"{os.sep}images{os.sep}", f"{os.sep}labels{os.sep}"
+    return labels.join(image.rsplit(images, 1)).rsplit(".", 1)[0] + ".txt"
+
+
+def label_survey(path: str, nc: int, budget_s: float = 2.0) -> Optional[LabelSurvey]:
+    """Every box's class id in the label files of the data YAML's training set: the data's evidence for the
+    decision (a class of its own, a few stray lines, 1-based ids). None when the set cannot be found or read
+    within ``budget_s`` (no evidence rather than a partial one)."""
+    text = read(path)
+    if text is None:
+        return None
+    here = os.path.dirname(os.path.abspath(path))
+    root = _scalar(text, "path")
+    if root is None:
+        root = here
+    else:  # an absolute path stays itself; a relative one next to the YAML, else from the working directory
+        root = next((r for r in (os.path.join(here, root), os.path.abspath(root)) if os.path.isdir(r)),
+                    os.path.join(here, root))
+    root = os.path.normpath(root)
+    train = _scalar(text, "train")
+    if train is None or train.startswith("["):
+        return None
+    deadline = time.monotonic() + budget_s
+    counts: Counter[int] = Counter()
+    bad: list[int] = []
+    names: list[str] = []
+    n = 0
+    files = 0
+    for image in _images(os.path.join(root, train)):
+        if time.monotonic() > deadline:
+            return None
+        label = _label_file(image)
+        try:
+            with open(label, encoding="utf-8") as fp:
+                lines = fp.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue  # an image without labels (a background image)
+        files += 1
+        for k, line in enumerate(lines, 1):
+            first = line.split(None, 1)[0] if line.strip() else ""
+            try:
+                class_id = int(float(first))
+            except ValueError:
+                continue
+            counts[class_id] += 1
+            if not 0 <= class_id < nc:
+                bad.append(n)
+                names.append(f"{os.path.relpath(label, root)} line {k}")  # relative to the dataset's path
+            n += 1
+    if not files:
+        return None
+    return LabelSurvey(os.path.normpath(os.path.join(root, train)), n, tuple(sorted(counts.items())), tuple(bad),
+                       row_names=tuple(names))

@@ -161,6 +161,9 @@ def _tokens(c: Culprit, f: TokenFacts, history: History, resizable: frozenset[st
 
 # -- class labels: head, ignore_index, rows ------------------------------------------------------------------------
 def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelSurvey]) -> ProposedFix:
+    yaml_names = None  # Ultralytics: the data YAML that sets nc names this many classes
+    if f.head is not None and f.head.file:
+        f, survey, yaml_names = _yaml_evidence(f, f.head.file, survey)
     alts: list[tuple[Alternative, str]] = []  # (alternative, the evidence that decides for it, "" when none)
     too_big = [v for v in f.bad if v >= f.n_classes]
     negative = [v for v in f.bad if v < 0]
@@ -171,6 +174,8 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
         ev = hints.PATCH_EVIDENCE["void"].format(value=255, count=count or "the", last=last) if f.dense else ""
         alts.append((_ignore_alt(c, history, 255, ev), ev))
     top = max((v for v in too_big if v != 255), default=None)
+    shift = _shift_alt(f, history, survey, top, negative)  # code that moved the labels by one, when there is
+    shifted = shift is not None and bool(shift[1])  # the data says that code is why the labels are out of range
     widen_site: Site | None = None
     if top is not None:
         n_new = f.declared if f.declared is not None and top < f.declared else top + 1
@@ -178,17 +183,21 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
         decides = ""
         if f.declared is not None and top < f.declared:
             decides = hints.PATCH_EVIDENCE["declared"].format(declared=f.declared, by=c.dataset or f.declared_by)
-        elif survey is not None and _common(survey, top, f.n_classes):
+        elif survey is not None and not shifted and _common(survey, top, f.n_classes):
             decides = hints.PATCH_EVIDENCE["new_class"].format(top=top, count=survey.count(top), n=survey.n_samples)
         alts.append((alt if not decides else Alternative(alt.key, alt.title, decides, alt.patch, alt.no_patch),
                      decides))
-        if survey is not None and top == f.n_classes and survey.count(0) == 0 and survey.count(1):
+        if (shift is None and survey is not None and top == f.n_classes and survey.count(0) == 0
+                and survey.count(1)):
             ev = hints.PATCH_EVIDENCE["one_based"].format(low=1, top=top)
             alts.append((Alternative("shift_labels", hints.PATCH_TITLES["shift_labels"].format(last=last), ev,
                                      no_patch="where the labels are made is not one call to edit"), ev))
+    if shift is not None:
+        alts.append(shift)
     if survey is not None and 0 < len(survey.bad_rows) <= max(HANDFUL_ROWS, HANDFUL * survey.n_samples):
         negative = sorted({*negative, *(v for v, _ in survey.counts if v < 0 and v != f.ignore_index)})
-        alts.append(_drop_alt(c, f, history, survey, widen_site, negative, top))
+        drop, decides = _drop_alt(c, f, history, survey, widen_site, negative, top, yaml_names)
+        alts.append((drop, "" if shifted else decides))
     if not alts:
         return _none(hints.PATCH_WHY["no_edit"].format(what="no alternative fits these labels"), c.module or "")
     widened = f.declared if f.declared is not None and top is not None and top < f.declared else (top or 0) + 1
@@ -199,8 +208,13 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
     decided = [i for i in ranked if alts[i][1]]
     alternatives = tuple(alts[i][0] for i in ranked)
     default = 0 if len(decided) == 1 and alternatives[0].patch is not None else None
-    why = (hints.PATCH_WHY["decided"].format(evidence=alts[decided[0]][1]) if default is not None
-           else hints.PATCH_WHY["undecided"])
+    if default is not None:
+        why = hints.PATCH_WHY["decided"].format(evidence=alts[decided[0]][1])
+    elif len(decided) == 1:  # the data decides for an alternative no code change makes: said, nothing applied
+        why = hints.PATCH_WHY["decided_no_patch"].format(evidence=alts[decided[0]][1],
+                                                         no_patch=alternatives[0].no_patch)
+    else:
+        why = hints.PATCH_WHY["undecided"]
     chosen = alternatives[default] if default is not None else None
     n_classes = f.n_classes
     if chosen is not None and chosen.key == "widen_head":
@@ -208,6 +222,37 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
     return ProposedFix(DECISION, alternatives, default, why, c.module or c.loss or "",
                        dataset=survey.source if survey is not None else c.dataset, num_classes=n_classes,
                        ignore_index=255 if chosen is not None and chosen.key == "ignore_index" else f.ignore_index)
+
+
+def _shift_alt(f: LabelFacts, history: History, survey: Optional[LabelSurvey], top: int | None,
+               negative: list[int]) -> tuple[Alternative, str] | None:
+    """A collate_fn or ``__getitem__`` that moves the labels by one, in the direction that put them out of range
+    (``+ 1`` and labels reaching C; ``- 1`` and labels at -1): the alternative that takes the shift out, and the
+    data's evidence that decides for it ("" when the data does not say)."""
+    wanted = [d for d, bad in ((1, top == f.n_classes), (-1, -1 in negative)) if bad]
+    if not wanted or not any(w in cell.source for cell in history.cells for w in ("collate_fn", "__getitem__")):
+        return None
+    shift = next((s for s in history.label_shifts() if s.delta in wanted), None)
+    if shift is None:
+        return None
+    last = f.n_classes - 1
+    delta = f"{shift.delta:+d}"
+    decides = ""
+    if survey is not None:
+        seen = [v for v, n in survey.counts if n and v != f.ignore_index]
+        low, high = (min(seen), max(seen)) if seen else (0, 0)
+        if shift.collate and seen and not survey.bad_rows and (high == last if shift.delta > 0 else low == 0):
+            decides = hints.PATCH_EVIDENCE["shifted_raw"].format(dataset=survey.source, low=low, high=high,
+                                                                 where=shift.where, delta=delta)
+        elif not shift.collate and seen and (low, high) == ((1, last + 1) if shift.delta > 0 else (-1, last - 1)):
+            decides = hints.PATCH_EVIDENCE["shifted_item"].format(where=shift.where, low=low, high=high, delta=delta,
+                                                                  last=last)
+    evidence = decides or hints.PATCH_EVIDENCE["shift_code"].format(where=shift.where, delta=delta,
+                                                                    code=" ".join(shift.code.split()))
+    title = hints.PATCH_TITLES["shift_code"].format(op="+" if shift.delta > 0 else "-", where=shift.where, last=last)
+    p = shift.parsed
+    why = f"{_cell_name(p)} defines {shift.where}, which moves the labels by {delta} (`{' '.join(shift.code.split())}`)"
+    return Alternative("shift_labels", title, evidence, _patch([shift.edit], why)), decides
 
 
 def _common(survey: LabelSurvey, top: int, n_classes: int) -> bool:
@@ -246,6 +291,7 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
             return yaml_alt, None
     site = history.module_site(c.module) if c.module is not None else None
     edits: list[Edit] = []
+    by_hand = ""  # id2label / label2id that no edit extends
     name = c.module or ""
     if site is not None:
         kind = _callee(site)
@@ -274,6 +320,8 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
                         and not any(a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes"
                                     for a in site.call.args)):
                     edits.append(keyword_edit(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
+                maps, by_hand = _label_maps(history, site, arg, edit, n)
+                edits += maps
     if not edits or site is None:
         return Alternative("widen_head", title, no_patch=f"no cell of this kernel built `{name or 'the head'}`"), None
     same = [e for e in edits if e.parsed.order == edits[0].parsed.order]
@@ -281,7 +329,100 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
     why = _why(site.parsed, "built", name, site.text)
     if where.order != site.parsed.order:
         why += f"; {_cell_name(where)} gives it the class count"
+    if by_hand:
+        why += f"; {by_hand}"
     return Alternative("widen_head", title, patch=_patch(same, why)), site
+
+
+def _label_maps(history: History, site: Site, count: Any, count_edit: Edit, n: int) -> tuple[list[Edit], str]:
+    """The Hugging Face fix sets ``id2label``/``label2id`` too when the call passes them: literal dicts (in the call,
+    or a name given one in the cell the patch changes) get the missing entries (``4: "LABEL_4"``), in their own
+    style; any other expression that does not follow the class count gets one line: extend it by hand."""
+    import libcst as cst
+
+    edits: list[Edit] = []
+    manual: list[str] = []
+    follows = {str(count.value)} if isinstance(count, cst.Name) else set()  # `LABELS[:num_labels]` follows the edit
+    for a in site.call.args:
+        key = a.keyword.value if a.keyword is not None else None
+        if key not in ("id2label", "label2id"):
+            continue
+        p, value = site.parsed, a.value
+        if isinstance(value, cst.Name):
+            assigned = next(iter(history.assignments(str(value.value))), None)
+            if assigned is not None and isinstance(assigned[2], cst.Dict):
+                p, value = assigned[0], assigned[2]
+        if follows and any(isinstance(x, cst.Name) and x.value in follows for x in walk(value)):
+            continue
+        edit = _extend_map(p, value, str(key), n) if isinstance(value, cst.Dict) else None
+        if edit is not None and edit.parsed.order == count_edit.parsed.order:
+            edits += [edit] if edit.text else []
+        else:
+            manual.append(f"`{key}`")
+    note = hints.PATCH_WHY["labels_by_hand"].format(names=" and ".join(manual), n=n, last=n - 1) if manual else ""
+    return edits, note
+
+
+def _extend_map(p: Parsed, d: Any, key: str, n: int) -> Edit | None:
+    """``{0: "neg", 1: "pos"}`` (id2label) or ``{"neg": 0, "pos": 1}`` (label2id) with the ids up to ``n`` it lacks,
+    as an insertion after its last entry (an empty edit when none is missing); None when an entry is not a literal."""
+    import ast
+
+    import libcst as cst
+
+    items: list[tuple[Any, Any]] = []
+    for e in d.elements:
+        if not isinstance(e, cst.DictElement):
+            return None
+        try:
+            items.append((ast.literal_eval(p.code(e.key)), ast.literal_eval(p.code(e.value))))
+        except (ValueError, SyntaxError):
+            return None
+    ids = [k for k, _ in items] if key == "id2label" else [v for _, v in items]
+    try:
+        have = {int(i) for i in ids}
+    except (TypeError, ValueError):
+        return None
+    strings = [x for e in d.elements for x in (e.key, e.value) if isinstance(x, cst.SimpleString)]
+    q = strings[0].quote if strings else '"'
+    string_ids = key == "id2label" and any(isinstance(e.key, cst.SimpleString) for e in d.elements)
+    entries = []
+    for i in range(n):
+        if i in have:
+            continue
+        label = f"{q}{hints.PATCH_CODE['hf_label'].format(i=i)}{q}"
+        index = f"{q}{i}{q}" if string_ids else str(i)
+        entries.append(f"{index}: {label}" if key == "id2label" else f"{label}: {i}")
+    source = p.cell.source
+    if not d.elements:
+        start, _ = p.span(d)
+        return Edit(p, start + 1, start + 1, ", ".join(entries))
+    last = d.elements[-1]
+    _, end = p.span(last.value)
+    if not entries:
+        return Edit(p, end, end, "")
+    first_start = p.span(d.elements[0].key)[0]
+    if isinstance(last.comma, cst.Comma) and "\n" in source[first_start:end]:  # one entry a line, trailing comma
+        comma = source.index(",", end) + 1
+        line_start = source.rfind("\n", 0, p.span(last.key)[0]) + 1
+        indent = source[line_start:p.span(last.key)[0]]
+        return Edit(p, comma, comma, "".join(f"\n{indent}{x}," for x in entries))
+    return Edit(p, end, end, "".join(f", {x}" for x in entries))
+
+
+def _yaml_evidence(f: LabelFacts, path: str, survey: Optional[LabelSurvey]
+                   ) -> tuple[LabelFacts, Optional[LabelSurvey], Optional[int]]:
+    """Ultralytics: the data YAML's ``names:`` (more names than ``nc``: the class count it declares) and its label
+    files' class ids (a scan of the training set, when no other survey was made), as the decision's evidence."""
+    from cudaassert_ipy.fix import data_yaml
+
+    text = data_yaml.read(path)
+    names = data_yaml.names_count(text) if text is not None else None
+    if names is not None and names > f.n_classes and f.declared is None:
+        f = dataclasses.replace(f, declared=names, declared_by=f"`names:` in {path}")
+    if survey is None:
+        survey = data_yaml.label_survey(path, f.n_classes)
+    return f, survey, names
 
 
 def _yaml_alt(path: str, owner: str, n: int) -> Alternative | None:
@@ -329,11 +470,13 @@ def _arg(call: Any, position: int | None, keyword: str | None) -> Any | None:
 
 
 def _drop_alt(c: Culprit, f: LabelFacts, history: History, survey: LabelSurvey, widen_site: Site | None,
-              negative: list[int], top: int | None) -> tuple[Alternative, str]:
+              negative: list[int], top: int | None, yaml_names: int | None = None) -> tuple[Alternative, str]:
     rows = survey.bad_rows
-    shown = ", ".join(map(str, rows[:8])) + (f", ... ({len(rows) - 8} more)" if len(rows) > 8 else "")
-    title = hints.PATCH_TITLES["drop_rows"].format(count=len(rows), dataset=survey.source, rows=shown)
+    named = survey.row_names or tuple(map(str, rows))
+    shown = ", ".join(named[:8]) + (f", ... ({len(rows) - 8} more)" if len(rows) > 8 else "")
     last = f.n_classes - 1
+    title = (hints.PATCH_TITLES["label_lines"].format(count=len(rows), last=last, rows=shown) if survey.row_names
+             else hints.PATCH_TITLES["drop_rows"].format(count=len(rows), dataset=survey.source, rows=shown))
     evidence = hints.PATCH_EVIDENCE["handful"].format(count=len(rows), n=survey.n_samples, last=last, rows=shown)
     handful = len(rows) <= max(HANDFUL_ROWS, HANDFUL * survey.n_samples)
     decides = ""
@@ -341,10 +484,16 @@ def _drop_alt(c: Culprit, f: LabelFacts, history: History, survey: LabelSurvey, 
     bad_text = ", ".join(map(str, sorted({v for v in f.bad if v >= f.n_classes or v < 0})))
     if handful and names is not None:
         decides = hints.PATCH_EVIDENCE["names"].format(names=names, n=f.n_classes, bad=bad_text) + "; " + evidence
+    elif handful and yaml_names == f.n_classes and f.head is not None:
+        decides = (hints.PATCH_EVIDENCE["yaml_names"].format(path=f.head.file, n=f.n_classes, bad=bad_text) + "; "
+                   + evidence)
     elif handful and negative and not any(v in (-1, -100) and f.ignore_index is None for v in negative):
         decides = hints.PATCH_EVIDENCE["negative"].format(bad=", ".join(map(str, negative))) + "; " + evidence
     elif handful and (top is None or top > f.n_classes or negative):
         decides = evidence  # scattered bad values in a few rows: not a class the head misses
+    if survey.row_names:  # label files: data, not code
+        return Alternative("drop_rows", title, decides or evidence,
+                           no_patch="label files are data, not code: correct or delete those lines"), decides
     code_key = "drop_rows_hf" if survey.has_select else "drop_rows_torch"
     code = hints.PATCH_CODE[code_key].format(dataset=survey.source, rows="{" + ", ".join(map(str, rows)) + "}")
     built = next(iter(history.assignments(survey.source)), None)

@@ -9,14 +9,17 @@ given in that cell (``num_classes = 195``). Only what the tree says: nothing is 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence
 
 from cudaassert_ipy.fix.model import CellSource
 from cudaassert_ipy.fix.source import Edit, Parsed, dotted, parse, walk
 
-__all__ = ["Frame", "History", "Site", "keyword_edit"]
+__all__ = ["Frame", "History", "Shift", "Site", "keyword_edit"]
 
+#: an operand that holds the labels (``labels``, ``row["label"]``, ``self.targets[i]``, ``y``)
+_LABELISH = re.compile(r"(?i)label|target|(?<![\w.])(y|ys|yb|cls)(?!\w)")
 #: methods that hand back the same module: followed through (``Net().to(device)``)
 _SAME_OBJECT = {"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "requires_grad_"}
 
@@ -41,6 +44,19 @@ class Site:
     @property
     def text(self) -> str:
         return self.parsed.code(self.call)
+
+
+@dataclass(frozen=True)
+class Shift:
+    """``labels + 1`` (or ``- 1``, ``labels += 1``) in a DataLoader's collate_fn or a Dataset's ``__getitem__``:
+    code that moves every label by one, and the edit that takes the shift out."""
+
+    parsed: Parsed
+    delta: int  # +1 or -1
+    where: str  # "`collate` (the DataLoader's collate_fn)", "`Pets.__getitem__`"
+    collate: bool  # in a collate_fn (a scan of the dataset sees the labels before it), not in ``__getitem__``
+    code: str  # the shifting expression or statement, as written
+    edit: Edit
 
 
 def _name_of_call(call: Any) -> str | None:
@@ -188,6 +204,34 @@ class History:
                 return Site(p, node, frames)
         return None
 
+    # -- code that shifts the labels by one --------------------------------------------------------------------
+    def label_shifts(self) -> list[Shift]:
+        """Every ``± 1`` applied to labels in a function passed as ``collate_fn=`` (or a lambda) and in a class's
+        ``__getitem__``, newest first."""
+        import libcst as cst
+
+        found: list[tuple[tuple[int, int], Shift]] = []
+        for p in self.parsed("collate_fn"):
+            for n in walk(p.module):
+                if not (isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "collate_fn"):
+                    continue
+                if isinstance(n.value, cst.Lambda):
+                    found += _shifts(p, n.value, "the collate_fn lambda", True)
+                elif isinstance(n.value, cst.Name):
+                    fdef = self.function_def(str(n.value.value))
+                    if fdef is not None:
+                        found += _shifts(fdef[0], fdef[1], f"`{n.value.value}` (the DataLoader's collate_fn)", True)
+        for p in self.parsed("__getitem__"):
+            for n in walk(p.module):
+                if isinstance(n, cst.ClassDef):
+                    for m in n.body.body:
+                        if isinstance(m, cst.FunctionDef) and m.name.value == "__getitem__":
+                            found += _shifts(p, m, f"`{n.name.value}.__getitem__`", False)
+        unique: dict[tuple[int, int, int], Shift] = {}
+        for _, s in sorted(found, key=lambda t: t[0], reverse=True):
+            unique.setdefault((s.parsed.order, s.edit.start, s.edit.end), s)
+        return list(unique.values())
+
     # -- from an argument to the literal to edit --------------------------------------------------------------
     def value_edit(self, p: Parsed, expr: Any, new: str, frames: tuple[Frame, ...]) -> Edit | None:
         """Set the value ``expr`` stands for to ``new``: at the literal, else at the parameter's caller, else the
@@ -271,6 +315,45 @@ def keyword_edit(p: Parsed, call: Any, text: str) -> Edit:
     start, end = p.span(call)
     close = p.cell.source.rindex(")", start, end)
     return Edit(p, close, close, text)
+
+
+def _is_one(node: Any) -> bool:
+    import libcst as cst
+
+    return isinstance(node, cst.Integer) and node.value == "1"
+
+
+def _shifts(p: Parsed, func: Any, where: str, collate: bool) -> list[tuple[tuple[int, int], Shift]]:
+    """The label shifts inside ``func`` (a FunctionDef or a Lambda), each with the edit that removes it."""
+    import libcst as cst
+
+    out = []
+    source = p.cell.source
+    for n in walk(func):
+        if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, (cst.Add, cst.Subtract)):
+            delta = 1 if isinstance(n.operator, cst.Add) else -1
+            if _is_one(n.right) and _LABELISH.search(p.code(n.left)):
+                cut = (p.span(n.left)[1], p.span(n.right)[1])  # `labels + 1` -> `labels`, parentheses kept
+            elif delta == 1 and _is_one(n.left) and _LABELISH.search(p.code(n.right)):
+                cut = (p.span(n.left)[0], p.span(n.right)[0])  # `1 + labels` -> `labels`
+            else:
+                continue
+            out.append(((p.order, p.line_of(n)), Shift(p, delta, where, collate, p.code(n),
+                                                       Edit(p, cut[0], cut[1], ""))))
+        elif isinstance(n, cst.IndentedBlock) and len(n.body) > 1:  # a line removed leaves the block a statement
+            for line in n.body:
+                aug = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+                if not (isinstance(aug, cst.AugAssign) and isinstance(aug.operator, (cst.AddAssign, cst.SubtractAssign))
+                        and _is_one(aug.value) and _LABELISH.search(p.code(aug.target))):
+                    continue
+                start, end = p.span(aug)
+                line_start = source.rfind("\n", 0, start) + 1
+                line_end = source.find("\n", end)
+                line_end = len(source) if line_end < 0 else line_end + 1
+                delta = 1 if isinstance(aug.operator, cst.AddAssign) else -1
+                out.append(((p.order, p.line_of(aug)), Shift(p, delta, where, collate, source[start:end],
+                                                             Edit(p, line_start, line_end, ""))))
+    return out
 
 
 def _top_statements(module: Any) -> Iterator[Any]:

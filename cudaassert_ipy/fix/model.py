@@ -38,6 +38,7 @@ class LabelSurvey:
     counts: tuple[tuple[int, int], ...]  # (label value, samples holding it), every value seen
     bad_rows: tuple[int, ...]  # dataset indices holding labels outside 0..C-1 (ignore_index excepted)
     has_select: bool = False  # a Hugging Face dataset (``.select``) rather than a torch Dataset
+    row_names: tuple[str, ...] = ()  # each bad row by name, where rows are not dataset indices ("b.txt line 2")
 
     def count(self, value: int) -> int:
         return dict(self.counts).get(value, 0)

@@ -34,6 +34,7 @@ APPLIED = ("{prefix} Patched cell [{number}] in this kernel's history: a restart
 IN_NOTEBOOK = "In JupyterLab and Notebook 7 the patch's Apply buttons edit the notebook's cell too (undo reverts it)."
 COPY = "Where no frontend edits notebooks (Colab, Kaggle, VS Code, a batch run), copy the patched cell into it."
 BUTTON_DONE = "Patched cell [{number}]: {title}.{restart}"
+FILE_BUTTON_DONE = "Patched {path} on disk (no cell changes): {title}. Run the training again to check."
 NO_RESTART = "this kernel cannot be restarted from here ({detail}): Apply, then restart it yourself"
 FILE_APPLIED = "{prefix} Patched {path} ({title}); run the training again to check."
 FILE_CHANGED = "{path} changed since the patch was proposed: run `%cudaassert fix` again."
@@ -183,7 +184,11 @@ def _apply_file(ext: Extension, path: str, old: str, new: str, alt: Alternative,
         write_atomic(path, new, mode=os.stat(path).st_mode & 0o777)
     except OSError as e:
         raise FixError(f"{path}: {e.strerror or e}") from None
-    print(FILE_APPLIED.format(prefix=PREFIX, path=path, title=alt.title))
+    from cudaassert_ipy.view.display import display
+
+    request = alt.patch.request() if alt.patch is not None else None  # what the frontend extension names
+    text = FILE_APPLIED.format(prefix=PREFIX, path=path, title=alt.title)
+    display({PATCH_MIME: request, "text/plain": text} if request is not None else {"text/plain": text}, raw=True)
     if restart:
         from cudaassert_ipy.restart.frontend import detect
         from cudaassert_ipy.restart.plan import Mode
@@ -202,6 +207,8 @@ def panel_actions(ext: Extension, fix: ProposedFix, frontend: Frontend) -> FixAc
     def on_apply(choose: int | None, restart: bool) -> str:
         alt = apply(ext, fix, choose, restart)
         patch = alt.patch
+        if patch is not None and patch.path is not None:
+            return FILE_BUTTON_DONE.format(path=patch.path, title=alt.title)
         number = patch.number if patch is not None else None
         return BUTTON_DONE.format(number=number, title=alt.title, restart=" Restarting: the replay runs it." if restart
                                   else " Restart to run it (the replay runs the patched cell).")

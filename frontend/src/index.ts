@@ -6,6 +6,8 @@
  * its history by running the magic itself, silently (`%cudaassert fix apply --choose N [--restart]
  * --in-notebook`: one code path for the magic and the buttons), and, when the kernel answers with the
  * applied request, edits the cell through its shared model: an ordinary edit the notebook's undo reverts.
+ * A file patch (the script's module, Ultralytics' data YAML: `path` set) changes no cell: the kernel writes the
+ * file on disk, only over the text the patch was derived from, and the status names the file.
  * Nothing in an output runs code: only a click does, and the kernel decides what is applied.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -51,7 +53,10 @@ const cellName = (p: IApplied): string =>
 const MSG = {
   readOnly: 'This notebook is read-only: nothing was applied (copy the patched cell into a writable notebook).',
   noNotebook: 'This output is not in an open notebook: run `%cudaassert fix apply` and copy the patched cell.',
-  filePatch: 'This patch edits a file, not a cell: run `%cudaassert fix apply` and edit {path}.',
+  fileApplied: 'Patched {path} on disk (no cell of this notebook changes): run the training again to check.',
+  fileRestarting:
+    'Patched {path} on disk (no cell of this notebook changes); the kernel restarts: the next training run reads it.',
+  filePatched: '{path} is patched on disk: no cell of this notebook changes.',
   notFound: '{cell} is not in this notebook: run `%cudaassert fix apply` and copy the patched cell.',
   edited: '{cell} was edited since the patch was proposed: nothing was applied; run `%cudaassert fix` again.',
   cellReadOnly: '{cell} is read-only (its "editable" metadata is false): nothing was applied.',
@@ -75,7 +80,7 @@ type Refusal = string | null;
 class Target {
   constructor(
     readonly panel: NotebookPanel,
-    readonly cell: any // ICellModel: the notebook's own model of the cell
+    readonly cell: any // ICellModel: the notebook's own model of the cell; null for a file patch
   ) {}
 
   static find(tracker: INotebookTracker, node: HTMLElement, p: IApplied): Target | string {
@@ -84,7 +89,7 @@ class Target {
       return MSG.noNotebook;
     }
     if (p.path) {
-      return fill(MSG.filePatch, { path: p.path });
+      return new Target(panel, null); // a file patch: the kernel writes the file, no cell is edited
     }
     const model: any = panel.context.model;
     const writable = panel.context.contentsModel?.writable;
@@ -102,6 +107,9 @@ class Target {
   }
 
   check(p: IApplied): Refusal {
+    if (p.path) {
+      return null; // the kernel refuses a file changed since the patch was proposed
+    }
     if (this.cell.getMetadata?.('editable') === false) {
       return fill(MSG.cellReadOnly, { cell: cellName(p) });
     }
@@ -113,6 +121,9 @@ class Target {
 
   /** Only the changed span is replaced, in one transaction of the cell's shared model (one undo step). */
   edit(p: IApplied): void {
+    if (p.path) {
+      return;
+    }
     const old = p.old_source;
     const neu = p.new_source;
     let start = 0;
@@ -175,6 +186,10 @@ export class PatchRenderer extends Widget implements IRenderMime.IRenderer {
       // `%cudaassert fix apply` typed in a cell: the kernel applied it; the notebook's cell is one click away
       const box = this.box();
       this.diff(data.diff, box);
+      if (data.path) {
+        this.line('cudaassert-fix-status', fill(MSG.filePatched, { path: data.path }), box);
+        return;
+      }
       const status = this.line('cudaassert-fix-status', '', box);
       const buttons = this.buttons(box, [['cudaassert-fix-edit', `Edit ${cellName(data)} in the notebook`, false]]);
       buttons[0][0].onclick = () => {
@@ -234,7 +249,9 @@ export class PatchRenderer extends Widget implements IRenderMime.IRenderer {
           return;
         }
         target.edit(request);
-        status.textContent = fill(restart ? MSG.restarting : MSG.applied, { cell: cellName(request) });
+        status.textContent = request.path
+          ? fill(restart ? MSG.fileRestarting : MSG.fileApplied, { path: request.path })
+          : fill(restart ? MSG.restarting : MSG.applied, { cell: cellName(request) });
       } else if (type === 'stream' && content.name === 'stderr') {
         said += content.text;
       } else if (type === 'error') {
