@@ -7,6 +7,7 @@ are often all the evidence there is. Four printed forms are read:
 - IPython 8+: ``File /x/modeling_bert.py:202, in BertEmbeddings.forward(self, ...)`` and a numbered excerpt whose
   ``-->`` line is the one that ran (``Cell In[5], line 3`` for a cell);
 - IPython 7 (Colab and Kaggle pin it): ``/x/modeling_bert.py in forward(self, ...)`` and the same excerpt;
+- a first frame line whose ``File "..."`` the paste cut off (``line 306, in build_targets``);
 - the same lines behind a launcher's prefix (``[rank0]:``, ``(VllmWorker rank=1 pid=7)``), colour codes removed.
 
 Standard library only: the log explainer and the live path both read frames through this one reader.
@@ -23,6 +24,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PY = re.compile(r'(?:File "|^)(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.\-]+)')
 _IPY8 = re.compile(r"File (?P<path>\S[^:\n]*?):(?P<line>\d+), in (?P<func>[\w<>.]+)(?:\(|$)")
 _IPY8_CELL = re.compile(r"(?P<path>Cell In ?\[\d*\]), line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?")
+#: a paste that starts inside a frame line, its ``File "..."`` cut off: ``line 306, in build_targets``
+_CUT = re.compile(r"^line (?P<line>\d+), in (?P<func>[\w<>.]+)$")
 _IPY7 = re.compile(r"^(?P<path>(?:/|[A-Za-z]:\\|~/|<ipython-input-)\S*?(?:\.py|>)) in (?P<func>[\w<>.]+)(?:\(|$)")
 _ARROW = re.compile(r"^\s*-+>\s*(?P<line>\d+)\s?(?P<code>.*)$")
 _NUMBERED = re.compile(r"^\s*\d+\s")
@@ -120,6 +123,7 @@ def frames_in_text(text: str) -> tuple[Frame, ...]:
     out: list[Frame] = []
     block = 0
     seen_frame = False
+    first = next((i for i, raw in enumerate(lines) if raw.strip()), -1)
     for i, raw in enumerate(lines):
         line = _strip_prefix(raw)
         stripped = line.strip()
@@ -144,6 +148,11 @@ def frames_in_text(text: str) -> tuple[Frame, ...]:
             n, code = _arrow_after(lines, i)
             out.append(Frame(mc.group("path"), n or int(mc.group("line")), mc.group("func") or "<module>", code,
                              block))
+            seen_frame = True
+            continue
+        mcut = _CUT.match(stripped) if i == first else None
+        if mcut is not None:
+            out.append(Frame("", int(mcut.group("line")), mcut.group("func"), _code_after(lines, i), block))
             seen_frame = True
             continue
         m7 = _IPY7.match(stripped)

@@ -431,6 +431,24 @@ def internal_check(who: tuple[str, str], line: str | None = None, op: str | None
                                  line=f"this line (`{line}`)" if line else "the assertion line")
 
 
+#: A conv layer given one row per graph (rule_graph.pooled_readout): a readout's output fed back into message passing.
+GRAPH_POOLED = (
+    "keep node-level features (one row per node) flowing from conv layer to conv layer and pool "
+    "(global_add_pool / global_mean_pool(x, batch)) once, after the last conv, for the readout: a conv after the "
+    "pooling gets the batch's node-level edge_index, which points past the pooled rows"
+)
+#: multinomial's ``!isinf(sum)``: finite weights whose sum overflows (rule_sampling).
+SAMPLING_SUM_INF = (
+    "normalize the weights before sampling (divide each row by its max, or sample from torch.softmax of "
+    "log-weights) so that a row's sum stays finite; weights as large as exp() of big values overflow to inf"
+)
+#: A negative embedding id that is a valid id wrapped by a 16-bit integer (rule_narrow_ids).
+INT16_WRAPPED = (
+    "the id {value} is {wrapped} stored in 16 bits: ids above 32767 wrap to negative numbers in int16, so store "
+    "and load token ids as int64 (torch.long, np.int64), never int16"
+)
+
+
 def scatter_index(name: str, low: int, top: int, rows_of: str | None = None, rows: int | None = None) -> str:
     """The fix for an index tensor seen outside the rows it scatters into (or negative)."""
     clauses = []
@@ -502,11 +520,57 @@ FRAME_FIXES: dict[str, str] = {
     "pyg_nodes": (
         "every node id in edge_index must be below the number of nodes (x.size(0), data.num_nodes): re-index the "
         "edges after filtering or batching nodes (torch_geometric.utils.subgraph(..., relabel_nodes=True)), and "
-        "check data.validate()"
+        "check data.validate(); a conv built with cached=True (GCNConv, SGConv, ChebConv) reuses the normalized edges "
+        "of the first graph it saw, so use cached=True only when every call gets that same graph"
     ),
     "dgl_nodes": (
         "every node id in the edges must be below the graph's number of nodes (g.num_nodes()): build the graph with "
         "num_nodes= set, and re-index node ids after filtering"
+    ),
+    "crf_tags": (
+        "a CRF indexes its transition tables with the tag values, so every tag must be 0..num_tags-1, padding "
+        "included: -100 (cross_entropy's ignore_index) is not ignored by a CRF; pad the tags with a valid tag (0) "
+        "and pass mask= with 0 at the padded and sub-word positions (the first mask column must be 1)"
+    ),
+    "ignore_value_as_index": (
+        "only cross_entropy and nll_loss skip -100 (their ignore_index): before any op that uses the labels as an "
+        "index (a CRF, gather, one_hot, x[labels], an embedding) replace -100 with a valid value such as 0 and keep "
+        "those positions out with a mask"
+    ),
+    "time_idx": (
+        "pytorch-forecasting computes each series' encoder length from the time_idx column: time_idx must be an "
+        "integer that grows by exactly 1 per time step within each series (not a timestamp, no duplicates), so "
+        "that no encoder length passes max_encoder_length{bound}; rebuild the time index and the TimeSeriesDataSet"
+    ),
+    "forecasting_categories": (
+        "every categorical column must be encoded by the TimeSeriesDataSet's own encoders: give categories that may "
+        "be unseen in training NaNLabelEncoder(add_nan=True) in categorical_encoders, build the validation and "
+        "prediction sets with TimeSeriesDataSet.from_dataset(training, ...), and check that time_idx grows by 1 per "
+        "step"
+    ),
+    "gluonts_cardinality": (
+        "every categorical feature value must be below the cardinality the model was built with "
+        "(static_cardinalities / dynamic_cardinalities / cardinality): count the categories over every dataset the "
+        "model will see (prediction data included), or reserve a code for unseen categories"
+    ),
+    "tabnet_cat_dims": (
+        "encode every categorical column as 0..cat_dims[i]-1 with cat_dims (and cat_idxs) counted over all the data "
+        "the model will see: map categorical values unseen in training to a reserved 'unknown' code included in "
+        "cat_dims before predict()"
+    ),
+    "widedeep_dims": (
+        "size each component from its preprocessor: Wide(input_dim=wide_preprocessor.wide_dim) (np.unique over the "
+        "whole frame undercounts when columns share values), and TabMlp/TabResnet from tab_preprocessor's "
+        "cat_embed_input; encode test data with the fitted preprocessors' transform()"
+    ),
+    "torchfm_field_dims": (
+        "each field's ids must be 0..field_dims[i]-1 (pytorch-fm's FeaturesEmbedding adds per-field offsets to one "
+        "table of sum(field_dims) rows): ids that start at 1 (MovieLens) need field_dims = max id + 1 per field, or "
+        "ids shifted to start at 0"
+    ),
+    "yolo_grid_boxes": (
+        "box labels must be normalized to [0, 1) (x_center, y_center, width, height divided by the image size): "
+        "clamp or fix the label files' coordinates, so that gi, gj = int(x * grid) stay below the grid size"
     ),
     "nnunet_labels": (
         "nnU-Net needs consecutive label values 0..N-1 in every segmentation, matching the labels in dataset.json: "
