@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapter
 
 __all__ = [
     "CLASS_TEMPLATES_AS",
+    "CODE_CHECKS",
     "FRAMEWORK_ADVICE",
     "FRAME_FIXES",
     "GENERIC_CLASS_WORDS",
@@ -457,6 +458,45 @@ def scatter_index(name: str, low: int, top: int, rows_of: str | None = None, row
     if low < 0:
         clauses.append(SCATTER_NEGATIVE.format(name=name, low=low))
     return _join(clauses)
+
+
+# What to check for each likely cause that a user's code line ranks when nothing decides (diagnose/code_lines.py, data
+# in causes/code_lines.json), keyed by the rule's check key: one clause each, a cause and how to see it.
+CODE_CHECKS: dict[str, str] = {
+    "labels": (
+        "class labels outside 0..C-1: compare labels.min() and labels.max() with the number of classes the model "
+        "outputs (the last layer's out_features / num_classes); 1-based labels need -1, and padding such as -1 or "
+        "255 needs ignore_index="
+    ),
+    "bce": (
+        "BCELoss on values outside [0, 1]: apply torch.sigmoid to the output first, or use BCEWithLogitsLoss on the "
+        "raw logits; targets must be in [0, 1] too"
+    ),
+    "one_hot": (
+        "class values outside 0..num_classes-1 before one_hot: compare the labels' max with num_classes (255 in a "
+        "mask is usually a void label)"
+    ),
+    "probs": (
+        "probabilities with NaN, inf or negative values, or a row that sums to 0: check torch.isfinite(probs).all() "
+        "and probs.min() >= 0 before sampling (fp16 logits overflow; temperature 0 divides by zero)"
+    ),
+    "gather_range": (
+        "gather/scatter index values outside 0..size-1 along dim: compare index.min() and index.max() with "
+        "input.size(dim) (negative values are not allowed)"
+    ),
+    "embedding_ids": (
+        "ids >= an embedding's num_embeddings: compare the input ids' max with each nn.Embedding's size "
+        "(vocab_size and len(tokenizer), or the number of categories of a column)"
+    ),
+    "index_range": (
+        "an index outside the dimension it indexes: compare idx.min() and idx.max() with x.size(dim) (idx must be "
+        "in -size..size-1)"
+    ),
+    "positions": (
+        "sequences longer than the model's position table: compare the input's length with "
+        "max_position_embeddings, and truncate (max_length=...)"
+    ),
+}
 
 
 # ==================================================================================================================
