@@ -131,3 +131,9 @@ def test_multinomial_sum_inf_is_its_own_check() -> None:
                "RuntimeError: cuda runtime error (59) : device-side assert triggered at /src/THC/THCTensorMath.cu:9\n")
     assert d.cause_id == "thc_multinomial_negative"
     assert d.likely_fix == hints.SAMPLING_SUM_INF
+
+
+def test_the_old_cpu_scatter_add_message_names_graphs_as_its_common_caller() -> None:
+    d = _first("RuntimeError: Invalid index in scatterAdd at /src/aten/src/TH/generic/THTensorMath.cpp:700\n")
+    assert d.cause_id == "scatter_gather_index_out_of_range_v1"
+    assert "edge_index" in (d.likely_fix or "") and d.basis == "the error text (scatter_add_message)"

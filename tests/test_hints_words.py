@@ -158,6 +158,7 @@ HINT_WORDS: dict[str, Words] = {
     "FRAME_FIXES[tabnet_cat_dims]": says("cat_dims", "0..cat_dims[i]-1", "unseen in training", "categorical"),
     "FRAME_FIXES[widedeep_dims]": says("wide_dim", "input_dim", "np.unique", "transform()"),
     "FRAME_FIXES[torchfm_field_dims]": says("field_dims", "0..field_dims[i]-1", "max id + 1", "start at 1"),
+    "FRAME_FIXES[scatter_add_index]": says("out.size(dim)", "edge_index", "num_nodes", "remap"),
     "FRAME_FIXES[yolo_grid_boxes]": says("[0, 1)", "normalized", "clamp", "label files", never=("nc:",)),
     "FRAME_FIXES[nnunet_labels]": says("consecutive", "dataset.json", "preprocess"),
     "FRAME_FIXES[seg_labels]": says("ignore_index=255", "nearest-neighbour", never=("bilinear interpolation",)),

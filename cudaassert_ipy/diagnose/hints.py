@@ -608,6 +608,11 @@ FRAME_FIXES: dict[str, str] = {
         "table of sum(field_dims) rows): ids that start at 1 (MovieLens) need field_dims = max id + 1 per field, or "
         "ids shifted to start at 0"
     ),
+    "scatter_add_index": (
+        "keep every index value below the size of the output's dimension (out.size(dim)): for a graph, every node "
+        "id in edge_index must be below the number of nodes (x.size(0), num_nodes), so re-index or remap the edges "
+        "after dropping nodes, and give every node an edge refers to a row of features"
+    ),
     "yolo_grid_boxes": (
         "box labels must be normalized to [0, 1) (x_center, y_center, width, height divided by the image size): "
         "clamp or fix the label files' coordinates, so that gi, gj = int(x * grid) stay below the grid size"
