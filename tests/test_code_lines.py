@@ -94,6 +94,7 @@ def test_what_decides_stands_over_a_ranked_line() -> None:
 def test_text_that_holds_nothing_keeps_the_generic_answer() -> None:
     d = _first(ASSERT)
     assert d.cause_id == GENERIC_ID and d.candidates[0].startswith("Nothing in the text decides")
+    assert d.basis.startswith("nothing that decides")
     plain = _first(_trace(("/p/train.py", 5, "main", "print('epoch', epoch)")))
     assert plain.cause_id == GENERIC_ID
 

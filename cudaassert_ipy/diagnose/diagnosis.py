@@ -161,6 +161,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         likely_fix = hints.label_value(which.value)
         specific = f"{specific or VALUE_NAMED.format(value=which.value)} {LIKELY_FIX.format(fix=likely_fix)}"
     candidates = _candidates(ev, which) if point is None and finding is None else ()
+    basis = basis or (NOTHING_DECIDES if candidates else "")
     if ranking is not None and not likely_fix:
         specific = specific or RANKED.format(code=ranking.frame.code, where=ranking.where, op=ranking.rule.op,
                                              title=which.text.title)
@@ -349,6 +350,8 @@ RANKED_BASIS = "a code line: {where} (`{code}`), ranked, not decided"
 RANKED = ("Nothing in the text decides the cause (no kernel assertion line, no framework frame that names one). The "
           "line `{code}` ({where}) is {op}, so the likely causes are ranked from it; the most likely, {title}, is "
           "named here.")
+NOTHING_DECIDES = ("nothing that decides: no catalogued kernel line, frame, host fact or code line names a cause; the "
+                   "likely causes are ranked by how common they are")
 RANKED_LEAD = "Ranked from the line that calls the failing op; check them in this order:"
 _RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON)
 
