@@ -137,3 +137,21 @@ def test_the_old_cpu_scatter_add_message_names_graphs_as_its_common_caller() -> 
     d = _first("RuntimeError: Invalid index in scatterAdd at /src/aten/src/TH/generic/THTensorMath.cpp:700\n")
     assert d.cause_id == "scatter_gather_index_out_of_range_v1"
     assert "edge_index" in (d.likely_fix or "") and d.basis == "the error text (scatter_add_message)"
+
+
+def test_nan_probabilities_from_a_quantized_model_name_its_kernels() -> None:
+    text = ("$ python generate.py --model ./llama --wbits 4 --groupsize 128\n"
+            + _trace((SITE + "transformers/generation/utils.py", 2400, "sample",
+                      "next_tokens = torch.multinomial(probs, num_samples=1).squeeze(1)"),
+                     error="RuntimeError: probability tensor contains either `inf`, `nan` or element < 0\n"))
+    d = _first(text)
+    assert d.cause_id == "multinomial_invalid_probs_async"
+    assert "Triton" in (d.likely_fix or "") and d.basis == "the error text (quantized_sampling)"
+    plain = _first(text.split("\n", 1)[1])
+    assert "Triton" not in (plain.likely_fix or "") and "bfloat16" in (plain.likely_fix or "")
+
+
+def test_a_layoutlm_frame_names_the_box_coordinates() -> None:
+    d = _first(_trace((SITE + "transformers/models/layoutlmv3/modeling_layoutlmv3.py", 900, "forward",
+                       "outputs = self.layoutlmv3(input_ids, bbox=bbox)")))
+    assert d.cause_id == "index_select_out_of_range" and "0..1000" in (d.likely_fix or "")

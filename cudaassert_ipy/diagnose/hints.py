@@ -608,6 +608,17 @@ FRAME_FIXES: dict[str, str] = {
         "table of sum(field_dims) rows): ids that start at 1 (MovieLens) need field_dims = max id + 1 per field, or "
         "ids shifted to start at 0"
     ),
+    "quantized_probs": (
+        "compare the logits with the unquantized model's on one prompt (torch.isfinite(logits).all()); try the "
+        "library's other kernel backend (GPTQ: the Triton or exllama kernels instead of its CUDA ones), keep the "
+        "compute dtype and the LayerNorm weights in float32 or bfloat16 (prepare_model_for_kbit_training), and "
+        "decode with do_sample=False to check whether sampling is the only victim"
+    ),
+    "layoutlm_bbox": (
+        "normalize every word box to 0..1000 (x0, y0, x1, y1 scaled by 1000 / the page's width and height) and "
+        "clamp them, so that no coordinate reaches max_2d_position_embeddings; and keep input_ids below vocab_size "
+        "(tokenizer and model from the same checkpoint)"
+    ),
     "scatter_add_index": (
         "keep every index value below the size of the output's dimension (out.size(dim)): for a graph, every node "
         "id in edge_index must be below the number of nodes (x.size(0), num_nodes), so re-index or remap the edges "
