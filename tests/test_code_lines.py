@@ -77,6 +77,16 @@ def test_the_innermost_line_that_ran_an_op_wins_over_where_it_surfaced() -> None
     assert rank((frames[1],)) is not None and rank((frames[1],)).rule.late  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("code", [
+    "y = model(x.to(device))",  # the input's copy, not the labels'
+    "labels = batch['labels']",  # a dict's key, not a tensor index
+    "x = x[mask]",  # a boolean mask cannot index out of range
+    "print(epoch, step)",
+])
+def test_lines_that_call_nothing_a_rule_knows_rank_nothing(code: str) -> None:
+    assert rank((Frame("/p/train.py", 3, "main", code),)) is None
+
+
 def test_library_lines_are_not_the_users() -> None:
     assert not is_user_frame(Frame(SITE + "foo/loss.py", 1, "f", "loss = criterion(a, b)"))
     assert not is_user_frame(Frame("/opt/conda/lib/python3.11/functools.py", 1, "f", "x = model(ids)"))
