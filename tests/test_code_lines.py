@@ -39,7 +39,7 @@ def test_every_rule_compiles_ranks_known_causes_and_has_words_to_check() -> None
 
 
 CASES = {
-    "a loss call": ("loss = loss_calc(logits, target)", "nll_loss_target_out_of_range", "labels.min()"),
+    "a loss call": ("loss = loss_calc(logits, y)", "nll_loss_target_out_of_range", "labels.min()"),
     "a bce call": ("loss = bce_loss(out, y)", "bce_input_out_of_range", "BCEWithLogitsLoss"),
     "a model returning its loss": ("loss, metrics = seg_module(batch)", "nll_loss_target_out_of_range",
                                    "out_features"),
@@ -52,7 +52,7 @@ CASES = {
     "gather": ("picked = torch.gather(scores, 1, idx)", "scatter_gather_index_out_of_range_v1", "input.size(dim)"),
     "indexing": ("rows = table[indices]", "advanced_indexing_out_of_range_v2", "-size..size-1"),
     "sampling": ("action = Categorical(p).sample()", "multinomial_invalid_probs_async", "isfinite"),
-    "a read of the loss": ("running += loss.item()", "nll_loss_target_out_of_range", "labels.min()"),
+    "a read of the loss": ("history.append(loss.detach())", "nll_loss_target_out_of_range", "labels.min()"),
     "a copy of the labels": ("target = target.cuda(non_blocking=True)", "nll_loss_target_out_of_range",
                              "ignore_index="),
 }
@@ -82,6 +82,8 @@ def test_the_innermost_line_that_ran_an_op_wins_over_where_it_surfaced() -> None
     "labels = batch['labels']",  # a dict's key, not a tensor index
     "x = x[mask]",  # a boolean mask cannot index out of range
     "print(epoch, step)",
+    "l = mse_loss_fn(pred, target)",  # a regression loss: not a class-label failure
+    "d = kl_div_loss(p, q)",
 ])
 def test_lines_that_call_nothing_a_rule_knows_rank_nothing(code: str) -> None:
     assert rank((Frame("/p/train.py", 3, "main", code),)) is None

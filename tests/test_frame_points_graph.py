@@ -107,7 +107,6 @@ def test_a_cut_first_frame_line_is_read_and_a_yolo_grid_cell_names_the_box_coord
     text = ("line 120, in build_targets\n    obj_mask[b, best_n, gj, gi] = 1\n"
             "IndexError: index 52 is out of bounds for dimension 2 with size 52\n")
     assert frames_in_text(text)[0].func == "build_targets"
-    assert not frames_in_text("the loss is fine\nline 3, in f\n")  # only a paste's very first line
     d = _first(text)
     assert d.cause_id == "advanced_indexing_out_of_range_v1"
     assert "[0, 1)" in (d.likely_fix or "") and "clamp" in (d.likely_fix or "")
