@@ -92,6 +92,15 @@ CASES: Dict[str, tuple[str, Dict[str, Any], Callable[[], Any]]] = {
                           lambda: explained_fix("IndexError: Target 128 is out of bounds.\n")),
     "pasted padding": ("LABEL_NEGATIVE", {"value": -1},
                        lambda: explained_fix("IndexError: Target -1 is out of bounds.\n")),
+    "pooled readout": ("GRAPH_POOLED", {}, lambda: explained_fix(
+        "IndexError: Found indices in 'edge_index' that are larger than 1 (got 30). Please ensure that all indices in "
+        "'edge_index' point to valid indices in the interval [0, 2) in your node feature matrix and try again.\n"
+        "DataBatch(x=[31, 4], edge_index=[2, 60], y=[2], batch=[31], ptr=[3])\n")),
+    "int16 wrapped id": ("INT16_WRAPPED", {"value": -30000, "wrapped": 35536}, lambda: explained_fix(
+        "RuntimeError: index out of range: Tried to access index -30000 out of table with 40000 rows.\n")),
+    "multinomial sum inf": ("SAMPLING_SUM_INF", {}, lambda: explained_fix(
+        "/w/THC/THCTensorRandom.cuh:90: void sampleMultinomialOnce(long *, long, int, T *, T *) [with T = float, "
+        "AccT = float]: block: [0,0,0], thread: [0,0,0] Assertion `!isinf(sum)` failed.\n")),
     # shown for real by tests/test_frameworks_ultralytics_labels.py (needs Ultralytics); here its wording's fields
     "yolo class id": ("YOLO_CLASS_ID", {"more": 3, "last": 1}, lambda: hints.yolo_class_id(2, 2)),
     "voc void": ("VOC_VOID", {}, lambda: F.cross_entropy(torch.randn(1, 3, 2), torch.tensor([[0, 255]]))),

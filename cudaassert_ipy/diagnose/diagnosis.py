@@ -37,6 +37,7 @@ from cudaassert_ipy.diagnose.evidence import Evidence
 from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
 
 if TYPE_CHECKING:  # the frame catalogue loads on the first report that has frames to read
+    from cudaassert_ipy.diagnose.code_lines import Ranking
     from cudaassert_ipy.diagnose.frame_points import FrameFinding, Point
 
 __all__ = ["DEAD_CONTEXT", "Diagnosis", "diagnose"]
@@ -143,6 +144,11 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
             which = _Cause(cause, _words(cause), which.value)
             finding, rule_notes = _run_rules(ev, which, rules)
         basis = f"a frame: {point.where}" if point.frame is not None else f"the error text ({point.point.id})"
+    ranking = _guarded_ranking(ev, which, notes) if point is None and finding is None else None
+    if ranking is not None:  # nothing decided: the user's own line ranks the likely causes, and names the first
+        which = _Cause(get_cause(ranking.causes[0]), _words(get_cause(ranking.causes[0])), which.value)
+        finding, rule_notes = _run_rules(ev, which, rules)
+        basis = RANKED_BASIS.format(where=ranking.where, code=ranking.frame.code)
     notes += rule_notes
     culprit = None
     if finding is not None and (det.stop is None or finding.fix):
@@ -167,6 +173,12 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     candidates = _candidates(ev, which, point, finding, guessed)
     if candidates[:1] == (UNSURE_POINT_LEAD,):
         op = None  # the headline says "likely", and names no op the text did not show
+    basis = basis or (NOTHING_DECIDES if candidates else "")
+    if ranking is not None and not likely_fix:
+        specific = specific or RANKED.format(code=ranking.frame.code, where=ranking.where, op=ranking.rule.op,
+                                             title=which.text.title)
+        candidates = (RANKED_LEAD, *(hints.CODE_CHECKS[key] for key in ranking.checks))
+        op = None  # a ranked guess names no op
     if det.stop is not None:
         facts = _one_count(facts)
     facts = _framework_facts(facts, ev.framework_facts)
@@ -352,6 +364,31 @@ def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:
     if which.id in _GENERIC_IDS or which.id == cause or which.id in found.point.refines:
         return found
     return None
+
+
+#: What a cause ranked from the user's own line rests on, and what the report says of it (diagnose/code_lines.py).
+RANKED_BASIS = "a code line: {where} (`{code}`), ranked, not decided"
+RANKED = ("Nothing in the text decides the cause (no kernel assertion line, no framework frame that names one). The "
+          "line `{code}` ({where}) is {op}, so the likely causes are ranked from it; the most likely, {title}, is "
+          "named here.")
+NOTHING_DECIDES = ("nothing that decides: no catalogued kernel line, frame, host fact or code line names a cause; the "
+                   "likely causes are ranked by how common they are")
+RANKED_LEAD = "Ranked from the line that calls the failing op; check them in this order:"
+_RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON)
+
+
+def _guarded_ranking(ev: Evidence, which: _Cause, notes: list[str]) -> Ranking | None:
+    """The likely causes the user's own lines rank, when nothing (kernel line, frame point, validator) decided."""
+    det = ev.detection
+    if which.id not in _GENERIC_IDS or ev.sites or det.stop is not None or det.kind not in _RANKED_KINDS:
+        return None
+    try:
+        from cudaassert_ipy.diagnose.code_lines import rank
+
+        return rank(ev.frames)
+    except Exception as e:  # a broken rule costs one note, not the report
+        notes.append(RULE_FAILED.format(rule="code_lines", error=f"{type(e).__name__}: {e}"))
+        return None
 
 
 def _points() -> tuple[Point, ...]:

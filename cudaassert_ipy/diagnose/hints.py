@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapter
 
 __all__ = [
     "CLASS_TEMPLATES_AS",
+    "CODE_CHECKS",
     "FRAMEWORK_ADVICE",
     "FRAME_FIXES",
     "GENERIC_CLASS_WORDS",
@@ -431,6 +432,24 @@ def internal_check(who: tuple[str, str], line: str | None = None, op: str | None
                                  line=f"this line (`{line}`)" if line else "the assertion line")
 
 
+#: A conv layer given one row per graph (rule_graph.pooled_readout): a readout's output fed back into message passing.
+GRAPH_POOLED = (
+    "keep node-level features (one row per node) flowing from conv layer to conv layer and pool "
+    "(global_add_pool / global_mean_pool(x, batch)) once, after the last conv, for the readout: a conv after the "
+    "pooling gets the batch's node-level edge_index, which points past the pooled rows"
+)
+#: multinomial's ``!isinf(sum)``: finite weights whose sum overflows (rule_sampling).
+SAMPLING_SUM_INF = (
+    "normalize the weights before sampling (divide each row by its max, or sample from torch.softmax of "
+    "log-weights) so that a row's sum stays finite; weights as large as exp() of big values overflow to inf"
+)
+#: A negative embedding id that is a valid id wrapped by a 16-bit integer (rule_narrow_ids).
+INT16_WRAPPED = (
+    "the id {value} is {wrapped} stored in 16 bits: ids above 32767 wrap to negative numbers in int16, so store "
+    "and load token ids as int64 (torch.long, np.int64), never int16"
+)
+
+
 def scatter_index(name: str, low: int, top: int, rows_of: str | None = None, rows: int | None = None) -> str:
     """The fix for an index tensor seen outside the rows it scatters into (or negative)."""
     clauses = []
@@ -439,6 +458,45 @@ def scatter_index(name: str, low: int, top: int, rows_of: str | None = None, row
     if low < 0:
         clauses.append(SCATTER_NEGATIVE.format(name=name, low=low))
     return _join(clauses)
+
+
+# What to check for each likely cause that a user's code line ranks when nothing decides (diagnose/code_lines.py, data
+# in causes/code_lines.json), keyed by the rule's check key: one clause each, a cause and how to see it.
+CODE_CHECKS: dict[str, str] = {
+    "labels": (
+        "class labels outside 0..C-1: compare labels.min() and labels.max() with the number of classes the model "
+        "outputs (the last layer's out_features / num_classes); 1-based labels need -1, and padding such as -1 or "
+        "255 needs ignore_index="
+    ),
+    "bce": (
+        "BCELoss on values outside [0, 1]: apply torch.sigmoid to the output first, or use BCEWithLogitsLoss on the "
+        "raw logits; targets must be in [0, 1] too"
+    ),
+    "one_hot": (
+        "class values outside 0..num_classes-1 before one_hot: compare the labels' max with num_classes (255 in a "
+        "mask is usually a void label)"
+    ),
+    "probs": (
+        "probabilities with NaN, inf or negative values, or a row that sums to 0: check torch.isfinite(probs).all() "
+        "and probs.min() >= 0 before sampling (fp16 logits overflow; temperature 0 divides by zero)"
+    ),
+    "gather_range": (
+        "gather/scatter index values outside 0..size-1 along dim: compare index.min() and index.max() with "
+        "input.size(dim) (negative values are not allowed)"
+    ),
+    "embedding_ids": (
+        "ids >= an embedding's num_embeddings: compare the input ids' max with each nn.Embedding's size "
+        "(vocab_size and len(tokenizer), or the number of categories of a column)"
+    ),
+    "index_range": (
+        "an index outside the dimension it indexes: compare idx.min() and idx.max() with x.size(dim) (idx must be "
+        "in -size..size-1)"
+    ),
+    "positions": (
+        "sequences longer than the model's position table: compare the input's length with "
+        "max_position_embeddings, and truncate (max_length=...)"
+    ),
+}
 
 
 # ==================================================================================================================
@@ -518,11 +576,69 @@ FRAME_FIXES: dict[str, str] = {
     "pyg_nodes": (
         "every node id in edge_index must be below the number of nodes (x.size(0), data.num_nodes): re-index the "
         "edges after filtering or batching nodes (torch_geometric.utils.subgraph(..., relabel_nodes=True)), and "
-        "check data.validate()"
+        "check data.validate(); a conv built with cached=True (GCNConv, SGConv, ChebConv) reuses the normalized edges "
+        "of the first graph it saw, so use cached=True only when every call gets that same graph"
     ),
     "dgl_nodes": (
         "every node id in the edges must be below the graph's number of nodes (g.num_nodes()): build the graph with "
         "num_nodes= set, and re-index node ids after filtering"
+    ),
+    "crf_tags": (
+        "a CRF indexes its transition tables with the tag values, so every tag must be 0..num_tags-1, padding "
+        "included: -100 (cross_entropy's ignore_index) is not ignored by a CRF; pad the tags with a valid tag (0) "
+        "and pass mask= with 0 at the padded and sub-word positions (the first mask column must be 1)"
+    ),
+    "ignore_value_as_index": (
+        "only cross_entropy and nll_loss skip -100 (their ignore_index): before any op that uses the labels as an "
+        "index (a CRF, gather, one_hot, x[labels], an embedding) replace -100 with a valid value such as 0 and keep "
+        "those positions out with a mask"
+    ),
+    "time_idx": (
+        "pytorch-forecasting computes each series' encoder length from the time_idx column: time_idx must be an "
+        "integer that grows by exactly 1 per time step within each series (not a timestamp, no duplicates), so "
+        "that no encoder length passes max_encoder_length{bound}; rebuild the time index and the TimeSeriesDataSet"
+    ),
+    "forecasting_categories": (
+        "every categorical column must be encoded by the TimeSeriesDataSet's own encoders: give categories that may "
+        "be unseen in training NaNLabelEncoder(add_nan=True) in categorical_encoders, build the validation and "
+        "prediction sets with TimeSeriesDataSet.from_dataset(training, ...), and check that time_idx grows by 1 per "
+        "step"
+    ),
+    "gluonts_cardinality": (
+        "every categorical feature value must be below the cardinality the model was built with "
+        "(static_cardinalities / dynamic_cardinalities / cardinality): count the categories over every dataset the "
+        "model will see (prediction data included), or reserve a code for unseen categories"
+    ),
+    "tabnet_cat_dims": (
+        "encode every categorical column as 0..cat_dims[i]-1 with cat_dims (and cat_idxs) counted over all the data "
+        "the model will see: map categorical values unseen in training to a reserved 'unknown' code included in "
+        "cat_dims before predict()"
+    ),
+    "widedeep_dims": (
+        "size each component from its preprocessor: Wide(input_dim=wide_preprocessor.wide_dim) (np.unique over the "
+        "whole frame undercounts when columns share values), and TabMlp/TabResnet from tab_preprocessor's "
+        "cat_embed_input; encode test data with the fitted preprocessors' transform()"
+    ),
+    "torchfm_field_dims": (
+        "each field's ids must be 0..field_dims[i]-1 (pytorch-fm's FeaturesEmbedding adds per-field offsets to one "
+        "table of sum(field_dims) rows): ids that start at 1 (MovieLens) need field_dims = max id + 1 per field, or "
+        "ids shifted to start at 0"
+    ),
+    "quantized_probs": (
+        "compare the logits with the unquantized model's on one prompt (torch.isfinite(logits).all()); try the "
+        "library's other kernel backend (GPTQ: the Triton or exllama kernels instead of its CUDA ones), keep the "
+        "compute dtype and the LayerNorm weights in float32 or bfloat16 (prepare_model_for_kbit_training), and "
+        "decode with do_sample=False to check whether sampling is the only victim"
+    ),
+    "layoutlm_bbox": (
+        "normalize every word box to 0..1000 (x0, y0, x1, y1 scaled by 1000 / the page's width and height) and "
+        "clamp them, so that no coordinate reaches max_2d_position_embeddings; and keep input_ids below vocab_size "
+        "(tokenizer and model from the same checkpoint)"
+    ),
+    "scatter_add_index": (
+        "keep every index value below the size of the output's dimension (out.size(dim)): for a graph, every node "
+        "id in edge_index must be below the number of nodes (x.size(0), num_nodes), so re-index or remap the edges "
+        "after dropping nodes, and give every node an edge refers to a row of features"
     ),
     "nnunet_labels": (
         "nnU-Net needs consecutive label values 0..N-1 in every segmentation, matching the labels in dataset.json: "

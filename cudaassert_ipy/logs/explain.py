@@ -38,6 +38,11 @@ __all__ = ["Explanation", "Group", "explain_text"]
 # a 100 MB log was written by processes, not pasted (the repairs' scans would cost a second).
 PASTE_LIMIT = 8_000_000
 NO_EXCEPTION = "none printed in the log (only the kernel's assertion lines)"
+#: A traceback whose error line the paste left out: read from its frames alone.
+NO_ERROR_LINE = "none in the text (the traceback ends before its error line)"
+CUT_MESSAGE = "device-side assert triggered (assumed: the text ends before the error line)"
+CUT_NOTE = ("The text holds a traceback but not its error line. It is read from its frames as a device-side assert, "
+            "the failure this tool explains; if the error was another one, this report does not apply.")
 UNTAGGED_MOVED = (
     "The kernel's assertion lines carry no rank tag; {label} is the only rank that reported a device-side "
     "assert, so they are shown under it."
@@ -143,6 +148,16 @@ def _error_diagnoses(detections: list[Detection], frames: tuple[Frame, ...] = ()
     return [diagnose(Evidence(detection=d, frames=frames, pasted=text)) for d in detections]
 
 
+def _cut_traceback(frames: tuple[Frame, ...], text: str) -> Diagnosis | None:
+    """A traceback pasted without its error line (cut off): read as the device-side assert this tool explains, when
+    its frames (a framework's failure point, the user's own line) say something; None when they say nothing."""
+    det = Detection(Kind.DEVICE_ASSERT, logged_exception("", CUT_MESSAGE), CUT_MESSAGE)
+    d = diagnose(Evidence(detection=det, frames=frames, pasted=text))
+    if not d.basis.startswith(("a frame", "a code line")):
+        return None
+    return dataclasses.replace(d, exception_line=NO_ERROR_LINE, exception_text="", notes=(CUT_NOTE, *d.notes))
+
+
 def _in_log_words(d: Diagnosis) -> Diagnosis:
     """A log's process is gone: say what happened to it, not 'restart the kernel'."""
     return dataclasses.replace(d, status=LOG_STATUS) if d.context_dead else d
@@ -210,6 +225,9 @@ def explain_text(text: str, source: str = "log") -> Explanation:
                 extra = tuple(_launcher_notes(text))
                 diagnoses[0] = dataclasses.replace(diagnoses[0], notes=(*diagnoses[0].notes, *extra))
             groups.append(Group(label, tuple(_in_log_words(d) for d in diagnoses)))
+    if not groups and not errors and not sites and frames:
+        cut = _cut_traceback(frames, text)
+        groups += [Group(None, (_in_log_words(cut),))] if cut is not None else []
     return Explanation(
         source=source,
         groups=tuple(groups),

@@ -72,6 +72,12 @@ _TWINS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = tuple(
         # frameworks' own checks of the same data, on the CPU before any kernel: PyG's validate(), YOLOv5's labels
         (r"^'edge_index' (?:point|contain)s? .*valid indices in the interval \[0, (?P<size>\d+)\)",
          ("ValueError", "IndexError"), "graph_node_index_out_of_range"),
+        # PyG's message passing, before ~2.3 ("Encountered an index error. Please ensure that all indices in"
+        # '...' "point to valid indices in the interval [0, N - 1] (got interval [min, max])") and after
+        # ("Found indices in 'edge_index' that are larger than N - 1 (got max). Please ensure ...")
+        (r"^(?:Encountered an index error\. Please ensure that all indices in |Found indices in 'edge_index' that "
+         r"are larger than \d+ \(got (?P<value>\d+)\)\. Please ensure that all indices in )?'?edge_index' point to "
+         r"valid indices in the interval \[0, \d+[\])]", ("ValueError", "IndexError"), "graph_node_index_out_of_range"),
         (r"^Label class (?P<value>\d+) exceeds nc=(?P<size>\d+)", ("AssertionError",), "detection_class_out_of_range"),
         (r"^Expected Tensor with single nonzero value, but got zero", ("RuntimeError",), "assert_async_false"),
         (r"^Number of elements of source < number of ones in mask", ("RuntimeError",),

@@ -12,10 +12,13 @@ from typing import Sequence
 from cudaassert_ipy.base.wording import error_line
 from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, RuleEntry
 from cudaassert_ipy.diagnose.causes.rule_bce import bce
+from cudaassert_ipy.diagnose.causes.rule_graph import pooled_readout
 from cudaassert_ipy.diagnose.causes.rule_internal import internal_op
 from cudaassert_ipy.diagnose.causes.rule_labels import class_labels
+from cudaassert_ipy.diagnose.causes.rule_narrow_ids import int16_wrapped
 from cudaassert_ipy.diagnose.causes.rule_ops import op_from_source
 from cudaassert_ipy.diagnose.causes.rule_repeat import repeat_sizes
+from cudaassert_ipy.diagnose.causes.rule_sampling import sum_overflow
 from cudaassert_ipy.diagnose.causes.rule_scatter import scatter_index
 from cudaassert_ipy.diagnose.causes.rule_sizes import sized_index
 from cudaassert_ipy.diagnose.causes.rule_smoothing import label_smoothing
@@ -30,6 +33,7 @@ RULE_FAILED = "[internal] rule {rule} failed: {error}; the rest of this report s
 #: Every rule, keyed by the cause ids or catalogue groups it explains; the first finding wins.
 RULES: tuple[RuleEntry, ...] = (
     RuleEntry("class_labels", frozenset({"class_target_out_of_range"}), class_labels),
+    RuleEntry("int16_wrapped", frozenset({"embedding_or_index_select_out_of_range"}), int16_wrapped),
     RuleEntry("token_ids", frozenset({"embedding_or_index_select_out_of_range"}), token_ids),
     RuleEntry("bce", frozenset({"bce_range"}), bce),
     RuleEntry("triton_size", frozenset({"inductor_triton_index_out_of_bounds", "inductor_triton_index_upper_only",
@@ -41,6 +45,8 @@ RULES: tuple[RuleEntry, ...] = (
                                            "sparse_compressed_invariant_violated"}), op_from_source),
     RuleEntry("internal_op", frozenset({"internal_invariant"}), internal_op),
     RuleEntry("sized_index", frozenset({"advanced_indexing_out_of_range"}), sized_index),
+    RuleEntry("pooled_readout", frozenset({"graph_node_index_out_of_range"}), pooled_readout),
+    RuleEntry("sum_overflow", frozenset({"multinomial_invalid_probs"}), sum_overflow),
 )
 
 

@@ -1,0 +1,101 @@
+"""Honest when unsure: the likely causes ranked from the user's own code lines, when nothing else decides.
+
+A report with no kernel assertion line, no failure point in a framework's frames and no host facts still often
+shows the lines the user wrote: ``loss = criterion(out, y)``, ``out = model(input_ids)``, ``x[idx]``,
+``torch.multinomial(probs, 1)``. A person reading it ranks the likely causes from the operation the line calls
+(a loss: class labels first; a model given token ids: the embedding's size first). The rules are data
+(``causes/code_lines.json``: a pattern over the printed line, what the line calls, and the ranked causes, each
+with the key of what to check in :data:`cudaassert_ipy.diagnose.hints.CODE_CHECKS`); this module only matches.
+
+A line that only used an earlier result (``loss.item()``, ``label.cuda()``) says where the failure surfaced, not
+where it ran: its rule says what ran before it. The innermost user line with a rule wins; a line that ran the op
+beats one where it only surfaced.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Sequence
+
+from cudaassert_ipy.capture.tracebacks import Frame
+
+__all__ = ["CodeRule", "Ranking", "is_user_frame", "rank", "rules"]
+
+#: Paths of code the user did not write: installed packages, the standard library, PyTorch itself.
+_LIBRARY = re.compile(r"site-packages/|dist-packages/|/lib/python\d|/lib64/python\d|<frozen |^<string>|"
+                      r"/torch/(?:nn|autograd|_tensor|tensor|functional|_utils|cuda)|\\Lib\\|/Lib/")
+
+
+@dataclass(frozen=True)
+class CodeRule:
+    """One operation a user's line may call, and the causes it makes likely, most likely first."""
+
+    id: str
+    op: str  # what the line calls, in words: "a loss"
+    code: str  # a pattern searched in the printed line
+    ranked: tuple[tuple[str, str], ...]  # (cause id, key of hints.CODE_CHECKS)
+    late: bool = False  # the line only used a result: the failure ran before it
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.code)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The likely causes one user line makes likely, the line, and the rule that read it."""
+
+    rule: CodeRule
+    frame: Frame
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        return tuple(cause for cause, _ in self.rule.ranked)
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        return tuple(check for _, check in self.rule.ranked)
+
+    @property
+    def where(self) -> str:
+        """``train.py:41``: the line as a person would cite it."""
+        name = self.frame.norm_path.rsplit("/", 1)[-1] or "the traceback"
+        return f"{name}:{self.frame.line}" if self.frame.line else name
+
+
+def _rule(entry: dict[str, object]) -> CodeRule:
+    ranked = entry.get("ranked") or ()
+    pairs = tuple(tuple(str(item).split(":", 1)) for item in ranked) if isinstance(ranked, list) else ()
+    return CodeRule(id=str(entry["id"]), op=str(entry["op"]), code=str(entry["code"]),
+                    ranked=tuple((p[0], p[1]) for p in pairs if len(p) == 2), late=bool(entry.get("late")))
+
+
+@lru_cache(maxsize=1)
+def rules() -> tuple[CodeRule, ...]:
+    """The rules, loaded on the first report that needs them."""
+    raw = json.loads((Path(__file__).parent / "causes" / "code_lines.json").read_text(encoding="utf-8"))
+    return tuple(_rule(e) for e in raw)
+
+
+def is_user_frame(frame: Frame) -> bool:
+    """A line the user wrote: a cell, a script, the user's own package; not an installed library's."""
+    return bool(frame.code) and _LIBRARY.search(frame.norm_path) is None
+
+
+def rank(frames: Sequence[Frame], catalogue: Sequence[CodeRule] | None = None) -> Ranking | None:
+    """The ranking of the innermost user line a rule reads, in the first traceback printed (an op that ran beats a
+    line where the failure only surfaced). None when no user line calls anything a rule knows."""
+    first = min((f.block for f in frames), default=0)
+    own = [f for f in frames if f.block == first and is_user_frame(f)]
+    found: list[Ranking] = []
+    for frame in reversed(own):  # innermost first
+        rule = next((r for r in (rules() if catalogue is None else catalogue) if r.pattern.search(frame.code)), None)
+        if rule is not None:
+            found.append(Ranking(rule, frame))
+    ran = [r for r in found if not r.rule.late]
+    chosen = ran or found
+    return chosen[0] if chosen else None
