@@ -7,6 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers.pastes import ASSERT
+from helpers.pastes import first as _first
+from helpers.pastes import trace as _trace
 
 from cudaassert_ipy.capture.tracebacks import Frame
 from cudaassert_ipy.diagnose import hints
@@ -15,16 +18,6 @@ from cudaassert_ipy.diagnose.code_lines import is_user_frame, rank, rules
 from cudaassert_ipy.logs.explain import NO_ERROR_LINE, explain_text
 
 SITE = "/usr/lib/python3/dist-packages/"
-ASSERT = "RuntimeError: CUDA error: device-side assert triggered\n"
-
-
-def _trace(*frames: tuple[str, int, str, str], error: str = ASSERT) -> str:
-    body = "".join(f'  File "{p}", line {n}, in {f}\n    {c}\n' for p, n, f, c in frames)
-    return "Traceback (most recent call last):\n" + body + error
-
-
-def _first(text: str):
-    return explain_text(text).groups[0].diagnoses[0]
 
 
 def test_every_rule_compiles_ranks_known_causes_and_has_words_to_check() -> None:

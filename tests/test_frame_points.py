@@ -7,22 +7,14 @@ import subprocess
 import sys
 
 import pytest
+from helpers.pastes import ASSERT
+from helpers.pastes import first as _first
+from helpers.pastes import trace as _trace
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, get_cause
 from cudaassert_ipy.diagnose.frame_points import points
 from cudaassert_ipy.logs.explain import explain_text
-
-ASSERT = "RuntimeError: CUDA error: device-side assert triggered\n"
-
-
-def _trace(*frames: tuple[str, int, str, str], error: str = ASSERT) -> str:
-    body = "".join(f'  File "{p}", line {n}, in {f}\n    {c}\n' for p, n, f, c in frames)
-    return "Traceback (most recent call last):\n" + body + error
-
-
-def _first(text: str):
-    return explain_text(text).groups[0].diagnoses[0]
 
 
 def test_every_point_names_a_known_cause_a_fix_and_patterns_that_compile() -> None:

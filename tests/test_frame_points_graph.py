@@ -6,22 +6,13 @@ Each text is written for the test (no report's paste): the frames, messages and 
 from __future__ import annotations
 
 import pytest
+from helpers.pastes import first as _first
+from helpers.pastes import trace as _trace
 
 from cudaassert_ipy.capture.tracebacks import frames_in_text
 from cudaassert_ipy.diagnose import hints
-from cudaassert_ipy.logs.explain import explain_text
 
 SITE = "/home/me/venv/lib/python3.10/site-packages/"
-ASSERT = "RuntimeError: CUDA error: device-side assert triggered\n"
-
-
-def _trace(*frames: tuple[str, int, str, str], error: str = ASSERT) -> str:
-    body = "".join(f'  File "{p}", line {n}, in {f}\n    {c}\n' for p, n, f, c in frames)
-    return "Traceback (most recent call last):\n" + body + error
-
-
-def _first(text: str):
-    return explain_text(text).groups[0].diagnoses[0]
 
 
 def _said(d) -> str:

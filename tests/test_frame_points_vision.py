@@ -4,22 +4,14 @@ what a person reading a pasted traceback would conclude from its frames, each fr
 from __future__ import annotations
 
 import pytest
+from helpers.pastes import ASSERT
+from helpers.pastes import first as _first
+from helpers.pastes import trace as _trace
 
 from cudaassert_ipy.diagnose.causes import GENERIC_ID
 from cudaassert_ipy.diagnose.causes.texts import UNSURE, UNSURE_LEAD, UNSURE_POINT_LEAD
-from cudaassert_ipy.logs.explain import explain_text
 
-ASSERT = "RuntimeError: CUDA error: device-side assert triggered\n"
 SITE = "/home/ana/env/lib/python3.10/site-packages/"
-
-
-def _trace(*frames: tuple[str, int, str, str], error: str = ASSERT) -> str:
-    body = "".join(f'  File "{p}", line {n}, in {f}\n    {c}\n' for p, n, f, c in frames)
-    return "Traceback (most recent call last):\n" + body + error
-
-
-def _first(text: str):
-    return explain_text(text).groups[0].diagnoses[0]
 
 
 MAIN = ("tools/train_net.py", 40, "<module>", "main(args)")

@@ -8,21 +8,18 @@ check.
 
 from __future__ import annotations
 
+from helpers.pastes import ASSERT
+from helpers.pastes import first as _first
+
 from cudaassert_ipy.capture.tracebacks import frames_in_text
 from cudaassert_ipy.diagnose.causes.cpu_twins import match_cpu_twin
-from cudaassert_ipy.logs.explain import explain_text
 
-ASSERT = "RuntimeError: CUDA error: device-side assert triggered\n"
 LOOKUP_LINE = ("/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectLargeIndex: block: [17,0,0], "
                "thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n")
 NLL_LINE = ("/opt/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: "
             "[0,0,0], thread: [3,0,0] Assertion `t >= 0 && t < n_classes` failed.\n")
 WARNING = ("Token indices sequence length is longer than the specified maximum sequence length for this model "
            "(877 > 512). Running this sequence through the model will result in indexing errors\n")
-
-
-def _first(text: str):
-    return explain_text(text).groups[0].diagnoses[0]
 
 
 def _said(d) -> str:
