@@ -528,14 +528,14 @@ FRAME_FIXES: dict[str, str] = {
         "max_length=...), or filter out samples longer than the context"
     ),
     "st_max_seq_length": (
-        "sentence-transformers truncates to model.max_seq_length only: set it to at most the model's "
+        "a SentenceTransformer truncates to model.max_seq_length only: set it to at most the model's "
         "max_position_embeddings{bound} (RoBERTa-style models: 2 less), and load the tokenizer of the same model"
     ),
     "resized_vocab": (
         "the vocabulary was extended: every id must be below the rows of the embedding that actually runs{bound}: "
-        "resize after adding the tokens and before the model is wrapped or sharded (under DeepSpeed ZeRO-3 the "
-        "partitioned weights are not resized in place: resize before deepspeed.initialize, or with the parameters "
-        "gathered), resize the output head too, and save and load the resized model with its tokenizer"
+        "resize after adding the tokens and before the model is wrapped or sharded (under ZeRO-3 the "
+        "partitioned weights are not resized in place: resize before the ZeRO engine is initialized, or with the "
+        "parameters gathered), resize the output head too, and save and load the resized model with its tokenizer"
     ),
     "hf_num_labels": (
         "labels must be 0..num_labels-1: load the model with from_pretrained(..., num_labels=<number of classes>, "
