@@ -89,7 +89,6 @@ def _arrow_after(lines: list[str], i: int, limit: int = 40) -> tuple[int | None,
     return None, ""
 
 
-_FILE_HEAD = re.compile(r'File "[^"]*$')
 _FILE_TAIL = re.compile(r'^[^"\s]*", line \d+, in ')
 _FRAGMENT = re.compile(r"^[\w<>]{1,40}$")
 _PY_TAIL = re.compile(r'", line \d+, in [\w<>.\-]')  # what follows a path's closing quote in a ``_PY`` match
@@ -113,10 +112,10 @@ def _unwrap(lines: list[str]) -> list[str]:
     """Frame lines a console or a paste wrapped, joined again: ``File "/a/b/mod`` + ``el.py", line 3, in f``,
     ``..., in _make_causal_m`` + ``ask``.
 
-    What the join test asks of the line being joined (``_FILE_HEAD`` and ``_PY`` search it) is kept up to date
-    as pieces are added: searching the whole joined text for every piece made a paste with an unclosed
-    ``File "`` quadratic. A ``_PY`` match the text gains ends in the added piece, so the quote closing its path
-    is the text's last quote or one of the piece's.
+    What the join test asks of the line being joined (a ``File "`` whose path no quote closed yet, ``File "[^"]*$``,
+    and no whole ``_PY`` frame) is kept up to date as pieces are added: searching the whole joined text for every
+    piece made a paste with an unclosed ``File "`` quadratic. A ``_PY`` match the text gains ends in the added
+    piece, so the quote closing its path is the text's last quote or one of the piece's.
     """
     out: list[str] = []
     text = ""
@@ -127,7 +126,7 @@ def _unwrap(lines: list[str]) -> list[str]:
         if n:
             if _FILE_TAIL.match(line):
                 join = True
-            elif q1 >= 5 and text.startswith('File "', q1 - 5):  # ``_FILE_HEAD.search(text)``
+            elif q1 >= 5 and text.startswith('File "', q1 - 5):  # ``File "[^"]*$`` searched in ``text``
                 if py is None:
                     py = _PY.search(text) is not None
                 join = not py
