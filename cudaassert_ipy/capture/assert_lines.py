@@ -22,6 +22,7 @@ from cudaassert_ipy.capture.assert_records import (
     TRAP_FILE,
     TRAP_MARK,
     Record,
+    may_hold,
     normalise_file,
     orphan_fragments,
     records,
@@ -163,6 +164,7 @@ def _walk(lines: List[str], indices: Iterable[int],
     (``indices``, ascending) that holds any of them; a line with a record marker and neither comes back
     with both empty (unreadable). Lines in ``taken`` were read already and are not rejoined."""
     used = -1  # index of the last physical line that produced records
+    whole: Dict[int, bool] = {}
     for i in indices:
         line = lines[i]
         if i <= used:
@@ -173,7 +175,7 @@ def _walk(lines: List[str], indices: Iterable[int],
             yield i, found, []
             continue
         if not found:
-            joined, lo, hi = _rejoin(lines, i, used, taken or set())
+            joined, lo, hi = _rejoin(lines, i, used, taken or set(), whole)
             if joined:
                 used = hi
                 yield lo, joined, []
@@ -193,20 +195,36 @@ def _joins(i: int) -> Tuple[Tuple[int, int], ...]:
             (i - 1, i + 2), (i, i + 3), (i - 1, i + 3), (i, i + 4), (i - 1, i + 4))  # long conditions wrap further
 
 
-def _rejoin(lines: List[str], i: int, used: int, taken: Set[int]) -> Tuple[List[Record], int, int]:
-    """Try ``lines[i]`` glued to up to four previous lines, to up to four next ones, or to both (console wrap)."""
+def _rejoin(lines: List[str], i: int, used: int, taken: Set[int],
+            whole: Dict[int, bool]) -> Tuple[List[Record], int, int]:
+    """Try ``lines[i]`` glued to up to four previous lines, to up to four next ones, or to both (console wrap).
+
+    ``whole`` remembers which lines hold a record on their own (a line is asked by each neighbour's rejoin).
+    A record holds a marker (:func:`may_hold`), so a line or a join without one is not parsed; many lines that
+    get here (``... to enable device-side assertions.``) have no marker within four lines.
+    """
+    if not may_hold("".join(lines[max(0, i - 4):i + 5])):  # every join of ``_joins(i)`` is a part of this text
+        return [], i, used
     for lo, hi in _joins(i):
-        if lo <= used or lo < 0 or hi >= len(lines) or any(n in taken for n in range(lo, hi + 1)):
+        if lo <= used or lo < 0 or hi >= len(lines) or not taken.isdisjoint(range(lo, hi + 1)):
             continue
-        if hi > i and any(records(lines[n])[0] for n in range(i + 1, hi + 1)):
+        if hi > i and any(_whole(lines, n, whole) for n in range(i + 1, hi + 1)):
             continue  # a later line is whole on its own: it is no continuation of this one
         joined = "".join(lines[lo:hi + 1])
-        if len(joined) > 4096:
+        if len(joined) > 4096 or not may_hold(joined):
             continue
         found, _ = records(joined)
         if found:
             return found, lo, max(used, hi)
     return [], i, used
+
+
+def _whole(lines: List[str], n: int, seen: Dict[int, bool]) -> bool:
+    """Whether ``lines[n]`` holds a whole record on its own."""
+    known = seen.get(n)
+    if known is None:
+        known = seen[n] = may_hold(lines[n]) and bool(records(lines[n])[0])
+    return known
 
 
 def parse_lines(text: str) -> List[AssertLine]:

@@ -20,7 +20,7 @@ import string
 from functools import lru_cache
 from typing import ClassVar, Dict, List, Optional, Tuple
 
-__all__ = ["NO_DIM", "TRAP_FILE", "TRAP_MARK", "Record", "normalise_file", "orphan_fragments", "records"]
+__all__ = ["NO_DIM", "TRAP_FILE", "TRAP_MARK", "Record", "may_hold", "normalise_file", "orphan_fragments", "records"]
 
 Dim3 = Tuple[int, int, int]
 # (path, file, line, function, block, thread, condition, message, printf, raw)
@@ -255,6 +255,12 @@ def _fast(line: str, i: int) -> Optional[Tuple[List[Record], int]]:
     path, file, lineno, function, condition, message, printf, before, after = template
     raw = before + line[i:j] + after
     return [(path, file, lineno, function, block, thread, condition, message, printf, raw)], 0
+
+
+def may_hold(text: str) -> bool:
+    """False when :func:`records` surely finds nothing in ``text``: no record marker, and no colour code whose
+    removal could make one."""
+    return _MARK in text or _HIP_MARK in text or _TRAP_ASSERT in text or TRAP_MARK in text or "\x1b" in text
 
 
 def records(line: str) -> Tuple[List[Record], int]:

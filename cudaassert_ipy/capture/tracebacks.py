@@ -89,23 +89,71 @@ def _arrow_after(lines: list[str], i: int, limit: int = 40) -> tuple[int | None,
     return None, ""
 
 
-_FILE_HEAD = re.compile(r'File "[^"]*$')
 _FILE_TAIL = re.compile(r'^[^"\s]*", line \d+, in ')
 _FRAGMENT = re.compile(r"^[\w<>]{1,40}$")
+_PY_TAIL = re.compile(r'", line \d+, in [\w<>.\-]')  # what follows a path's closing quote in a ``_PY`` match
+_NAME_END = re.compile(r"[\w<>]+$")
+
+
+def _gains_py(text: str, pairs: list[tuple[int, int]]) -> bool:
+    """Whether ``_PY`` matches ``text`` with its path closed by one of ``pairs``' quotes (``(quote, the quote
+    before it)``): the path runs from just after the quote before, behind ``File "``, or from the start."""
+    for quote, before in pairs:
+        if _PY_TAIL.match(text, quote) is None:
+            continue
+        if before >= 5 and _PY.match(text, before - 5) is not None:
+            return True
+        if before <= 0 and _PY.match(text) is not None:
+            return True
+    return False
 
 
 def _unwrap(lines: list[str]) -> list[str]:
     """Frame lines a console or a paste wrapped, joined again: ``File "/a/b/mod`` + ``el.py", line 3, in f``,
-    ``..., in _make_causal_m`` + ``ask``."""
+    ``..., in _make_causal_m`` + ``ask``.
+
+    What the join test asks of the line being joined (a ``File "`` whose path no quote closed yet, ``File "[^"]*$``,
+    and no whole ``_PY`` frame) is kept up to date as pieces are added: searching the whole joined text for every
+    piece made a paste with an unclosed ``File "`` quadratic. A ``_PY`` match the text gains ends in the added
+    piece, so the quote closing its path is the text's last quote or one of the piece's.
+    """
     out: list[str] = []
-    for line in lines:
-        if out and ((_FILE_HEAD.search(out[-1]) and not _PY.search(out[-1])) or _FILE_TAIL.match(line)):
-            out[-1] = out[-1].rstrip("\r\n") + line
+    text = ""
+    q1 = q2 = -1  # the last quote of ``text`` and the one before it
+    py: bool | None = None  # whether ``_PY`` matches ``text`` (None: not asked yet)
+    for n, line in enumerate(lines):
+        join = False
+        if n:
+            if _FILE_TAIL.match(line):
+                join = True
+            elif q1 >= 5 and text.startswith('File "', q1 - 5):  # ``File "[^"]*$`` searched in ``text``
+                if py is None:
+                    py = _PY.search(text) is not None
+                join = not py
+            if not join and _FRAGMENT.match(line):
+                k = text.rfind(", in ")  # ``, in [\w<>]+$`` can only match at the last ``, in ``
+                join = k >= 0 and _NAME_END.match(text, k + 5) is not None
+        if not join:
+            if n:
+                out.append(text)
+            text, py = line, None
+            q1 = line.rfind('"')
+            q2 = line.rfind('"', 0, q1) if q1 > 0 else -1
             continue
-        if out and _FRAGMENT.match(line) and re.search(r", in [\w<>]+$", out[-1]):
-            out[-1] += line
-            continue
-        out.append(line)
+        if text.endswith(("\r", "\n")):
+            text = text.rstrip("\r\n")
+        start = len(text)
+        text += line
+        pairs = [(q1, q2)] if q1 >= 0 else []
+        i = line.find('"')
+        while i >= 0:
+            q1, q2 = start + i, q1
+            pairs.append((q1, q2))
+            i = line.find('"', i + 1)
+        if py is False:
+            py = _gains_py(text, pairs)
+    if lines:
+        out.append(text)
     return out
 
 
