@@ -186,7 +186,7 @@ def explain_text(text: str, source: str = "log") -> Explanation:
     sites: dict[str | None, list[AssertSite]] = {k: list(v) for k, v in scanned.groups.items()}
     spliced: list[Orphan] = []
     repeats = 0
-    for label in {o.group for o in scanned.orphans}:
+    for label in dict.fromkeys(o.group for o in scanned.orphans):  # first seen first: the same text each run
         found, unread, again = recover([o for o in scanned.orphans if o.group == label], sites.get(label, []))
         spliced += unread
         repeats += again
