@@ -110,7 +110,7 @@ _FRONTEND_IMPORT = re.compile(
     re.MULTILINE)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _imports_a_frontend(path: Path) -> bool:
     return bool(_FRONTEND_IMPORT.search(path.read_text(encoding="utf-8")))
 
