@@ -16,6 +16,10 @@
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k tap`); STAGES picks stages (`STAGES="lint latest"`).
 # Every step runs under `timeout` (the limits below): a hung step fails its stage and the run goes on; inside a
 # stage, pytest-timeout (pyproject.toml) fails a hung test, and the stage goes on.
+# The test stages run their files in WORKERS processes (pytest-xdist, default 2: CI's cores; WORKERS=auto takes
+# every core, WORKERS=0 runs them in pytest's own process), each file whole in one of them (--dist loadfile: a
+# module's fixtures, the Jupyter `server` among them, start once per file, as in one process). The browser tests
+# run after the rest, one at a time: a JupyterLab and a Chromium each, beside another worker's kernels, on 2 cores.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
@@ -43,6 +47,8 @@ QUICK_LEAVES=(tests/test_run_torchrun.py tests/test_run_rerun.py tests/test_run_
 # (pytest-timeout fails a hung test long before); a build downloads GBs
 SETUP_LIMIT=3600 LINT_LIMIT=1200 LATEST_LIMIT=5400 COLAB_LIMIT=4500 DIST_LIMIT=1800 FRAMEWORKS_LIMIT=3600
 COMPAT_LIMIT=2700 QUICK_LIMIT=1800 GPU_DRY_LIMIT=1500
+WORKERS="${WORKERS:-2}"
+par=(-n "$WORKERS" --dist loadfile)
 
 status=0
 timings=()
@@ -80,8 +86,9 @@ fi
 
 if wants quick; then
     begin quick "the in-process tests but QUICK_LEAVES, and QUICK_KERNEL_TESTS: $(versions .venv/bin/python)"
-    limit "$QUICK_LIMIT" .venv/bin/python -m pytest -q -m "not kernel and not browser and not frameworks and not gpu" \
-        "${QUICK_LEAVES[@]/#/--ignore=}" "$@" || status=$?
+    limit "$QUICK_LIMIT" .venv/bin/python -m pytest -q "${par[@]}" \
+        -m "not kernel and not browser and not frameworks and not gpu" "${QUICK_LEAVES[@]/#/--ignore=}" "$@" \
+        || status=$?
     limit "$QUICK_LIMIT" .venv/bin/python -m pytest -q -m "not frameworks and not gpu" "${QUICK_KERNEL_TESTS[@]}" \
         "$@" || status=$?
     end "tests quick"
@@ -89,7 +96,11 @@ fi
 
 if wants latest; then
     begin latest "$(versions .venv/bin/python)"
-    limit "$LATEST_LIMIT" .venv/bin/python -m pytest -m "not frameworks and not gpu" --durations=10 "$@" || status=$?
+    limit "$LATEST_LIMIT" .venv/bin/python -m pytest "${par[@]}" -m "not browser and not frameworks and not gpu" \
+        --durations=10 "$@" || status=$?
+    # pytest's 5: no test selected (extra arguments such as `-k tap` can leave no browser test)
+    limit "$LATEST_LIMIT" .venv/bin/python -m pytest -m "browser and not frameworks and not gpu" --durations=5 "$@" \
+        || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
     end "tests latest"
 fi
 
@@ -100,8 +111,8 @@ if wants colab; then
     end "setup .venv-colab"
     if [ "$colab_ok" = 1 ]; then
         begin colab "Colab/Kaggle pins: $(versions .venv-colab/bin/python)"
-        limit "$COLAB_LIMIT" .venv-colab/bin/python -m pytest -m "frontend and not browser and not frameworks and not gpu" \
-            --durations=10 "$@" || status=$?
+        limit "$COLAB_LIMIT" .venv-colab/bin/python -m pytest "${par[@]}" \
+            -m "frontend and not browser and not frameworks and not gpu" --durations=10 "$@" || status=$?
         end "tests Colab/Kaggle pins"
     fi
 fi
@@ -162,8 +173,8 @@ if wants compat; then
         fi
         end "setup $dir"
         begin compat "$(versions "$dir/bin/python")"
-        limit "$COMPAT_LIMIT" "$dir/bin/python" -m pytest -m "not frameworks and not browser" "${COMPAT_TESTS[@]}" \
-            "$@" || status=$?
+        limit "$COMPAT_LIMIT" "$dir/bin/python" -m pytest "${par[@]}" -m "not frameworks and not browser" \
+            "${COMPAT_TESTS[@]}" "$@" || status=$?
         end "tests compat $dir"
     done
 fi
