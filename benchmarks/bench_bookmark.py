@@ -48,7 +48,8 @@ import statistics
 import sys
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.utils.data.dataloader as dl
@@ -131,8 +132,9 @@ class Empty:
             dl._BaseDataLoaderIter.__next__ = self.original
 
 
-def side_by_side(make: Callable[[], DataLoader], rounds: int, size: int = 64, settle: int = 16,
-                 patch: Callable[[], Any] = Bookmark) -> tuple[Times, Times]:
+def side_by_side(
+    make: Callable[[], DataLoader], rounds: int, size: int = 64, settle: int = 16, patch: Callable[[], Any] = Bookmark
+) -> tuple[Times, Times]:
     """Per-batch times of short blocks without and with the bookmark (or a control), alternating (order flips
     each round)."""
     off: Times = []
@@ -140,7 +142,7 @@ def side_by_side(make: Callable[[], DataLoader], rounds: int, size: int = 64, se
     blocks = Blocks(make(), size, settle)
     blocks.time_block()  # warm-up: workers started, first batches cached
     for r in range(rounds):
-        for with_bookmark in ((False, True) if r % 2 == 0 else (True, False)):
+        for with_bookmark in (False, True) if r % 2 == 0 else (True, False):
             bookmark = patch()
             if with_bookmark:
                 bookmark.patch(dl)
@@ -158,8 +160,10 @@ def row(name: str, off: Times, on: Times) -> None:
     wall_off, wall_on = (statistics.median(t[0] for t in xs) for xs in (off, on))
     added = statistics.median(b[1] - a[1] for a, b in zip(off, on))
     faults_off, faults_on = (statistics.fmean(t[2] for t in xs) for xs in (off, on))
-    print(f"{name:<40} {wall_off * 1e6:9.1f} us {wall_on * 1e6:9.1f} us {wall_on / wall_off:6.3f}x "
-          f"{added * 1e6:+8.2f} us {1 + added / wall_off:8.4f}x {faults_off:6.2f} {faults_on:6.2f}")
+    print(
+        f"{name:<40} {wall_off * 1e6:9.1f} us {wall_on * 1e6:9.1f} us {wall_on / wall_off:6.3f}x "
+        f"{added * 1e6:+8.2f} us {1 + added / wall_off:8.4f}x {faults_off:6.2f} {faults_on:6.2f}"
+    )
 
 
 class Prebuilt(torch.utils.data.Dataset):
@@ -203,8 +207,10 @@ def post_mortem(repeats: int) -> None:
             check = check_batches(records, rng)
             times.append(time.perf_counter() - start)
         assert [s.dataset_index for s in check.samples] == [3 * 512 + 17], check.lines
-        print(f"{'post-mortem check, 3 batches x 512 samples':<40} median {statistics.median(times) * 1e3:.2f} ms, "
-              f"max {max(times) * 1e3:.2f} ms (goal <= 20 ms)")
+        print(
+            f"{'post-mortem check, 3 batches x 512 samples':<40} median {statistics.median(times) * 1e3:.2f} ms, "
+            f"max {max(times) * 1e3:.2f} ms (goal <= 20 ms)"
+        )
     finally:
         bookmark.unpatch()
 
@@ -222,10 +228,14 @@ def main(argv: Any = None) -> None:
     only = set(args.only.split(","))
     torch.set_num_threads(1)
     data = TensorDataset(torch.randn(4096, 3, 32, 32), torch.randint(0, 10, (4096,)))
-    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, {rounds} blocks each way per row ({max(rounds // 5, 4)} "
-          "with workers); times per batch")
-    print(f"{'row (per batch)':<40} {'wall without':>12} {'wall with':>12} {'ratio':>7} {'added CPU':>11} "
-          f"{'1+CPU/wall':>9} {'faults without/with':>13}")
+    print(
+        f"torch {torch.__version__}, {os.cpu_count()} CPUs, {rounds} blocks each way per row ({max(rounds // 5, 4)} "
+        "with workers); times per batch"
+    )
+    print(
+        f"{'row (per batch)':<40} {'wall without':>12} {'wall with':>12} {'ratio':>7} {'added CPU':>11} "
+        f"{'1+CPU/wall':>9} {'faults without/with':>13}"
+    )
     plain = lambda: DataLoader(data, batch_size=32, shuffle=True)  # noqa: E731
     if "plain" in only:
         off, on = side_by_side(plain, rounds)
@@ -241,8 +251,10 @@ def main(argv: Any = None) -> None:
     if "accelerate" in only:
         accelerate_rows(data, rounds)
     if "workers" in only:
-        with_workers = (lambda: DataLoader(data, batch_size=32, shuffle=True, num_workers=2, persistent_workers=True),
-                        max(rounds // 5, 4))
+        with_workers = (
+            lambda: DataLoader(data, batch_size=32, shuffle=True, num_workers=2, persistent_workers=True),
+            max(rounds // 5, 4),
+        )
         off, on = side_by_side(*with_workers, size=32, settle=8)
         row("TensorDataset, batch 32, 2 workers", off, on)
         off, on = side_by_side(*with_workers, size=32, settle=8, patch=Empty)
@@ -282,7 +294,7 @@ def ring_row(plain: Callable[[], DataLoader], rounds: int) -> None:
         blocks = Blocks(plain(), 64, 16)
         blocks.time_block()
         for r in range(rounds):
-            for with_ring in ((False, True) if r % 2 == 0 else (True, False)):
+            for with_ring in (False, True) if r % 2 == 0 else (True, False):
                 patch = both[with_ring]()
                 patch.patch(dl)
                 try:

@@ -28,7 +28,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CENSUS = ROOT / "tests" / "data" / "assert_census.json"
@@ -79,7 +79,7 @@ print(f"{median(lambda: explain_text(text)):.2f} {median(lambda: scan(text)):.2f
 """
 
 
-def _env(tree: Path) -> Dict[str, str]:
+def _env(tree: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CUDA_LAUNCH_BLOCKING")}
     env["PYTHONPATH"] = os.pathsep.join([str(tree / "tests"), str(tree)])
     return env
@@ -87,11 +87,18 @@ def _env(tree: Path) -> Dict[str, str]:
 
 def explain_line(tree: Path, line: str) -> str:
     """The title ``python -m cudaassert_ipy explain -`` gives the line (with the error it comes with)."""
-    proc = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "explain", "-"], input=f"{line}\n{ERROR}\n",
-                          capture_output=True, text=True, env=_env(tree), cwd=str(tree), timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", "explain", "-"],
+        input=f"{line}\n{ERROR}\n",
+        capture_output=True,
+        text=True,
+        env=_env(tree),
+        cwd=str(tree),
+        timeout=120,
+    )
     for out in proc.stdout.splitlines():
         if out.startswith(HEADLINE):
-            return out[len(HEADLINE):]
+            return out[len(HEADLINE) :]
     return "(no report)"
 
 
@@ -101,34 +108,51 @@ def kind(title: str) -> str:
     return "internal" if INTERNAL in title else "named"
 
 
-def census(tree: Path, entries: List[Dict[str, Any]], jobs: int) -> List[Tuple[Dict[str, Any], str]]:
+def census(tree: Path, entries: list[dict[str, Any]], jobs: int) -> list[tuple[dict[str, Any], str]]:
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         titles = list(pool.map(lambda e: explain_line(tree, e["line"]), entries))
     return list(zip(entries, titles))
 
 
-def _share(results: List[Tuple[Dict[str, Any], str]], reach: Optional[str] = None) -> Tuple[int, int, int]:
+def _share(results: list[tuple[dict[str, Any], str]], reach: str | None = None) -> tuple[int, int, int]:
     chosen = [(e, t) for e, t in results if reach is None or e["reach"] == reach]
     named = sum(1 for _, t in chosen if kind(t) == "named")
     internal = sum(1 for _, t in chosen if kind(t) == "internal")
     return named, internal, len(chosen)
 
 
-def report_ms(tree: Path) -> Tuple[float, float, str]:
+def report_ms(tree: Path) -> tuple[float, float, str]:
     """Wall and main-thread CPU milliseconds of the post-cell hook (medians of one child), and the folded site."""
-    out = subprocess.run([sys.executable, "-c", REPORT_CODE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True, check=True, env=_env(tree), cwd=str(tree)).stdout.strip().splitlines()[-1]
+    out = (
+        subprocess.run(
+            [sys.executable, "-c", REPORT_CODE],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            check=True,
+            env=_env(tree),
+            cwd=str(tree),
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     ms, cpu_ms, site = out.split("|", 2)
     return float(ms), float(cpu_ms), site
 
 
-def parse_ms(tree: Path) -> Tuple[float, float]:
-    out = subprocess.run([sys.executable, "-c", PARSE_CODE, ERROR], capture_output=True, text=True, check=True,
-                         env=_env(tree), cwd=str(tree)).stdout.split()
+def parse_ms(tree: Path) -> tuple[float, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", PARSE_CODE, ERROR],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(tree),
+        cwd=str(tree),
+    ).stdout.split()
     return float(out[0]), float(out[1])
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--against", type=Path, default=None, help="another checkout to measure beside this one")
     p.add_argument("--runs", type=int, default=5, help="child processes per tree for the 10,000-line report")
@@ -140,8 +164,9 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     print(f"\n(1) census: {len(entries)} lines fed to `python -m cudaassert_ipy explain -`")
     results = {name: census(tree, entries, args.jobs) for name, tree in trees}
-    print(f"{'reach':12s} {'entries':>7s}" + "".join(f"  {name + ': named / internal / not':>34s}"
-                                                    for name, _ in trees))
+    print(
+        f"{'reach':12s} {'entries':>7s}" + "".join(f"  {name + ': named / internal / not':>34s}" for name, _ in trees)
+    )
     for reach in (*REACHES, None):
         cells = []
         for name, _ in trees:
@@ -157,8 +182,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     print(f"  this: internal sites not named as internal: {len(wrong)}")
 
     print(f"\n(2) 10,000 assertion lines (median; {args.runs} child processes per tree, alternating)")
-    spent: Dict[str, List[float]] = {name: [] for name, _ in trees}
-    cpu: Dict[str, List[float]] = {name: [] for name, _ in trees}
+    spent: dict[str, list[float]] = {name: [] for name, _ in trees}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in trees}
     site = {}
     for _ in range(args.runs):
         for name, tree in trees:
@@ -167,14 +192,23 @@ def main(argv: Optional[List[str]] = None) -> None:
             cpu[name].append(cpu_ms)
     parsed = {name: parse_ms(tree) for name, tree in trees}
     print(f"{'measure':44s}" + "".join(f"{name:>12s}" for name, _ in trees) + "   goal")
-    print(f"{'exception -> report (post-cell hook), ms':44s}"
-          + "".join(f"{statistics.median(spent[name]):12.1f}" for name, _ in trees) + "   <= 50 ms")
-    print(f"{'  ... its runs, ms':44s}" + "".join(
-        f"{min(spent[name]):6.1f}-{max(spent[name]):<5.1f}" for name, _ in trees))
-    print(f"{'  ... CPU of the main thread, ms (load-proof)':44s}"
-          + "".join(f"{statistics.median(cpu[name]):12.1f}" for name, _ in trees))
-    print(f"{'explain_text of the same lines as a log, ms':44s}" + "".join(
-        f"{parsed[name][0]:12.1f}" for name, _ in trees))
+    print(
+        f"{'exception -> report (post-cell hook), ms':44s}"
+        + "".join(f"{statistics.median(spent[name]):12.1f}" for name, _ in trees)
+        + "   <= 50 ms"
+    )
+    print(
+        f"{'  ... its runs, ms':44s}"
+        + "".join(f"{min(spent[name]):6.1f}-{max(spent[name]):<5.1f}" for name, _ in trees)
+    )
+    print(
+        f"{'  ... CPU of the main thread, ms (load-proof)':44s}"
+        + "".join(f"{statistics.median(cpu[name]):12.1f}" for name, _ in trees)
+    )
+    print(
+        f"{'explain_text of the same lines as a log, ms':44s}"
+        + "".join(f"{parsed[name][0]:12.1f}" for name, _ in trees)
+    )
     print(f"{'scan() of the same lines, ms':44s}" + "".join(f"{parsed[name][1]:12.1f}" for name, _ in trees))
     for name, _ in trees:
         print(f"  {name}: folded into {site[name]}")

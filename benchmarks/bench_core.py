@@ -178,8 +178,18 @@ def bench_framework(env: dict[str, str]) -> tuple[str, str, str] | None:
 
     if importlib.util.find_spec("lightning") is None:
         return None
-    out = subprocess.run([sys.executable, "-c", FRAMEWORK_CODE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True, check=True, env=env).stdout.strip().splitlines()[-1]
+    out = (
+        subprocess.run(
+            [sys.executable, "-c", FRAMEWORK_CODE],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            check=True,
+            env=env,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     ms, depth, follow = out.split("|", 2)
     return ms, depth, follow
 
@@ -187,42 +197,86 @@ def bench_framework(env: dict[str, str]) -> tuple[str, str, str] | None:
 def main() -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
     load_ms, load_cpu_ms, heavy = bench_load()
-    off_us, on_us, ratio, added_us = map(float, subprocess.run([sys.executable, "-c", IDLE_CODE], capture_output=True,
-                                                     text=True, check=True, env=env).stdout.split())
-    k_off, k_on, k_ratio, k_added = map(float, subprocess.run([sys.executable, "-c", KERNEL_CODE], capture_output=True,
-                                                     text=True, check=True, env=env).stdout.split())
+    off_us, on_us, ratio, added_us = map(
+        float,
+        subprocess.run(
+            [sys.executable, "-c", IDLE_CODE], capture_output=True, text=True, check=True, env=env
+        ).stdout.split(),
+    )
+    k_off, k_on, k_ratio, k_added = map(
+        float,
+        subprocess.run(
+            [sys.executable, "-c", KERNEL_CODE], capture_output=True, text=True, check=True, env=env
+        ).stdout.split(),
+    )
     # the 10,000 lines go to this child's real stderr too (that is the tee): send them to /dev/null
-    out = subprocess.run([sys.executable, "-c", REPORT_CODE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True, check=True, env=env).stdout.strip().splitlines()[-1]
+    out = (
+        subprocess.run(
+            [sys.executable, "-c", REPORT_CODE],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            check=True,
+            env=env,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     report_ms, site = out.split("|", 1)
     rows = [
-        ("%load_ext cudaassert (fresh process, median of 7)", f"{load_ms:.1f} ms", "<= 50 ms",
-         load_ms <= 50 and not heavy),
-        ("  ... its CPU time (what load on the machine does not inflate)", f"{load_cpu_ms:.1f} ms", "<= 50 ms",
-         load_cpu_ms <= 50),
+        (
+            "%load_ext cudaassert (fresh process, median of 7)",
+            f"{load_ms:.1f} ms",
+            "<= 50 ms",
+            load_ms <= 50 and not heavy,
+        ),
+        (
+            "  ... its CPU time (what load on the machine does not inflate)",
+            f"{load_cpu_ms:.1f} ms",
+            "<= 50 ms",
+            load_cpu_ms <= 50,
+        ),
         ("  ... imports torch or ipywidgets?", "yes" if heavy else "no", "no", not heavy),
         ("trivial cell, in-process InteractiveShell, without", f"{off_us:.1f} us", "", None),
         ("trivial cell, in-process InteractiveShell, with (hooks + fd tee)", f"{on_us:.1f} us", "", None),
-        ("  ratio / added (medians over 40 interleaved rounds)", f"{ratio:.3f}x / {added_us:+.1f} us",
-         "<= 1.05x and <= 100 us",
-         ratio <= 1.05 and added_us <= 100),
+        (
+            "  ratio / added (medians over 40 interleaved rounds)",
+            f"{ratio:.3f}x / {added_us:+.1f} us",
+            "<= 1.05x and <= 100 us",
+            ratio <= 1.05 and added_us <= 100,
+        ),
         ("trivial cell in a real kernel (round trip), without", f"{k_off:.0f} us", "", None),
         ("trivial cell in a real kernel (round trip), with", f"{k_on:.0f} us", "", None),
-        ("  ratio / added (medians over 32 interleaved rounds)", f"{k_ratio:.3f}x / {k_added:+.0f} us",
-         "<= 1.05x and <= 100 us", k_ratio <= 1.05 and k_added <= 100),
-        ("exception -> report, 10,000 assertion lines", f"{float(report_ms):.1f} ms", "<= 50 ms",
-         float(report_ms) <= 50),
+        (
+            "  ratio / added (medians over 32 interleaved rounds)",
+            f"{k_ratio:.3f}x / {k_added:+.0f} us",
+            "<= 1.05x and <= 100 us",
+            k_ratio <= 1.05 and k_added <= 100,
+        ),
+        (
+            "exception -> report, 10,000 assertion lines",
+            f"{float(report_ms):.1f} ms",
+            "<= 50 ms",
+            float(report_ms) <= 50,
+        ),
         ("  folded into", site, "one site", "10000 threads" in site or "10,000" in site),
     ]
     deep = bench_framework(env)
     if deep is None:
-        rows.append(("exception -> report, Lightning teardown chain", "needs lightning (frameworks env)", "<= 50 ms",
-                     None))
+        rows.append(
+            ("exception -> report, Lightning teardown chain", "needs lightning (frameworks env)", "<= 50 ms", None)
+        )
     else:
         ms, depth, follow = deep
-        rows += [(f"exception -> report, Lightning teardown chain ({depth} frames)", f"{float(ms):.1f} ms",
-                  "<= 50 ms", float(ms) <= 50),
-                 ("  follow-on line", follow[:40] + "...", "names the teardown", "Lightning's teardown" in follow)]
+        rows += [
+            (
+                f"exception -> report, Lightning teardown chain ({depth} frames)",
+                f"{float(ms):.1f} ms",
+                "<= 50 ms",
+                float(ms) <= 50,
+            ),
+            ("  follow-on line", follow[:40] + "...", "names the teardown", "Lightning's teardown" in follow),
+        ]
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'result':<28}  {'goal':<24}  verdict")
     for name, value, goal, ok in rows:

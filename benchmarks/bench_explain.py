@@ -21,8 +21,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, List, Tuple
 
 from cudaassert_ipy.capture.assert_lines import scan
 from cudaassert_ipy.logs.cli import read_log
@@ -31,20 +31,28 @@ from cudaassert_ipy.logs.render import render
 
 # Texts as real runs printed them: a torchrun log (modelscope/ms-swift#3267) and the NCCL watchdog's line
 # (ProcessGroupNCCL.cpp).
-LOSS = ("../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [{b},0,0], "
-        "thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.\n")
-ERROR = ("[rank{r}]: RuntimeError: CUDA error: device-side assert triggered\n[rank{r}]: CUDA kernel errors might be "
-         "asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n")
-WATCHDOG = ("[rank1]:[E509 16:18:30.801728316 ProcessGroupNCCL.cpp:1895] [PG ID 2 PG GUID 3 Rank 1] Process group "
-            "watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered\n")
+LOSS = (
+    "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [{b},0,0], "
+    "thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+)
+ERROR = (
+    "[rank{r}]: RuntimeError: CUDA error: device-side assert triggered\n[rank{r}]: CUDA kernel errors might be "
+    "asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n"
+)
+WATCHDOG = (
+    "[rank1]:[E509 16:18:30.801728316 ProcessGroupNCCL.cpp:1895] [PG ID 2 PG GUID 3 Rank 1] Process group "
+    "watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered\n"
+)
 GOAL_S = 2.0
 
 
 def _training(i: int) -> str:
     if i % 7 == 0:
         return f"Epoch 3:  45%|████▌     | {i % 100}/100 [00:03<00:14,  3.81it/s, loss=0.{i % 997}]\r"
-    return (f"[rank{i % 4}]:2024-05-01 12:00:{i % 60:02d},123 INFO trainer.py:88 step {i} loss=0.{i % 997} "
-            f"lr=3e-4 grad_norm=1.{i % 13} tokens/s=12345\n")
+    return (
+        f"[rank{i % 4}]:2024-05-01 12:00:{i % 60:02d},123 INFO trainer.py:88 step {i} loss=0.{i % 997} "
+        f"lr=3e-4 grad_norm=1.{i % 13} tokens/s=12345\n"
+    )
 
 
 def _kernel(rank_tag: str = "") -> str:
@@ -64,7 +72,7 @@ def write_log(path: Path, mb: int, heavy: bool) -> None:
     path.write_text("".join(parts), encoding="utf-8")
 
 
-def _timed(fn: Callable[[], object], runs: int) -> Tuple[float, float]:
+def _timed(fn: Callable[[], object], runs: int) -> tuple[float, float]:
     walls, cpus = [], []
     for _ in range(runs):
         w, c = time.perf_counter(), time.process_time()
@@ -82,14 +90,16 @@ def _read_split(path: Path) -> Callable[[], object]:
     return lambda: read_log(str(path)).splitlines()
 
 
-def main(argv: List[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mb", type=int, default=100)
     p.add_argument("--runs", type=int, default=3)
     args = p.parse_args(argv)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    print(f"{'log':14s} {'MB':>6s} {'explain wall s':>15s} {'cpu s':>7s} {'MB/s':>7s} {'read+split s':>13s} "
-          f"{'ratio':>6s}  goal <= {GOAL_S} s")
+    print(
+        f"{'log':14s} {'MB':>6s} {'explain wall s':>15s} {'cpu s':>7s} {'MB/s':>7s} {'read+split s':>13s} "
+        f"{'ratio':>6s}  goal <= {GOAL_S} s"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name, heavy in (("typical", False), ("assert-heavy", True)):
             path = Path(tmp) / f"{name}.log"
@@ -99,8 +109,10 @@ def main(argv: List[str] | None = None) -> None:
             wall, cpu = _timed(_explain(path), args.runs)
             base, _ = _timed(_read_split(path), args.runs)
             verdict = "met" if wall <= GOAL_S else ("met in CPU time" if cpu <= GOAL_S else "MISSED")
-            print(f"{name:14s} {mb:6.1f} {wall:15.2f} {cpu:7.2f} {mb / wall:7.1f} {base:13.2f} {wall / base:6.1f}  "
-                  f"{verdict}{'' if found else ' (nothing found!)'}")
+            print(
+                f"{name:14s} {mb:6.1f} {wall:15.2f} {cpu:7.2f} {mb / wall:7.1f} {base:13.2f} {wall / base:6.1f}  "
+                f"{verdict}{'' if found else ' (nothing found!)'}"
+            )
     text = "".join(LOSS.format(b=i // 64, t=i % 64) for i in range(10_000))
     wall, cpu = _timed(lambda: scan(text), 7)
     print(f"scan() of 10,000 assertion lines: {wall * 1e3:.1f} ms wall, {cpu * 1e3:.1f} ms CPU (median of 7)")

@@ -29,31 +29,41 @@ def table(scores: list[Score], title: str) -> str:
     rows = defaultdict(list)
     for s in scores:
         rows[s.framework].append(s)
-    lines = [f"== {title}: {len(scores)} reports", f"{'framework':<22} {'n':>4}  {'cause right':<14} "
-             f"{'fix in its words':<14} {'generic':<14}"]
+    lines = [
+        f"== {title}: {len(scores)} reports",
+        f"{'framework':<22} {'n':>4}  {'cause right':<14} {'fix in its words':<14} {'generic':<14}",
+    ]
     for fw in [*sorted(rows, key=lambda k: (-len(rows[k]), k)), "ALL"]:
         group = scores if fw == "ALL" else rows[fw]
         n = len(group)
-        lines.append(f"{fw:<22} {n:>4}  {_pct(sum(s.cause_right for s in group), n):<14} "
-                     f"{_pct(sum(s.fix_right for s in group), n):<14} {_pct(sum(s.generic for s in group), n):<14}")
+        lines.append(
+            f"{fw:<22} {n:>4}  {_pct(sum(s.cause_right for s in group), n):<14} "
+            f"{_pct(sum(s.fix_right for s in group), n):<14} {_pct(sum(s.generic for s in group), n):<14}"
+        )
     return "\n".join(lines)
 
 
 def markdown(scores: dict[str, list[Score]]) -> str:
     """Per framework: reports, right cause, fix in its words, generic; the dev part / the held-out quarter."""
+
     def cell(group: list[Score], what: str) -> str:
         n = len(group)
         return f"{sum(getattr(s, what) for s in group)}/{n}" if n else "-"
 
-    frameworks = sorted({s.framework for part in scores.values() for s in part},
-                        key=lambda fw: (-sum(s.framework == fw for p in scores.values() for s in p), fw))
-    lines = ["| framework | reports (dev + held out) | right cause | fix in its words | generic |",
-             "|---|---|---|---|---|"]
+    frameworks = sorted(
+        {s.framework for part in scores.values() for s in part},
+        key=lambda fw: (-sum(s.framework == fw for p in scores.values() for s in p), fw),
+    )
+    lines = [
+        "| framework | reports (dev + held out) | right cause | fix in its words | generic |",
+        "|---|---|---|---|---|",
+    ]
     for fw in [*frameworks, "all"]:
         parts = {k: [s for s in v if fw in ("all", s.framework)] for k, v in scores.items()}
         dev, held = parts["dev"], parts["held_out"]
-        row = [f"{len(dev)} + {len(held)}"] + [f"{cell(dev, w)} · {cell(held, w)}" for w in
-                                                ("cause_right", "fix_right", "generic")]
+        row = [f"{len(dev)} + {len(held)}"] + [
+            f"{cell(dev, w)} · {cell(held, w)}" for w in ("cause_right", "fix_right", "generic")
+        ]
         name = f"**{fw}**" if fw == "all" else fw
         lines.append(f"| {name} | " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -85,11 +95,15 @@ def main() -> int:
             for s in scores:
                 if not (s.cause_right and s.fix_right):
                     r = by_id[s.id]
-                    print(f"  miss {s.id}: want {r.cause} {list(r.fix_words)}, got {s.got or 'nothing'}"
-                          f"{'' if s.cause_right else ' (cause)'}{'' if s.fix_right else ' (fix)'}")
+                    print(
+                        f"  miss {s.id}: want {r.cause} {list(r.fix_words)}, got {s.got or 'nothing'}"
+                        f"{'' if s.cause_right else ' (cause)'}{'' if s.fix_right else ' (fix)'}"
+                    )
         print()
-    print(f"{len(reports)} reports explained in {time.perf_counter() - start:.2f} s wall, "
-          f"{time.process_time() - cpu:.2f} s CPU")
+    print(
+        f"{len(reports)} reports explained in {time.perf_counter() - start:.2f} s wall, "
+        f"{time.process_time() - cpu:.2f} s CPU"
+    )
     _big_paste(reports)
     return 0
 
@@ -104,8 +118,10 @@ def _big_paste(reports: list, mb: int = 10) -> None:
     start, cpu = time.perf_counter(), time.process_time()
     render(explain_text(text, source="paste"))
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    print(f"a {mb} MB paste explained and rendered in {wall:.2f} s wall, {cpu:.2f} s CPU (goal <= 2 s; on a loaded "
-          "machine the CPU time is the figure)")
+    print(
+        f"a {mb} MB paste explained and rendered in {wall:.2f} s wall, {cpu:.2f} s CPU (goal <= 2 s; on a loaded "
+        "machine the CPU time is the figure)"
+    )
 
 
 if __name__ == "__main__":

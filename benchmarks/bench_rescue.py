@@ -85,8 +85,10 @@ def main() -> None:
     plain = statistics.median(start["plain"])
     print(f"start-up, trivial script, median of {args.runs} interleaved runs (plain python: {plain * 1000:.1f} ms)")
     for name in forms:
-        print(f"  {name:10} runner {statistics.median(start[name]) * 1000:7.1f} ms "
-              f"(overhead {(statistics.median(start[name]) - plain) * 1000:+.1f} ms)")
+        print(
+            f"  {name:10} runner {statistics.median(start[name]) * 1000:7.1f} ms "
+            f"(overhead {(statistics.median(start[name]) - plain) * 1000:+.1f} ms)"
+        )
     print("per line, 100,000 os.write(2) of 80 bytes through the tap, median")
     for name in forms:
         print(f"  {name:10} {statistics.median(per_line[name]) * 1e9:7.0f} ns/line")

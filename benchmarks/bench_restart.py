@@ -42,8 +42,17 @@ READY_GOAL = 3.5  # seconds: the auto-restart range measured in docs/design.md (
 
 
 def silent_eval(k: WsKernel, expression: str) -> str:
-    msg_id = k.send("shell", "execute_request", {"code": "", "silent": True, "store_history": False,
-                                                 "user_expressions": {"v": expression}, "allow_stdin": False})
+    msg_id = k.send(
+        "shell",
+        "execute_request",
+        {
+            "code": "",
+            "silent": True,
+            "store_history": False,
+            "user_expressions": {"v": expression},
+            "allow_stdin": False,
+        },
+    )
     reply, _ = k.collect(msg_id, timeout=60)
     assert reply is not None
     return str(reply["user_expressions"]["v"]["data"]["text/plain"])
@@ -79,8 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     runs = parser.parse_args().runs
-    with tempfile.TemporaryDirectory() as home, \
-            jupyter_server(Path(home), CUDAASSERT_TEST_PRETEND_GPU="1") as server:
+    with tempfile.TemporaryDirectory() as home, jupyter_server(Path(home), CUDAASSERT_TEST_PRETEND_GPU="1") as server:
         one_run(server, True)  # warm the page cache (torch's shared libraries) so runs compare
         plain = [one_run(server, False)["ready"] for _ in range(runs)]
         ours = [one_run(server, True) for _ in range(runs)]
@@ -89,15 +97,25 @@ def main() -> None:
     goal_ok = all(r["replay"] <= 1.05 * r["setup"] + 5.0 for r in ours)
     ready_ok = med["ready"] <= READY_GOAL
     rows = [
-        ("restart to ready, plain do_shutdown(True)", f"{statistics.median(plain):.2f} s",
-         f"min {min(plain):.2f} / max {max(plain):.2f}", "reference: no plan, no stub"),
-        ("restart to ready, %cudaassert restart", f"{med['ready']:.2f} s",
-         f"min {min(r['ready'] for r in ours):.2f} / max {max(r['ready'] for r in ours):.2f}",
-         f"<= {READY_GOAL} s (3 s restarter poll + start): {'met' if ready_ok else 'MISSED'}"),
+        (
+            "restart to ready, plain do_shutdown(True)",
+            f"{statistics.median(plain):.2f} s",
+            f"min {min(plain):.2f} / max {max(plain):.2f}",
+            "reference: no plan, no stub",
+        ),
+        (
+            "restart to ready, %cudaassert restart",
+            f"{med['ready']:.2f} s",
+            f"min {min(r['ready'] for r in ours):.2f} / max {max(r['ready'] for r in ours):.2f}",
+            f"<= {READY_GOAL} s (3 s restarter poll + start): {'met' if ready_ok else 'MISSED'}",
+        ),
         ("setup cells' own time (first run)", f"{med['setup']:.2f} s", f"{len(SETUP) - 1} cells", ""),
-        ("replay inside the next cell (validators' import too)", f"{med['replay']:.2f} s",
-         f"ratio {statistics.median(ratio):.3f}x",
-         f"<= 1.05 x setup + 5 s: {'met' if goal_ok else 'MISSED'}"),
+        (
+            "replay inside the next cell (validators' import too)",
+            f"{med['replay']:.2f} s",
+            f"ratio {statistics.median(ratio):.3f}x",
+            f"<= 1.05 x setup + 5 s: {'met' if goal_ok else 'MISSED'}",
+        ),
         ("next cell in all (replay + validator error)", f"{med['cell']:.2f} s", "client side", ""),
     ]
     print(f"bench_restart: {runs} runs, median; jupyter_server + websocket, 2-core CPU machine")

@@ -82,8 +82,10 @@ def startup(runs: int, work: Path, against: Path | None = None) -> None:
         other = statistics.median(times["other"])
         print(f"  {'the same, ' + str(against):34} {other * 1000:7.1f} ms")
         ratio = (ours - plain) / (other - plain) if other > plain else float("nan")
-        print(f"  its overhead {1000 * (other - plain):+.1f} ms; this tree's minus its: "
-              f"{1000 * (ours - other):+.1f} ms (overheads' ratio {ratio:.2f}x)")
+        print(
+            f"  its overhead {1000 * (other - plain):+.1f} ms; this tree's minus its: "
+            f"{1000 * (ours - other):+.1f} ms (overheads' ratio {ratio:.2f}x)"
+        )
 
 
 def free_port() -> int:
@@ -96,12 +98,20 @@ def job(work: Path, runner: bool) -> tuple[float, bool, int]:
     script, stamp = work / "ddp.py", work / "failed_at"
     script.write_text(DDP)
     stamp.unlink(missing_ok=True)
-    cmd = [TORCHRUN, "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-           *(["-m", "cudaassert_ipy"] if runner else []), str(script)]
-    result = subprocess.run(cmd, env={**env(), "FAIL_STAMP": str(stamp)}, capture_output=True, text=True,
-                            timeout=600)
+    cmd = [
+        TORCHRUN,
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        *(["-m", "cudaassert_ipy"] if runner else []),
+        str(script),
+    ]
+    result = subprocess.run(cmd, env={**env(), "FAIL_STAMP": str(stamp)}, capture_output=True, text=True, timeout=600)
     ended = time.time()
-    summary = result.stderr[result.stderr.find("Root Cause (first observed failure):"):]
+    summary = result.stderr[result.stderr.find("Root Cause (first observed failure):") :]
     named = "class label out of range in cross_entropy" in summary and "Fix:" in summary
     return ended - float(stamp.read_text()), named, result.returncode
 
@@ -124,8 +134,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=30, help="interleaved start-up runs of each form")
     parser.add_argument("--jobs", type=int, default=3, help="interleaved torchrun jobs of each form (0: none)")
-    parser.add_argument("--against", type=Path, help="another tree (a git worktree of another commit) whose runner "
-                                                     "the start-up table times beside this one's")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another tree (a git worktree of another commit) whose runner the start-up table times beside this one's",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         startup(args.starts, Path(tmp), args.against)

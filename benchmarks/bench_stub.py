@@ -35,8 +35,9 @@ print((time.perf_counter() - t0) * 1000, "cudaassert_ipy" in sys.modules, "torch
 
 
 def run(path: Path, mode: str, env: dict[str, str]) -> float:
-    out = subprocess.run([sys.executable, "-c", PROBE, str(path), mode], env=env, capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(path), mode], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out[1:] == ["False", "False"], f"the stub imported our package or torch: {out}"
     return float(out[0])
 

@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import List, Tuple
 
 from cudaassert_ipy.capture.assert_lines import scan
 
@@ -97,12 +96,16 @@ time.sleep(60)  # the parent kills us once the original fd has every byte
 """
 
 
-def assertion_block() -> List[bytes]:
+def assertion_block() -> list[bytes]:
     """1,002 lines: two sites' lines alternating (texts from the reference catalogue), an ordinary line every 500."""
-    loss = ("../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [{b},0,0],"
-            " thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.\n")
-    index = ("../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [{b},0,0], thread: [{t},0,0] "
-             "Assertion `index >= -sizes[i] && index < sizes[i] && \"index out of bounds\"` failed.\n")
+    loss = (
+        "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [{b},0,0],"
+        " thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+    )
+    index = (
+        "../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [{b},0,0], thread: [{t},0,0] "
+        'Assertion `index >= -sizes[i] && index < sizes[i] && "index out of bounds"` failed.\n'
+    )
     out = []
     for i in range(500):
         out += [loss.format(b=i // 64, t=i % 64).encode(), index.format(b=i // 64, t=i % 64).encode()]
@@ -111,11 +114,12 @@ def assertion_block() -> List[bytes]:
     return out
 
 
-def kernel_burst(tapped: bool, shown: object) -> Tuple[float, bool, Tuple[int, ...]]:
+def kernel_burst(tapped: bool, shown: object) -> tuple[float, bool, tuple[int, ...]]:
     """(MiB/s until the original fd had every byte, whether they were the right bytes in order, routed fds)."""
     lines = assertion_block()
-    code = KERNEL_BURST_CHILD.format(tapped=tapped, shown=shown, here=os.path.dirname(os.path.abspath(__file__)),
-                                     size=BURST_MB * CHUNK)
+    code = KERNEL_BURST_CHILD.format(
+        tapped=tapped, shown=shown, here=os.path.dirname(os.path.abspath(__file__)), size=BURST_MB * CHUNK
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stderr is not None and proc.stdout is not None
@@ -143,7 +147,7 @@ def expected_digest(n: int) -> str:
     return digest.hexdigest()
 
 
-def burst(tapped: bool) -> Tuple[float, str, int, int]:
+def burst(tapped: bool) -> tuple[float, str, int, int]:
     """(seconds, sha256 of what reached fd 2, bytes received, bytes the tail dropped)."""
     code = BURST_CHILD.format(tapped=tapped, chunk=CHUNK, n=BURST_MB)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -166,7 +170,7 @@ def scan_ms(runs: int = 9) -> float:
         "block: [{b},0,0], thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed."
     )
     text = "\n".join(line.format(b=i // 64, t=i % 64) for i in range(10_000)) + "\n"
-    times: List[float] = []
+    times: list[float] = []
     for _ in range(runs):
         t0 = time.perf_counter()
         sites = scan(text)
@@ -175,7 +179,7 @@ def scan_ms(runs: int = 9) -> float:
     return statistics.median(times) * 1e3
 
 
-def latency_us(n: int = 2000) -> Tuple[float, float]:
+def latency_us(n: int = 2000) -> tuple[float, float]:
     code = LATENCY_CHILD.format(n=n)
     with open(os.devnull, "wb") as devnull:
         out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=devnull, timeout=60)
@@ -184,7 +188,7 @@ def latency_us(n: int = 2000) -> Tuple[float, float]:
 
 
 def main() -> None:
-    rows: List[Tuple[str, str, str, bool]] = []
+    rows: list[tuple[str, str, str, bool]] = []
     want = expected_digest(BURST_MB)
     base_s, base_digest, _, _ = burst(tapped=False)
     tap_s, tap_digest, received, dropped = burst(tapped=True)

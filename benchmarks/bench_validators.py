@@ -34,7 +34,8 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -55,6 +56,7 @@ class checks_first:
 
     def __exit__(self, *exc: object) -> None:
         ValidatorMode.trust_cpu_kernels = True
+
 
 Step = Callable[[], Any]
 
@@ -112,7 +114,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def block_ms(step: Step, n: int, device: str, validated: bool) -> List[float]:
+def block_ms(step: Step, n: int, device: str, validated: bool) -> list[float]:
     """ms per step for ``n`` steps after one untimed step (each step synchronised on CUDA)."""
     if validated:
         enable_validators()
@@ -131,15 +133,15 @@ def block_ms(step: Step, n: int, device: str, validated: bool) -> List[float]:
     return times
 
 
-def side_by_side(step: Step, device: str, rounds: int, steps: int) -> Tuple[List[float], List[float]]:
+def side_by_side(step: Step, device: str, rounds: int, steps: int) -> tuple[list[float], list[float]]:
     """(off, on) step times in ms: short blocks of each condition, alternating (order flipping each
     round), so load from other processes hits both alike."""
     for validated in (False, True):  # warm-up
         block_ms(step, 3, device, validated)
-    off: List[float] = []
-    on: List[float] = []
+    off: list[float] = []
+    on: list[float] = []
     for i in range(rounds):
-        for validated in ((False, True) if i % 2 == 0 else (True, False)):
+        for validated in (False, True) if i % 2 == 0 else (True, False):
             (on if validated else off).extend(block_ms(step, steps, device, validated))
     return off, on
 
@@ -167,11 +169,11 @@ def intercepted_per_step(step: Step) -> int:
     return counter.calls
 
 
-def micro_us(fn: Callable[[], Any], repeat: int, rounds: int) -> Tuple[List[float], List[float]]:
+def micro_us(fn: Callable[[], Any], repeat: int, rounds: int) -> tuple[list[float], list[float]]:
     """(off, on) µs per call, per round, interleaved."""
     off, on = [], []
     for i in range(rounds):
-        for validated in ((False, True) if i % 2 == 0 else (True, False)):
+        for validated in (False, True) if i % 2 == 0 else (True, False):
             if validated:
                 enable_validators()
             try:
@@ -197,7 +199,7 @@ def blocking_child(rounds: int, steps: int) -> None:
     print(json.dumps(out))
 
 
-def blocking_times(rounds: int, steps: int) -> Dict[str, float]:
+def blocking_times(rounds: int, steps: int) -> dict[str, float]:
     env = {**os.environ, "CUDA_LAUNCH_BLOCKING": "1"}
     cmd = [sys.executable, os.path.abspath(__file__), "--blocking-child", f"--rounds={rounds}", f"--steps={steps}"]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
@@ -208,11 +210,11 @@ def blocking_times(rounds: int, steps: int) -> Dict[str, float]:
 
 
 # ---------------------------------------------------------------- table
-def _p10(values: List[float]) -> float:
+def _p10(values: list[float]) -> float:
     return sorted(values)[len(values) // 10]
 
 
-def row(name: str, off: List[float], on: List[float], unit: str, goal: float = 0.0) -> Tuple[str, float, float]:
+def row(name: str, off: list[float], on: list[float], unit: str, goal: float = 0.0) -> tuple[str, float, float]:
     """A table row: medians, their ratio, and the ratio of the 10th percentiles (least disturbed by load)."""
     off_med, on_med = statistics.median(off), statistics.median(on)
     ratio, quiet = on_med / off_med, _p10(on) / _p10(off)
@@ -245,9 +247,11 @@ def main() -> None:
         return
 
     if not args.gpu_only:
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
-              f"{args.rounds * args.steps} steps per condition in alternating blocks of {args.steps}; "
-              f"micro rows: {args.rounds} interleaved rounds\n")
+        print(
+            f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
+            f"{args.rounds * args.steps} steps per condition in alternating blocks of {args.steps}; "
+            f"micro rows: {args.rounds} interleaved rounds\n"
+        )
         print("| what | validators off | validators on | ratio (medians) | ratio (10th percentiles) | goal | met |")
         print("|---|---|---|---|---|---|---|")
         intercepted = {}
@@ -259,35 +263,55 @@ def main() -> None:
         for name, make in (("CPU step, MLP", mlp_step), ("CPU step, tiny transformer LM", lm_step)):
             step = make("cpu")
             with checks_first():
-                print(row(name + ", every call checked first (as on CUDA)",
-                          *side_by_side(step, "cpu", args.rounds, args.steps), "ms")[0])
+                print(
+                    row(
+                        name + ", every call checked first (as on CUDA)",
+                        *side_by_side(step, "cpu", args.rounds, args.steps),
+                        "ms",
+                    )[0]
+                )
 
         a, b = torch.ones(1), torch.ones(1)
-        line, add_off, add_on = row("micro: torch.add, intercepted, unchecked (per call)",
-                                    *micro_us(lambda: torch.add(a, b), 20000, args.rounds), "µs")
+        line, add_off, add_on = row(
+            "micro: torch.add, intercepted, unchecked (per call)",
+            *micro_us(lambda: torch.add(a, b), 20000, args.rounds),
+            "µs",
+        )
         print(line)
         logits, target = torch.randn(64, 10), torch.randint(0, 10, (64,))
-        line, ce_off, ce_on = row("micro: F.cross_entropy(64x10), CPU kernel checks (per call)",
-                                  *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds), "µs")
+        line, ce_off, ce_on = row(
+            "micro: F.cross_entropy(64x10), CPU kernel checks (per call)",
+            *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds),
+            "µs",
+        )
         print(line)
         with checks_first():
-            line, first_off, first_on = row("micro: F.cross_entropy(64x10), checked first (per call)",
-                                            *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds), "µs")
+            line, first_off, first_on = row(
+                "micro: F.cross_entropy(64x10), checked first (per call)",
+                *micro_us(lambda: F.cross_entropy(logits, target), 2000, args.rounds),
+                "µs",
+            )
         print(line)
         print()
-        print(f"cost per intercepted unchecked call (micro): {add_on - add_off:.2f} µs; per cross_entropy: "
-              f"{ce_on - ce_off:.2f} µs left to the CPU kernel, {first_on - first_off:.2f} µs checked first")
+        print(
+            f"cost per intercepted unchecked call (micro): {add_on - add_off:.2f} µs; per cross_entropy: "
+            f"{ce_on - ce_off:.2f} µs left to the CPU kernel, {first_on - first_off:.2f} µs checked first"
+        )
         for name, (calls, off, on) in intercepted.items():
-            print(f"{name}: {calls} intercepted calls per step (optimizer.step runs unchecked), "
-                  f"{1000 * (on - off) / calls:.2f} µs of added step time per intercepted call")
+            print(
+                f"{name}: {calls} intercepted calls per step (optimizer.step runs unchecked), "
+                f"{1000 * (on - off) / calls:.2f} µs of added step time per intercepted call"
+            )
 
     print()
     if not torch.cuda.is_available():
         print("no CUDA device: GPU rows skipped")
         return
     print(f"GPU: {torch.cuda.get_device_name()}")
-    print("| what | validators off | validators on | ratio (medians) | ratio (10th percentiles) | goal | met "
-          "| CUDA_LAUNCH_BLOCKING=1 | ratio |")
+    print(
+        "| what | validators off | validators on | ratio (medians) | ratio (10th percentiles) | goal | met "
+        "| CUDA_LAUNCH_BLOCKING=1 | ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     blocking = blocking_times(args.rounds, args.steps)
     for key, name, make in (("mlp", "GPU step, MLP", mlp_step), ("lm", "GPU step, tiny transformer LM", lm_step)):

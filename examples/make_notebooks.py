@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Union
 
 import nbformat
 from nbformat.notebooknode import NotebookNode
@@ -28,6 +28,7 @@ OUT = HERE / "notebooks"
 
 FAILS = "raises-exception"
 FIX = "fix"
+
 
 class Md:
     def __init__(self, text: str) -> None:
@@ -40,7 +41,7 @@ class Code:
         self.tags = tags
 
 
-Cell = Union[Md, Code]
+Cell = Md | Code
 
 LOAD = Code("%load_ext cudaassert")
 
@@ -123,8 +124,10 @@ panel: what happened to the GPU, the cause in one sentence built from *your* mod
 papermill, Kaggle "Save Version") store the same report as text.
 """),
     Code("train_one_epoch()", FAILS, "bad-train"),
-    Md("`%cudaassert status` tells you whether the GPU context is still alive (on a GPU it now says DEAD since the "
-       "cell above), whether the assertion lines are captured, and whether the validators are on:"),
+    Md(
+        "`%cudaassert status` tells you whether the GPU context is still alive (on a GPU it now says DEAD since the "
+        "cell above), whether the assertion lines are captured, and whether the validators are on:"
+    ),
     Code("%cudaassert status", "status"),
     GPU_RESTART_NOTE,
     Md("""
@@ -133,14 +136,18 @@ papermill, Kaggle "Save Version") store the same report as text.
 The diagnosis named label 3 against a last layer with 3 outputs. Which rows hold it? `preflight` scans the dataset
 on the CPU and lists every offending sample index:
 """),
-    Code("""
+    Code(
+        """
 import cudaassert_ipy as ca
 
 report = ca.preflight(train_ds, num_classes=len(classes), progress=False)
 report
-""", "preflight"),
+""",
+        "preflight",
+    ),
     Md("Row 137 is the typo. Drop it (or correct it), rebuild the loader and train again:"),
-    Code("""
+    Code(
+        """
 keep = labels < len(classes)
 train_ds = TensorDataset(features[keep], labels[keep])
 train_loader = DataLoader(train_ds, batch_size=32, shuffle=True)
@@ -150,7 +157,9 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for epoch in range(3):
     last_loss = train_one_epoch()
 print(f"trained 3 epochs on {len(train_ds)} rows; last batch loss {last_loss:.3f}")
-""", FIX),
+""",
+        FIX,
+    ),
     Md("""
 ## What next
 
@@ -264,12 +273,15 @@ the diagnosis knows (here 0..194).
     Md("""
 The same as data: `bad_samples()` after a failure (`last_batches()` gives the records themselves).
 """),
-    Code("""
+    Code(
+        """
 import cudaassert_ipy
 
 for s in cudaassert_ipy.bad_samples():
     print(f"{s.sample}: {s.field} = {s.value} (valid {s.valid}), batch {s.batch} of epoch {s.epoch} of {s.loader}")
-""", "bad-samples"),
+""",
+        "bad-samples",
+    ),
     Md("""
 ## The fix as a patch of your cell
 
@@ -316,8 +328,10 @@ In a headless run (this notebook in CI, papermill, Kaggle "Save Version") nothin
 the instructions as text. Here, on the CPU, the context is alive; `%cudaassert status` says so:
 """),
     Code("%cudaassert status", "status"),
-    Md("`%cudaassert setup` lists the cells a restart would replay (on a GPU after the failure: the cells that "
-       "succeeded before it); `%cudaassert setup 3,4,6` pins your own choice, `auto` goes back to the default:"),
+    Md(
+        "`%cudaassert setup` lists the cells a restart would replay (on a GPU after the failure: the cells that "
+        "succeeded before it); `%cudaassert setup 3,4,6` pins your own choice, `auto` goes back to the default:"
+    ),
     Code("%cudaassert setup", "setup-list"),
     Md("""
 ## The validator stops the same call before it launches
@@ -337,19 +351,26 @@ An epoch here takes a second; on real data it can take hours before the bad batc
 collate_fn and batch size; after **Restart & replay** it comes from the restart plan), so one training step
 reproduces the failure at once, with the validators naming the bad value:
 """),
-    Code("""
+    Code(
+        """
 one_batch = cudaassert_ipy.failing_batch(train_loader)
 for images, targets in one_batch:
     loss = F.cross_entropy(model(images.to(device)), targets.to(device))
-""", FAILS, "one-step"),
+""",
+        FAILS,
+        "one-step",
+    ),
     Md("## The fix: one output per class"),
-    Code("""
+    Code(
+        """
 model.head = nn.Linear(32, len(train_ds.classes)).to(device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 for epoch in range(2):
     train_one_epoch()  # validators are still on: labels in range are never stopped
 print(f"head: {model.head}; 2 epochs trained, the validators stopped nothing")
-""", FIX),
+""",
+        FIX,
+    ),
     Code("%cudaassert validators off", FIX),
     Md("""
 Validators cost about 9-15% per training step; turn them off once the data is clean (after a restart from the panel,
@@ -464,23 +485,32 @@ input_ids = tokenizer(texts)["input_ids"]
 The diagnosis compares the ids with the embedding table (`model.embed_tokens`), finds the tokenizer in your
 namespace, and names the fix: `model.resize_token_embeddings(len(tokenizer))`.
 """),
-    Code("""
+    Code(
+        """
 logits = model(input_ids.to(device))
 loss = F.cross_entropy(logits, sentiment.to(device))
-""", FAILS, "bad-forward"),
+""",
+        FAILS,
+        "bad-forward",
+    ),
     GPU_RESTART_NOTE,
     Md("""
 ## Catch it before the model sees it
 
 `check_token_ids` does the same check on the CPU (any device: the ids are copied once) and names every bad id:
 """),
-    Code("""
+    Code(
+        """
 import cudaassert_ipy as ca
 
 ca.check_token_ids(input_ids, vocab_size=model.embed_tokens.num_embeddings)
-""", FAILS, "check-ids"),
+""",
+        FAILS,
+        "check-ids",
+    ),
     Md("## The fix: resize the embeddings to the tokenizer"),
-    Code("""
+    Code(
+        """
 model.resize_token_embeddings(len(tokenizer))
 ca.check_token_ids(input_ids, vocab_size=model.config.vocab_size)  # silent: every id is in range now
 
@@ -491,7 +521,9 @@ for step in range(30):
     loss.backward()
     optimizer.step()
 print(model.embed_tokens, f"loss after 30 steps: {loss.item():.3f}")
-""", FIX),
+""",
+        FIX,
+    ),
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -547,7 +579,8 @@ touches the dead GPU memory) and recognises logits: **use `nn.BCEWithLogitsLoss`
     Code("train()", FAILS, "bad-train"),
     GPU_RESTART_NOTE,
     Md("## The fix: `BCEWithLogitsLoss` on the logits, `sigmoid` only for predictions"),
-    Code("""
+    Code(
+        """
 criterion = nn.BCEWithLogitsLoss()
 last_loss = train()
 
@@ -555,7 +588,9 @@ with torch.no_grad():
     probabilities = torch.sigmoid(model(signals.to(device)))
     accuracy = ((probabilities > 0.5).float().cpu() == targets).float().mean().item()
 print(f"loss {last_loss:.3f}, accuracy {accuracy:.1%}")
-""", FIX),
+""",
+        FIX,
+    ),
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -642,12 +677,16 @@ The diagnosis recognises 255 as VOC's void label and says: **pass `ignore_index=
 
 `preflight` agrees once it knows about the void value: every mask value is a class or `ignore_index`.
 """),
-    Code("""
+    Code(
+        """
 import cudaassert_ipy as ca
 
 ca.preflight(train_ds, num_classes=num_classes, ignore_index=VOID, progress=False)
-""", FIX),
-    Code("""
+""",
+        FIX,
+    ),
+    Code(
+        """
 criterion = nn.CrossEntropyLoss(ignore_index=VOID)
 for epoch in range(5):
     last_loss = train_one_epoch()
@@ -657,7 +696,9 @@ with torch.no_grad():
 labelled = train_ds.masks != VOID
 pixel_accuracy = (predicted[labelled] == train_ds.masks[labelled]).float().mean().item()
 print(f"loss {last_loss:.3f}, pixel accuracy on labelled pixels {pixel_accuracy:.1%}")
-""", FIX),
+""",
+        FIX,
+    ),
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -709,14 +750,18 @@ The first batch with a bad label stops at `cross_entropy`, before anything is la
 argument, the valid range, the bad values with their positions in the batch, and the likely fix; the report under
 it says the GPU is still alive.
 """),
-    Code("""
+    Code(
+        """
 %%cuda_debug
 for xb, yb in train_loader:
     loss = F.cross_entropy(model(xb.to(device)), yb.to(device))
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-""", FAILS, "cuda-debug-stops"),
+""",
+        FAILS,
+        "cuda-debug-stops",
+    ),
     Md("""
 ## Which sample was it? The DataLoader bookmark
 
@@ -724,30 +769,41 @@ The report's **Bad samples** section maps the position in the batch back to the 
 the extension is loaded, every DataLoader remembers the dataset indices of its last 3 batches. The same as data,
 and a DataLoader over just that batch, for a one-step repro:
 """),
-    Code("""
+    Code(
+        """
 print(ca.bad_samples())
 (xb, yb), = ca.failing_batch(train_loader)  # one batch: exactly the samples of the failing one
 print("failing batch:", len(yb), "samples; labels out of range:", yb[(yb < 0) | (yb >= num_classes)].tolist())
-""", "bad-samples"),
+""",
+        "bad-samples",
+    ),
     Md("""
 ## `preflight`: every bad sample at once
 
 The validator saw one batch. `preflight` walks the loader's dataset (by dataset index, so the numbers can be looked
 up) and lists every bad sample:
 """),
-    Code("""
+    Code(
+        """
 report = ca.preflight(train_loader, num_classes=num_classes)
 print(report)
 print("bad samples:", report.bad_samples)
-""", "preflight"),
+""",
+        "preflight",
+    ),
     Md("## The fix: drop the rows from the other export, check again, train"),
-    Code("""
+    Code(
+        """
 bad = set(report.bad_samples)
 clean_ds = Subset(train_ds, [i for i in range(len(train_ds)) if i not in bad])
 clean_loader = DataLoader(clean_ds, batch_size=50, shuffle=True)
 print(ca.preflight(clean_loader, num_classes=num_classes, progress=False))
-""", FIX, "preflight-clean"),
-    Code("""
+""",
+        FIX,
+        "preflight-clean",
+    ),
+    Code(
+        """
 %%cuda_debug
 for epoch in range(3):
     for xb, yb in clean_loader:
@@ -756,25 +812,35 @@ for epoch in range(3):
         loss.backward()
         optimizer.step()
 print(f"3 epochs with validators on, nothing stopped; last loss {loss.item():.3f}")
-""", FIX),
+""",
+        FIX,
+    ),
     Md("""
 ## `%%cuda_debug --nan`: where does the first NaN come from?
 
 NaN losses are not device asserts, but they often lead to one (`multinomial` on NaN probabilities, `BCELoss` on
 NaN). `--nan` stops at the first torch call whose output holds NaN or inf and names the line:
 """),
-    Code("""
+    Code(
+        """
 %%cuda_debug --nan
 weights = torch.tensor([0.5, 0.0, 2.0], device=device)
 log_weights = torch.log(weights)  # log(0) = -inf
 probabilities = torch.softmax(log_weights, 0)
-""", FAILS, "nan-stops"),
+""",
+        FAILS,
+        "nan-stops",
+    ),
     Md("The softmax of log-weights is just the weights, normalised; no log needed:"),
-    Code("""
+    Code(
+        """
 %%cuda_debug --nan
 probabilities = weights / weights.sum()
 print("probabilities:", [round(p, 3) for p in probabilities.tolist()])
-""", FIX, "nan-fixed"),
+""",
+        FIX,
+        "nan-fixed",
+    ),
     Md("""
 ## In your own code
 
@@ -886,11 +952,14 @@ the model by hand.
 `preflight` scans the dataset on the CPU and names every offending sample; given the model, it takes the class
 count from its config and words the fix the same way:
 """),
-    Code("""
+    Code(
+        """
 import cudaassert_ipy as ca
 
 ca.preflight(train_ds, model=trainer.model, progress=False)
-""", "preflight"),
+""",
+        "preflight",
+    ),
     Md("""
 ## The fix
 
@@ -905,12 +974,15 @@ model = BertForSequenceClassification.from_pretrained(
 (`ignore_mismatched_sizes=True` lets the new 4-way head replace the checkpoint's 3-way one.) Here, the same config
 with 4 labels:
 """),
-    Code("""
+    Code(
+        """
 trainer = make_trainer(num_labels=4)
 result = trainer.train()
 print(f"trained {result.global_step} steps with {trainer.model.config.num_labels} labels; "
       f"loss {result.training_loss:.3f}")
-""", FIX),
+""",
+        FIX,
+    ),
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -1006,22 +1078,29 @@ naming Lightning's teardown; then the cause of the **first** error, with "Your c
 the evidence from the module (`model.head: out_features=3`, `model.hparams: num_classes=3`, the epoch and step).
 The fix speaks Lightning: build the module with `num_classes=4`.
 """),
-    Code("""
+    Code(
+        """
 model = LitClassifier(num_classes=3)
 make_trainer().fit(model, train_loader)
-""", FAILS, "bad-train"),
+""",
+        FAILS,
+        "bad-train",
+    ),
     GPU_RESTART_NOTE,
     Md("""
 ## The fix
 
 Class 3 is real: build the module with 4 classes (its head follows the hparam) and train again:
 """),
-    Code("""
+    Code(
+        """
 model = LitClassifier(num_classes=4)
 make_trainer().fit(model, train_loader)
 print(f"trained {len(model.losses)} steps with num_classes={model.hparams.num_classes}; "
       f"last loss {model.losses[-1]:.3f}")
-""", FIX),
+""",
+        FIX,
+    ),
 ]
 
 NOTEBOOKS: dict[str, list[Cell]] = {

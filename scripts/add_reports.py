@@ -57,8 +57,10 @@ def main(dirs: list[str]) -> int:
         split["held_out" if rid in held else "dev"].append(rid)
     split = {k: sorted(v) for k, v in split.items()}
     SPLIT.write_text(json.dumps(split, indent=1) + "\n")
-    print(f"added {len(ids)} reports ({len(held)} held out); corpus: {len(split['dev'])} dev, "
-          f"{len(split['held_out'])} held out")
+    print(
+        f"added {len(ids)} reports ({len(held)} held out); corpus: {len(split['dev'])} dev, "
+        f"{len(split['held_out'])} held out"
+    )
     return 0
 
 

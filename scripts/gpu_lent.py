@@ -31,13 +31,37 @@ MACHINE = ROOT / ".ci" / "gpu-machine.txt"
 IMAGE = ROOT / ".ci" / "gpu-image-packages.txt"
 # the project's own dependencies but torch, the test helpers tests/gpu uses (kernels, a Jupyter server and its
 # websocket), and the runner of the suite (pytest, a timeout per case, workers)
-NEEDS = ("ipython", "traitlets", "ipywidgets", "nvidia-ml-py", "cloudpickle", "numpy", "ipykernel",
-         "jupyter_client", "jupyter_server", "websocket-client", "pytest", "pytest-timeout", "pytest-xdist",
-         "hypothesis")
+NEEDS = (
+    "ipython",
+    "traitlets",
+    "ipywidgets",
+    "nvidia-ml-py",
+    "cloudpickle",
+    "numpy",
+    "ipykernel",
+    "jupyter_client",
+    "jupyter_server",
+    "websocket-client",
+    "pytest",
+    "pytest-timeout",
+    "pytest-xdist",
+    "hypothesis",
+)
 PLATFORM = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp"] + [
-    a for p in ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64", "manylinux_2_17_x86_64",
-                "manylinux2014_x86_64", "manylinux_2_12_x86_64", "manylinux2010_x86_64", "manylinux_2_5_x86_64",
-                "manylinux1_x86_64") for a in ("--platform", p)]
+    a
+    for p in (
+        "manylinux_2_28_x86_64",
+        "manylinux_2_27_x86_64",
+        "manylinux_2_26_x86_64",
+        "manylinux_2_17_x86_64",
+        "manylinux2014_x86_64",
+        "manylinux_2_12_x86_64",
+        "manylinux2010_x86_64",
+        "manylinux_2_5_x86_64",
+        "manylinux1_x86_64",
+    )
+    for a in ("--platform", p)
+]
 LIMIT_MIB = 64  # what travels with a device call: the working tree and the carried paths together
 BUDGET_MIB = 48  # room to spare under the limit, for the tree to grow between two runs of this script
 DEVICE_CALL = {"command": "bash scripts/gpu-tests.sh --device", "carry": [".gpu-wheels"], "timeout_s": 540}
@@ -70,8 +94,18 @@ def lock() -> None:
     image = {norm(n) for n in IMAGE.read_text(encoding="utf-8").split() if not n.startswith("#")}
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), *PLATFORM,
-            "--target", str(Path(tmp) / "t"), *NEEDS)
+        pip(
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(report),
+            *PLATFORM,
+            "--target",
+            str(Path(tmp) / "t"),
+            *NEEDS,
+        )
         resolved = json.loads(report.read_text(encoding="utf-8"))["install"]
     carried, held = [], []
     for item in sorted(resolved, key=lambda i: norm(i["metadata"]["name"])):
@@ -83,13 +117,21 @@ def lock() -> None:
             digest = info["archive_info"]["hashes"]["sha256"]
             carried.append(f"{name}=={version} --hash=sha256:{digest}  # {info['url'].rsplit('/', 1)[-1]}")
     head = "# Written by `python scripts/gpu_lent.py lock` (scripts/gpu-prepare.sh --lock): do not edit.\n"
-    CARRIED.write_text(head + "# What the GPU suite needs and the lent GPU machine lacks: carried there as wheels "
-                       "(Python 3.12, manylinux x86-64).\n" + "\n".join(carried) + "\n", encoding="utf-8")
-    MACHINE.write_text(head + "# What the GPU suite needs and the lent GPU machine already holds (its versions may "
-                       "differ): the CPU dry run\n# installs these beside torch, so that it holds what the machine "
-                       "holds.\n" + "\n".join(held) + "\n", encoding="utf-8")
-    print(f"{len(carried)} wheels to carry ({CARRIED.relative_to(ROOT)}), {len(held)} held there "
-          f"({MACHINE.relative_to(ROOT)})")
+    CARRIED.write_text(
+        head + "# What the GPU suite needs and the lent GPU machine lacks: carried there as wheels "
+        "(Python 3.12, manylinux x86-64).\n" + "\n".join(carried) + "\n",
+        encoding="utf-8",
+    )
+    MACHINE.write_text(
+        head + "# What the GPU suite needs and the lent GPU machine already holds (its versions may "
+        "differ): the CPU dry run\n# installs these beside torch, so that it holds what the machine "
+        "holds.\n" + "\n".join(held) + "\n",
+        encoding="utf-8",
+    )
+    print(
+        f"{len(carried)} wheels to carry ({CARRIED.relative_to(ROOT)}), {len(held)} held there "
+        f"({MACHINE.relative_to(ROOT)})"
+    )
 
 
 def download(folder: Path) -> None:
@@ -115,13 +157,23 @@ def size(folder: Path) -> None:
     rel = str(folder.relative_to(ROOT))
     if subprocess.run(["git", "check-ignore", "-q", rel], cwd=ROOT).returncode != 0:
         sys.exit(f"{rel} is not ignored by git: a carried path must be (add it to .gitignore)")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     tree = sum((ROOT / f).stat().st_size for f in listed if f and (ROOT / f).is_file())
     carried = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     total = tree + carried
-    print(f"travels: working tree {mib(tree)} + {rel}/ {mib(carried)} = {mib(total)} "
-          f"(limit {LIMIT_MIB} MiB; this script allows {BUDGET_MIB} MiB)")
+    print(
+        f"travels: working tree {mib(tree)} + {rel}/ {mib(carried)} = {mib(total)} "
+        f"(limit {LIMIT_MIB} MiB; this script allows {BUDGET_MIB} MiB)"
+    )
     if total > BUDGET_MIB * 2**20:
         sys.exit(f"too large: {mib(total)} > {BUDGET_MIB} MiB")
 
@@ -144,24 +196,57 @@ def verify(dest: Path) -> None:
 
     device = os.environ.get("CUDAASSERT_GPU_TEST_DEVICE", "cuda")
     env: dict[str, object] = {
-        "device": device, "python": sys.version.split()[0], "executable": sys.executable, "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
-        **{n: have(n) for n in ("ipython", "ipykernel", "ipywidgets", "jupyter_client", "jupyter_server",
-                                "pytest", "pytest-timeout", "pytest-xdist", "nvidia-ml-py")},
+        "device": device,
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        **{
+            n: have(n)
+            for n in (
+                "ipython",
+                "ipykernel",
+                "ipywidgets",
+                "jupyter_client",
+                "jupyter_server",
+                "pytest",
+                "pytest-timeout",
+                "pytest-xdist",
+                "nvidia-ml-py",
+            )
+        },
     }
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
         env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True)
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        )
         env["nvidia_smi"] = smi.stdout.strip() or smi.stderr.strip()
         env["driver"] = env["nvidia_smi"].split(", ")[1] if env["nvidia_smi"].count(", ") >= 2 else None
     elif device == "cuda":
-        problems.append(f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device: check "
-                        "nvidia-smi, the driver and CUDA_VISIBLE_DEVICES")
+        problems.append(
+            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device: check "
+            "nvidia-smi, the driver and CUDA_VISIBLE_DEVICES"
+        )
     env["held"], env["problems"] = held, problems
-    for key in ("gpu", "nvidia_smi", "python", "torch", "torch_cuda", "ipython", "ipykernel", "ipywidgets",
-                "jupyter_server", "pytest", "pytest-timeout", "pytest-xdist"):
+    for key in (
+        "gpu",
+        "nvidia_smi",
+        "python",
+        "torch",
+        "torch_cuda",
+        "ipython",
+        "ipykernel",
+        "ipywidgets",
+        "jupyter_server",
+        "pytest",
+        "pytest-timeout",
+        "pytest-xdist",
+    ):
         if key in env:
             print(f"  {key}: {env[key]}")
     print("  held there:", ", ".join(f"{n} {v}" for n, v in held.items()))
@@ -174,6 +259,7 @@ def verify(dest: Path) -> None:
 def summary(out: Path, tests_rc: int, bench_rc: int, seconds: int) -> None:
     """gpu-summary.json under ``out``: the environment, each case (outcome, seconds, the diagnosed cause and whether
     it is the expected one), the benchmark's table; then a short table, printed last."""
+
     def load(name: str, default: object) -> object:
         path = out / name
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else default
@@ -184,8 +270,15 @@ def summary(out: Path, tests_rc: int, bench_rc: int, seconds: int) -> None:
     counts: dict[str, int] = {}
     for c in cases:
         counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
-    result = {"env": load("env.json", {}), "seconds": seconds, "tests_rc": tests_rc, "bench_rc": bench_rc,
-              "counts": counts, "cases": cases, "benchmark": [line for line in bench if line.startswith("|")]}
+    result = {
+        "env": load("env.json", {}),
+        "seconds": seconds,
+        "tests_rc": tests_rc,
+        "bench_rc": bench_rc,
+        "counts": counts,
+        "cases": cases,
+        "benchmark": [line for line in bench if line.startswith("|")],
+    }
     (out / "gpu-summary.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     for name in ("cases.json", "env.json", "bench.txt"):  # all of it is in the summary now
         (out / name).unlink(missing_ok=True)
@@ -196,8 +289,10 @@ def summary(out: Path, tests_rc: int, bench_rc: int, seconds: int) -> None:
     for c in cases:
         if c["outcome"] != "passed":
             print(f"  {c['outcome']:8} {c['case']}: {c.get('message', '')[:300]}")
-    print(f"=== summary ({out / 'gpu-summary.json'}): {seconds}s; tests exit {tests_rc}, benchmark exit {bench_rc}; "
-          + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    print(
+        f"=== summary ({out / 'gpu-summary.json'}): {seconds}s; tests exit {tests_rc}, benchmark exit {bench_rc}; "
+        + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    )
 
 
 def main() -> None:
@@ -213,8 +308,10 @@ def main() -> None:
     elif verb == "call":
         print(json.dumps(DEVICE_CALL))
     else:
-        sys.exit("usage: python scripts/gpu_lent.py lock | download DIR | size DIR | call | verify JSON "
-                 "| summary OUT TESTS_RC BENCH_RC SECONDS")
+        sys.exit(
+            "usage: python scripts/gpu_lent.py lock | download DIR | size DIR | call | verify JSON "
+            "| summary OUT TESTS_RC BENCH_RC SECONDS"
+        )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,10 @@ def installed() -> None:
     import cudaassert_ipy
 
     where = Path(cudaassert_ipy.__file__).resolve()
-    check(where.parent != REPO / "cudaassert_ipy" and "site-packages" in where.parts,
-          f"cudaassert_ipy imports from the installed wheel ({where.parent})")
+    check(
+        where.parent != REPO / "cudaassert_ipy" and "site-packages" in where.parts,
+        f"cudaassert_ipy imports from the installed wheel ({where.parent})",
+    )
     dist = metadata.distribution("cudaassert-ipy")
     check(dist.version == cudaassert_ipy.__version__, f"one version: {dist.version}")
     check(any(str(f).endswith("LICENSE") for f in dist.files or ()), "LICENSE is in the installed metadata")
@@ -70,28 +72,43 @@ def shell() -> None:
         ip.run_line_magic("cudaassert", "status")
     text = out.getvalue()
     check(isinstance(result.error_in_exec, IndexError), "the CPU twin raised the user's IndexError")
-    check("[cudaassert] CPU error · class label out of range in cross_entropy" in text,
-          "%load_ext cudaassert: the CPU twin's report", text)
+    check(
+        "[cudaassert] CPU error · class label out of range in cross_entropy" in text,
+        "%load_ext cudaassert: the CPU twin's report",
+        text,
+    )
     check("cudaassert: loaded" in text, "%cudaassert status", text)
 
 
 def cli(tmp: Path) -> None:
     log = tmp / "train.log"
     log.write_text(LOG)
-    done = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "explain", str(log)], capture_output=True,
-                          text=True, cwd=tmp, timeout=300)
-    check(done.returncode == 0 and "class label out of range" in done.stdout,
-          "python -m cudaassert_ipy explain LOG", done.stdout + done.stderr)
+    done = subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", "explain", str(log)],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        timeout=300,
+    )
+    check(
+        done.returncode == 0 and "class label out of range" in done.stdout,
+        "python -m cudaassert_ipy explain LOG",
+        done.stdout + done.stderr,
+    )
     script = tmp / "train.py"
     script.write_text(SCRIPT)
     console = shutil.which("cudaassert-run", path=os.path.dirname(sys.executable))
     check(console is not None, "the cudaassert-run console script is installed")
     for argv in ([str(console), script.name], [sys.executable, "-m", "cudaassert_ipy", script.name]):
         done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, timeout=300)
-        check(done.returncode == 1 and "IndexError: Target 7 is out of bounds." in done.stderr
-              and "[cudaassert]" in done.stderr and "class label out of range" in done.stderr,
-              f"the runner ({' '.join(Path(a).name for a in argv[:-1])}) reports the failing script",
-              done.stdout + done.stderr)
+        check(
+            done.returncode == 1
+            and "IndexError: Target 7 is out of bounds." in done.stderr
+            and "[cudaassert]" in done.stderr
+            and "class label out of range" in done.stderr,
+            f"the runner ({' '.join(Path(a).name for a in argv[:-1])}) reports the failing script",
+            done.stdout + done.stderr,
+        )
 
 
 def labextension() -> None:
@@ -100,10 +117,16 @@ def labextension() -> None:
     ext = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "cudaassert-ipy"
     pkg = json.loads((ext / "package.json").read_text()) if (ext / "package.json").is_file() else {}
     load = pkg.get("jupyterlab", {}).get("_build", {}).get("load", "")
-    check(pkg.get("name") == "cudaassert-ipy" and bool(load) and (ext / load).is_file(),
-          f"the labextension is installed under {ext.parent} (its remoteEntry: {load or 'missing'})")
-    check(json.loads((ext / "install.json").read_text()).get("packageName") == "cudaassert-ipy"
-          if (ext / "install.json").is_file() else False, "its install.json names the Python package")
+    check(
+        pkg.get("name") == "cudaassert-ipy" and bool(load) and (ext / load).is_file(),
+        f"the labextension is installed under {ext.parent} (its remoteEntry: {load or 'missing'})",
+    )
+    check(
+        json.loads((ext / "install.json").read_text()).get("packageName") == "cudaassert-ipy"
+        if (ext / "install.json").is_file()
+        else False,
+        "its install.json names the Python package",
+    )
     bundle = "".join(p.read_text(errors="replace") for p in (ext / "static").glob("*.js"))
     check(PATCH_MIME in bundle, f"its bundle renders {PATCH_MIME}")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh machine and runs the whole test suite on every version set CI covers:
-#   lint      ruff and mypy
+#   lint      ruff (check and format --check) and mypy
 #   latest    the whole suite on the latest releases (.venv)
 #   colab     on the Colab/Kaggle pins (.venv-colab): the tests those pins can change (marker `frontend`, set in
 #             tests/conftest.py: kernels, servers, the in-process shell, restart/shell/view), without the browser tests
@@ -80,6 +80,7 @@ fi
 if wants lint || wants quick; then
     begin lint "ruff, mypy"
     limit "$LINT_LIMIT" .venv/bin/ruff check . || status=$?
+    limit "$LINT_LIMIT" .venv/bin/ruff format --check . || status=$?
     limit "$LINT_LIMIT" .venv/bin/python -m mypy || status=$?
     end lint
 fi

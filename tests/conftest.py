@@ -107,7 +107,8 @@ _FRONTEND_FIXTURES = frozenset({"shell", "loaded", "restart_ext", "server"})
 _FRONTEND_IMPORT = re.compile(
     r"^\s*(?:from|import)\s+(?:IPython|ipykernel|ipywidgets|jupyter_client|jupyter_server|nbclient|nbformat"
     r"|cudaassert_ipy\.(?:restart|shell|view)|helpers\.(?:kernels|server_harness|browser_harness|restart_story))\b",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 
 
 @functools.cache

@@ -51,8 +51,7 @@ _HELP_ASSERT = (
 DEVICE_ASSERT_WORDINGS: dict[str, tuple[str, str]] = {
     "0.x-1.x THC (59)": (
         "RuntimeError",
-        "cuda runtime error (59) : device-side assert triggered at "
-        "/pytorch/aten/src/THC/generic/THCTensorMath.cu:35",
+        "cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/generic/THCTensorMath.cu:35",
     ),
     "1.9 conda THC (710)": (
         "RuntimeError",
@@ -61,11 +60,17 @@ DEVICE_ASSERT_WORDINGS: dict[str, tuple[str, str]] = {
     ),
     "1.0 thrust copy_if": ("RuntimeError", "copy_if failed to synchronize: device-side assert triggered"),
     "1.x thrust copy_if cudaErrorAssert": (
-        "RuntimeError", "copy_if failed to synchronize: cudaErrorAssert: device-side assert triggered"),
+        "RuntimeError",
+        "copy_if failed to synchronize: cudaErrorAssert: device-side assert triggered",
+    ),
     "1.5 thrust transform": (
-        "RuntimeError", "transform: failed to synchronize: cudaErrorAssert: device-side assert triggered"),
+        "RuntimeError",
+        "transform: failed to synchronize: cudaErrorAssert: device-side assert triggered",
+    ),
     "1.x thrust reduce": (
-        "RuntimeError", "reduce failed to synchronize: cudaErrorAssert: device-side assert triggered"),
+        "RuntimeError",
+        "reduce failed to synchronize: cudaErrorAssert: device-side assert triggered",
+    ),
     "1.0-1.8 one line": ("RuntimeError", "CUDA error: device-side assert triggered"),
     "1.x C++ what() with origin": (
         "RuntimeError",
@@ -78,19 +83,21 @@ DEVICE_ASSERT_WORDINGS: dict[str, tuple[str, str]] = {
     "2.8": ("AcceleratorError", "CUDA error: device-side assert triggered" + _ASYNC_24 + _DSA),
     "2.9+": ("AcceleratorError", "CUDA error: device-side assert triggered" + _HELP_ASSERT + _ASYNC_24 + _DSA),
     "main 2026 (no DSA line)": (
-        "AcceleratorError", "CUDA error: device-side assert triggered" + _HELP_ASSERT + _ASYNC_24),
+        "AcceleratorError",
+        "CUDA error: device-side assert triggered" + _HELP_ASSERT + _ASYNC_24,
+    ),
 }
 
 # Other sticky errors: the context is unusable afterwards too (cudaErrorIllegalAddress 700, MisalignedAddress 716,
 # LaunchFailure 719, IllegalInstruction 715). With CUDA_LAUNCH_BLOCKING=1 get_cuda_check_suffix() adds no async
 # lines (the "blocking" form); thrust's merge_sort wording is 1.x's, as above.
 STICKY_WORDINGS: dict[str, tuple[str, str]] = {
-    "illegal address, blocking": (
-        "RuntimeError", "CUDA error: an illegal memory access was encountered" + _DSA),
+    "illegal address, blocking": ("RuntimeError", "CUDA error: an illegal memory access was encountered" + _DSA),
     "illegal address 2.4": ("RuntimeError", "CUDA error: an illegal memory access was encountered" + _ASYNC_24 + _DSA),
     "thrust merge_sort illegal address": (
-        "RuntimeError", "merge_sort: failed to synchronize: cudaErrorIllegalAddress: an illegal memory access "
-        "was encountered"),
+        "RuntimeError",
+        "merge_sort: failed to synchronize: cudaErrorIllegalAddress: an illegal memory access was encountered",
+    ),
     "misaligned address": ("AcceleratorError", "CUDA error: misaligned address" + _ASYNC_24 + _DSA),
     "unspecified launch failure": ("AcceleratorError", "CUDA error: unspecified launch failure" + _ASYNC_24 + _DSA),
     "illegal instruction": ("AcceleratorError", "CUDA error: an illegal instruction was encountered"),
@@ -106,7 +113,9 @@ FOLLOW_ON_WORDINGS: dict[str, tuple[str, str]] = {
         "a, lda, b, ldb, &beta, c, ldc)`",
     ),
     "cublas strided batched": (
-        "RuntimeError", "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmStridedBatchedExFix`"),
+        "RuntimeError",
+        "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmStridedBatchedExFix`",
+    ),
     "cudnn execution failed": ("RuntimeError", "cuDNN error: CUDNN_STATUS_EXECUTION_FAILED"),
     "cudnn mapping error": ("RuntimeError", "cuDNN error: CUDNN_STATUS_MAPPING_ERROR"),
     "lua cublas": ("RuntimeError", "cublas runtime error : the GPU program failed to execute"),
@@ -117,19 +126,32 @@ FOLLOW_ON_WORDINGS: dict[str, tuple[str, str]] = {
 # get_cuda_error_help()'s for cudaErrorInvalidDevice.
 NOT_OURS_WORDINGS: dict[str, tuple[str, str]] = {
     "oom": ("OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.90 GiB total capacity)"),
-    "invalid argument": ("AcceleratorError", "CUDA error: invalid argument\nFor more detailed error information, "
-                         "run with CUDA_LOG_FILE=stderr"),
-    "invalid device": ("AcceleratorError", "CUDA error: invalid device ordinal\nGPU device may be out of range, "
-                       "do you have enough GPUs?"),
-    "cublas not supported": ("RuntimeError", "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul "
-                             "with transpose_mat1 1 transpose_mat2 0 m 3584 n 90 k 3584"),
+    "invalid argument": (
+        "AcceleratorError",
+        "CUDA error: invalid argument\nFor more detailed error information, run with CUDA_LOG_FILE=stderr",
+    ),
+    "invalid device": (
+        "AcceleratorError",
+        "CUDA error: invalid device ordinal\nGPU device may be out of range, do you have enough GPUs?",
+    ),
+    "cublas not supported": (
+        "RuntimeError",
+        "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul "
+        "with transpose_mat1 1 transpose_mat2 0 m 3584 n 90 k 3584",
+    ),
     "plain value error": ("ValueError", "could not convert string to float: 'abc'"),
 }
 
 # cudaError_t values, from the CUDA runtime API's data types
-CODES = {"device-side assert triggered": 710, "an illegal memory access was encountered": 700,
-         "misaligned address": 716, "unspecified launch failure": 719,
-         "an illegal instruction was encountered": 715, "invalid argument": 1, "invalid device ordinal": 101}
+CODES = {
+    "device-side assert triggered": 710,
+    "an illegal memory access was encountered": 700,
+    "misaligned address": 716,
+    "unspecified launch failure": 719,
+    "an illegal instruction was encountered": 715,
+    "invalid argument": 1,
+    "invalid device ordinal": 101,
+}
 
 
 _ACCELERATOR_ERROR = type("AcceleratorError", (RuntimeError,), {"__module__": "torch"})
@@ -158,10 +180,14 @@ def assertion_lines(cause_id: str, threads: int = 64, blocks: int = 1) -> bytes:
     sample = entry.get("sample_stderr_line")
     if sample is None:
         func = (entry.get("kernel_functions") or ["operator()"])[0]
-        path = entry["kernel_file"] if entry["kernel_file"].startswith("aten/") else \
-            "aten/src/ATen/native/cuda/UnknownFile.cu"  # the catalogue is unsure where this one lives
-        sample = (f"/pytorch/{path}:100: {func}: block: [0,0,0], thread: [0,0,0] "
-                  f"Assertion `{entry['condition']}` failed.")
+        path = (
+            entry["kernel_file"]
+            if entry["kernel_file"].startswith("aten/")
+            else "aten/src/ATen/native/cuda/UnknownFile.cu"
+        )  # the catalogue is unsure where this one lives
+        sample = (
+            f"/pytorch/{path}:100: {func}: block: [0,0,0], thread: [0,0,0] Assertion `{entry['condition']}` failed."
+        )
     head, _, tail = sample.partition("block: [")
     tail = tail.split("Assertion", 1)[1]
     out = []
@@ -171,8 +197,9 @@ def assertion_lines(cause_id: str, threads: int = 64, blocks: int = 1) -> bytes:
     return "".join(out).encode()
 
 
-def fail_like_gpu(cause_id: str = "nll_loss_target_out_of_range", version: str = "2.9+",
-                  threads: int = 64, blocks: int = 1) -> None:
+def fail_like_gpu(
+    cause_id: str = "nll_loss_target_out_of_range", version: str = "2.9+", threads: int = 64, blocks: int = 1
+) -> None:
     """Do what a real device assert does to this process's fd 2 and Python, minus the GPU."""
     os.write(2, assertion_lines(cause_id, threads, blocks))
     type_name, message = DEVICE_ASSERT_WORDINGS[version]

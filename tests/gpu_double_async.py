@@ -16,7 +16,8 @@ Only the GPU is simulated: the framework, its loops, its exception handling and 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -54,7 +55,8 @@ class DeadGpu(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if (self.dead and _touches_tensors(args, kwargs) and not _host_metadata(func)) or (
-                self.asserted and func in self.surfaces):
+            self.asserted and func in self.surfaces
+        ):
             self.dead = True  # every later call on the (simulated) GPU's tensors fails too
             raise self.error()
         if func in INDEX_KERNELS:
@@ -87,8 +89,21 @@ class DeadGpu(TorchFunctionMode):
 
 
 #: Tensor methods that read host-side metadata only: they work on a dead GPU (shape, dtype, device, ...).
-_METADATA_METHODS = frozenset({"size", "dim", "numel", "stride", "element_size", "is_floating_point", "is_complex",
-                               "is_contiguous", "get_device", "data_ptr", "__len__"})
+_METADATA_METHODS = frozenset(
+    {
+        "size",
+        "dim",
+        "numel",
+        "stride",
+        "element_size",
+        "is_floating_point",
+        "is_complex",
+        "is_contiguous",
+        "get_device",
+        "data_ptr",
+        "__len__",
+    }
+)
 
 
 def _host_metadata(func: Any) -> bool:
@@ -102,5 +117,7 @@ def _host_metadata(func: Any) -> bool:
 def _touches_tensors(args: Any, kwargs: Any) -> bool:
     """Whether a call gets a tensor (those are on the dead GPU in the story); ``torch.device("cpu")`` does not."""
     values = [*args, *kwargs.values()]
-    return any(isinstance(v, torch.Tensor) or (isinstance(v, (list, tuple)) and any(
-        isinstance(x, torch.Tensor) for x in v)) for v in values)
+    return any(
+        isinstance(v, torch.Tensor) or (isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v))
+        for v in values
+    )

@@ -27,8 +27,9 @@ def run_cells(*cells: tuple[str, bool]) -> tuple[dict, list[KeepCell]]:
     return ns, history
 
 
-def restore_all(tmp_path: Path, history: list[KeepCell], key: str = "k1", stamp: float = STAMP,
-                new_ns: dict | None = None) -> tuple[dict, dict[int, KeepCellOutcome], str | None]:
+def restore_all(
+    tmp_path: Path, history: list[KeepCell], key: str = "k1", stamp: float = STAMP, new_ns: dict | None = None
+) -> tuple[dict, dict[int, KeepCellOutcome], str | None]:
     """The new kernel's side: each cell in order is restored or (when not kept) run."""
     ns = {"__name__": "__main__"} if new_ns is None else new_ns
     outcomes = {}

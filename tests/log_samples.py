@@ -94,34 +94,38 @@ HIP = (
 def ranks_log() -> str:
     """Two ranks failing at two sites (torchrun-tagged lines), another rank's NCCL watchdog, Ray and mpirun tags."""
     gather = BY_ID["scatter_gather_index_out_of_range_v1"]["sample_stderr_line"]
-    return "\n".join([
-        "[rank1]:" + LOSS.format(b=0, t=3),
-        "[rank1]:" + LOSS.format(b=1, t=4),
-        "[rank3]:" + gather,
-        "[rank3]: " + ASSERT_29.splitlines()[0],
-        "[rank1]: " + ASSERT_24.splitlines()[0],
-        NCCL_WATCHDOG,
-        "",
-    ])
+    return "\n".join(
+        [
+            "[rank1]:" + LOSS.format(b=0, t=3),
+            "[rank1]:" + LOSS.format(b=1, t=4),
+            "[rank3]:" + gather,
+            "[rank3]: " + ASSERT_29.splitlines()[0],
+            "[rank1]: " + ASSERT_24.splitlines()[0],
+            NCCL_WATCHDOG,
+            "",
+        ]
+    )
 
 
 def pasted_markdown() -> str:
     """S5's lines as a forum renders and a reader copies them back: quotes, lost and doubled backticks, a link,
     bold, HTML entities, a lost line number."""
-    return "\n".join([
-        "> **RuntimeError: CUDA error: device-side assert triggered**",
-        "> ../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
-        "thread: [0,0,0] Assertion t >= 0 && t < n_classes failed.",
-        "[../aten/src/ATen/native/cuda/Loss.cu](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/"
-        "cuda/Loss.cu):250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [1,0,0] Assertion "
-        "`t >= 0 && t < n_classes` failed.",
-        "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
-        "thread: [2,0,0] Assertion ``t >= 0 && t < n_classes`` failed.",
-        "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
-        "thread: [3,0,0] Assertion `t &gt;= 0 &amp;&amp; t &lt; n_classes` failed.",
-        "../aten/src/ATen/native/cuda/Loss.cu: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
-        "thread: [4,0,0] Assertion `t >= 0 && t < n_classes` failed.",
-    ])
+    return "\n".join(
+        [
+            "> **RuntimeError: CUDA error: device-side assert triggered**",
+            "> ../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+            "thread: [0,0,0] Assertion t >= 0 && t < n_classes failed.",
+            "[../aten/src/ATen/native/cuda/Loss.cu](https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/"
+            "cuda/Loss.cu):250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [1,0,0] Assertion "
+            "`t >= 0 && t < n_classes` failed.",
+            "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+            "thread: [2,0,0] Assertion ``t >= 0 && t < n_classes`` failed.",
+            "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+            "thread: [3,0,0] Assertion `t &gt;= 0 &amp;&amp; t &lt; n_classes` failed.",
+            "../aten/src/ATen/native/cuda/Loss.cu: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+            "thread: [4,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+        ]
+    )
 
 
 CENSUS = json.loads((Path(__file__).resolve().parent / "data" / "assert_census.json").read_text(encoding="utf-8"))
@@ -136,8 +140,11 @@ def catalogue_lines(entry_id: str, threads: int = 4) -> str:
         line = CENSUS_LINES[entry_id]
         return "".join(_THREAD_DIMS.sub(f"thread: [{t},0,0]", line) + "\n" for t in range(threads))
     if BY_ID[entry_id].get("file_regex"):  # a catch-all bound to generated kernels: its own text, from one of them
-        return "".join(f"unknown:0: unknown: block: [0,0,0], thread: [{t},0,0] Assertion "
-                       f"`{BY_ID[entry_id]['condition']}` failed.\n" for t in range(threads))
+        return "".join(
+            f"unknown:0: unknown: block: [0,0,0], thread: [{t},0,0] Assertion "
+            f"`{BY_ID[entry_id]['condition']}` failed.\n"
+            for t in range(threads)
+        )
     return assertion_lines(entry_id, threads=threads).decode()
 
 

@@ -490,26 +490,40 @@ HIP_LINE = (
 def test_a_triton_assert_without_debug_info_after_a_tqdm_bar_folds_into_one_site() -> None:
     (site,) = scan(TRITON_NO_DEBUG)
     assert (site.file, site.line, site.condition, site.threads) == (
-        "unknown", 0, "index out of bounds: 0 <= tmp42 < 1024", 2)
+        "unknown",
+        0,
+        "index out of bounds: 0 <= tmp42 < 1024",
+        2,
+    )
     assert site.first.raw.startswith("unknown:0: unknown: block: [0,0,0]")
     assert site.summary() == (
-        "Triton kernel (no source location): `index out of bounds: 0 <= tmp42 < 1024` failed in 2 threads of 1 block")
+        "Triton kernel (no source location): `index out of bounds: 0 <= tmp42 < 1024` failed in 2 threads of 1 block"
+    )
 
 
 def test_a_triton_assert_located_at_a_frozen_importlib_frame_is_read() -> None:
     line = parse_line(TRITON_FROZEN)
     assert line is not None
     assert (line.path, line.line, line.function, line.condition) == (
-        "<frozen importlib._bootstrap>", 488, "unknown", "index out of bounds: 0 <= tmp3 < 50257")
+        "<frozen importlib._bootstrap>",
+        488,
+        "unknown",
+        "index out of bounds: 0 <= tmp3 < 50257",
+    )
     assert scan(TRITON_FROZEN)[0].where == "Triton kernel (no source location)"
 
 
 def test_a_rocm_hip_device_side_assertion_is_read_and_counted_in_times() -> None:
     (site,) = scan(HIP_LINE * 3)
     assert (site.file, site.line, site.condition, site.count) == (
-        "aten/src/ATen/native/hip/Loss.hip", 250, "t >= 0 && t < n_classes", 3)
+        "aten/src/ATen/native/hip/Loss.hip",
+        250,
+        "t >= 0 && t < n_classes",
+        3,
+    )
     assert site.summary() == (
-        "Loss.hip:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed 3 times")
+        "Loss.hip:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed 3 times"
+    )
 
 
 @pytest.mark.parametrize(
@@ -529,8 +543,11 @@ def test_a_rocm_hip_device_side_assertion_is_read_and_counted_in_times() -> None
 def test_glued_prefixes_stay_out_of_the_path(prefix: str) -> None:
     line = parse_line(prefix + LOSS_LINE.format(b=1, t=2))
     assert line is not None
-    assert (line.path, line.file, line.line) == ("../aten/src/ATen/native/cuda/Loss.cu",
-                                                 "aten/src/ATen/native/cuda/Loss.cu", 250)
+    assert (line.path, line.file, line.line) == (
+        "../aten/src/ATen/native/cuda/Loss.cu",
+        "aten/src/ATen/native/cuda/Loss.cu",
+        250,
+    )
     assert line.raw == LOSS_LINE.format(b=1, t=2)
 
 
@@ -543,7 +560,10 @@ def test_a_file_name_spliced_from_another_process_does_not_become_the_site() -> 
     spliced = "/pytorch/aten/src/ATen/native/cuda/ScatterGatherKer" + LOSS_LINE.format(b=0, t=3)
     (site,) = scan(spliced)
     assert (site.file, site.line, site.function) == (
-        "aten/src/ATen/native/cuda/Loss.cu", 250, "nll_loss_forward_reduce_cuda_kernel_2d")
+        "aten/src/ATen/native/cuda/Loss.cu",
+        250,
+        "nll_loss_forward_reduce_cuda_kernel_2d",
+    )
 
 
 def test_a_kernel_name_cut_by_another_processs_line_is_replaced_by_the_whole_one() -> None:
@@ -573,7 +593,8 @@ def test_a_truncated_record_is_reported_as_unreadable() -> None:
     result = scan_all(SAMPLES[3][1])  # S5: one whole line, one cut at "t[...]"
     assert len(result.sites) == 1 and result.records == 1
     assert [line for _, line in result.unreadable] == [
-        "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], t[...]"]
+        "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], t[...]"
+    ]
 
 
 def test_sites_are_grouped_by_the_key_the_caller_reads_from_each_line() -> None:

@@ -36,10 +36,13 @@ for i, (a, b) in enumerate(zip(loss, index)):
     if i % 250 == 0:
         lines.append(ordinary[i // 250])
 """
-FAILING_CELL = """
+FAILING_CELL = (
+    """
 import os
 from gpu_double import DEVICE_ASSERT_WORDINGS, assertion_lines, make_exception
-""" + BURST + """
+"""
+    + BURST
+    + """
 os.write(1, b"stdout before\\n")
 blob = b"".join(lines)
 while blob:
@@ -47,6 +50,7 @@ while blob:
 os.write(1, b"stdout after\\n")
 raise make_exception(*DEVICE_ASSERT_WORDINGS["1.9-1.13"])
 """
+)
 
 
 def burst() -> list[bytes]:
@@ -73,8 +77,10 @@ def expected_cell_stderr() -> str:
 
 
 def run_notebook(*cells: str) -> nbformat.NotebookNode:
-    nb = new_notebook(cells=[new_code_cell(c, metadata={"tags": ["raises-exception"]}) for c in cells],
-                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = new_notebook(
+        cells=[new_code_cell(c, metadata={"tags": ["raises-exception"]}) for c in cells],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
     NotebookClient(nb, timeout=180, kernel_name="python3").execute(env=kernel_env())
     return nb
 
@@ -95,16 +101,23 @@ def test_10000_lines_of_two_sites_store_under_20_kb_of_stderr_with_every_ordinar
     assert stderr == expected_cell_stderr() + more("Loss.cu:250") + more("IndexKernel.cu:92")
     assert stream(cell, "stdout") == "stdout before\nstdout after\n"
     report = report_text(cell)
-    assert re.search(r"Loss\.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in "
-                     r"5,?000 threads", report), report
+    assert re.search(
+        r"Loss\.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in "
+        r"5,?000 threads",
+        report,
+    ), report
     assert re.search(r"IndexKernel\.cu:92 .*failed in 5,?000 threads", report), report
     stored = len(nbformat.writes(nb).encode())
     assert stored < 200_000, stored
 
 
 def test_minus_one_shows_every_line_in_the_cell_which_is_what_the_issue_measured() -> None:
-    nb = run_notebook("%config CudaAssert.raw_lines_per_site = -1\n%load_ext cudaassert", FAILING_CELL,
-                      "%config CudaAssert.raw_lines_per_site = 3", FAILING_CELL)
+    nb = run_notebook(
+        "%config CudaAssert.raw_lines_per_site = -1\n%load_ext cudaassert",
+        FAILING_CELL,
+        "%config CudaAssert.raw_lines_per_site = 3",
+        FAILING_CELL,
+    )
     assert stream(nb.cells[1], "stderr") == b"".join(burst()).decode()  # 1.6 MB: the notebook the issue measured
     assert stream(nb.cells[3], "stderr") == expected_cell_stderr() + more("Loss.cu:250") + more("IndexKernel.cu:92")
 
@@ -119,8 +132,9 @@ def test_the_jupyter_servers_log_receives_every_line_in_order_while_the_cell_get
             assert reply is not None and reply["status"] == "ok", reply
             reply, messages = kernel.execute(FAILING_CELL)
             assert reply is not None and reply["status"] == "error"
-            cell = "".join(m["content"]["text"] for m in messages
-                           if m["type"] == "stream" and m["content"]["name"] == "stderr")
+            cell = "".join(
+                m["content"]["text"] for m in messages if m["type"] == "stream" and m["content"]["name"] == "stderr"
+            )
             assert cell == expected_cell_stderr() + more("Loss.cu:250") + more("IndexKernel.cu:92")
         finally:
             kernel.close()
@@ -142,7 +156,8 @@ def test_after_unload_every_line_reaches_the_cell_again() -> None:
         execute(kc, "%load_ext cudaassert")
         reply, messages = execute(kc, f"import os\n_ = os.write(2, {lines!r})")
         assert kernel_text(messages) == b"".join(loss[:3]).decode() + MORE_LINES.format(
-            prefix=PREFIX, count="7", lines="lines", site="Loss.cu:250", were="were")
+            prefix=PREFIX, count="7", lines="lines", site="Loss.cu:250", were="were"
+        )
         execute(kc, "%unload_ext cudaassert")
         reply, messages = execute(kc, f"import os\n_ = os.write(2, {lines!r})")
         assert reply["status"] == "ok" and kernel_text(messages) == lines.decode()
@@ -154,7 +169,8 @@ def test_where_ipykernel_does_not_capture_fds_the_tap_keeps_plain_forwarding(tmp
     (profile / "ipython_kernel_config.py").write_text("c.IPKernelApp.capture_fd_output = False\n")
     with running_kernel(IPYTHONDIR=str(tmp_path)) as kc:
         execute(kc, "%load_ext cudaassert")
-        reply, messages = execute(kc, "from cudaassert_ipy.shell.extension import current\n"
-                                      "current().tap.routed_fds, current().tap.active")
+        reply, messages = execute(
+            kc, "from cudaassert_ipy.shell.extension import current\ncurrent().tap.routed_fds, current().tap.active"
+        )
         assert reply["status"] == "ok"
         assert kernel_text(messages) == "((), True)"

@@ -22,11 +22,13 @@ from cudaassert_ipy.data.post_mortem import loader_names
 from cudaassert_ipy.data.samples import check_batches
 from cudaassert_ipy.data.valid_range import CLASS, ValidRange
 
-pytestmark = [pytest.mark.frameworks,
-              # lightning 2.6 calls torch's deprecated pytree LeafSpec; not ours to fix
-              pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated:FutureWarning"),
-              # an import of Ultralytics scripts a function with torch.jit.script, deprecated in torch 2.14
-              pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")]
+pytestmark = [
+    pytest.mark.frameworks,
+    # lightning 2.6 calls torch's deprecated pytree LeafSpec; not ours to fix
+    pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated:FutureWarning"),
+    # an import of Ultralytics scripts a function with torch.jit.script, deprecated in torch 2.14
+    pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning"),
+]
 
 BAD = 37  # the dataset index whose label is out of range
 CLASSES = 5
@@ -88,8 +90,9 @@ def test_accelerate_prepared_loaders_name_the_sample_and_the_batch_one_before_th
 
     acc = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(dispatch_batches=dispatch))
     train_ds = Labelled()
-    train_loader = acc.prepare(DataLoader(train_ds, batch_size=4, shuffle=True,
-                                          generator=torch.Generator().manual_seed(0)))
+    train_loader = acc.prepare(
+        DataLoader(train_ds, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
+    )
     assert type(train_loader).__name__ == ("DataLoaderDispatcher" if dispatch else "DataLoaderShard")
     with pytest.raises(IndexError, match="Target 9 is out of bounds"):
         for batch in train_loader:
@@ -98,14 +101,18 @@ def test_accelerate_prepared_loaders_name_the_sample_and_the_batch_one_before_th
     bad = the_bad_record(records)
     assert records[0].batch == bad.batch + 1, "accelerate had fetched one batch more than the failing one"
     assert [s.dataset_index for s in check.samples] == [BAD]
-    assert check.lines[0].startswith(f"batch {bad.batch} of epoch 0 from `train_loader`: `train_ds[{BAD}]` has class "
-                                     "label 9")
+    assert check.lines[0].startswith(
+        f"batch {bad.batch} of epoch 0 from `train_loader`: `train_ds[{BAD}]` has class label 9"
+    )
     assert check.lines[0].endswith("none in the 1 batch after it (fetched ahead).")
-    kind = "DataLoaderDispatcher fetches the next step's batch" if dispatch else \
-        "DataLoaderShard fetches the next batch"
-    assert check.lines[1] == (f"`train_loader` had yielded 1 batch after the batch being processed at the error "
-                              f"(accelerate's {kind} before it yields one): that batch is batch {bad.batch} of "
-                              "epoch 0.")
+    kind = (
+        "DataLoaderDispatcher fetches the next step's batch" if dispatch else "DataLoaderShard fetches the next batch"
+    )
+    assert check.lines[1] == (
+        f"`train_loader` had yielded 1 batch after the batch being processed at the error "
+        f"(accelerate's {kind} before it yields one): that batch is batch {bad.batch} of "
+        "epoch 0."
+    )
 
 
 # -- transformers Trainer ----------------------------------------------------------------------------------------
@@ -114,18 +121,31 @@ class Pairs(Dataset):
         return 48
 
     def __getitem__(self, i):
-        return {"input_ids": torch.tensor([1, 5 + i % 20, 2, 0]), "attention_mask": torch.tensor([1, 1, 1, 0]),
-                "labels": torch.tensor(7 if i == BAD else i % 3)}
+        return {
+            "input_ids": torch.tensor([1, 5 + i % 20, 2, 0]),
+            "attention_mask": torch.tensor([1, 1, 1, 0]),
+            "labels": torch.tensor(7 if i == BAD else i % 3),
+        }
 
 
 def test_trainer_with_gradient_accumulation_keeps_ga_plus_2_batches_and_lists_the_candidate_micro_batches(
-        bookmark, tmp_path):
+    bookmark, tmp_path
+):
     from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
-    config = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, num_labels=3)
-    args = TrainingArguments(str(tmp_path), per_device_train_batch_size=4, gradient_accumulation_steps=2, use_cpu=True,
-                             report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True)
+    config = BertConfig(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, num_labels=3
+    )
+    args = TrainingArguments(
+        str(tmp_path),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
     train_ds = Pairs()
     trainer = Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=train_ds)
     with pytest.raises(IndexError, match="Target 7 is out of bounds"):
@@ -137,13 +157,15 @@ def test_trainer_with_gradient_accumulation_keeps_ga_plus_2_batches_and_lists_th
     assert records[0].ahead is not None and (records[0].ahead.low, records[0].ahead.high) == (1, 2)
     assert records[0].batch - bad.batch in (1, 2)
     assert [s.dataset_index for s in check.samples] == [BAD]
-    assert f"`train_ds[{BAD}]` has class label 7 (position {bad.indices.index(BAD)} of `batch['labels']`" in \
-        check.lines[0]
+    assert (
+        f"`train_ds[{BAD}]` has class label 7 (position {bad.indices.index(BAD)} of `batch['labels']`" in check.lines[0]
+    )
     first, last = records[0].batch - 2, records[0].batch - 1
     assert check.lines[1].startswith(
         "an unnamed DataLoader had yielded 1 to 2 batches after the batch being processed at the error (accelerate's "
         "DataLoaderShard fetches the next batch before it yields one; the Trainer fetches its 2 gradient-accumulation "
-        f"micro-batches together before the first forward): that batch is one of batches {first} to {last} of epoch 0")
+        f"micro-batches together before the first forward): that batch is one of batches {first} to {last} of epoch 0"
+    )
     assert str(list(bad.indices)).replace(" ", "") in check.lines[1].replace(" ", "")
 
 
@@ -156,10 +178,19 @@ def test_with_4_micro_batches_the_first_one_failing_is_still_kept_and_named_as_t
     """Micro-batch 0 fails after the Trainer fetched 4 and accelerate 1 more: 3 kept batches would have lost it."""
     from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
-    config = BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, num_labels=3)
-    args = TrainingArguments(str(tmp_path), per_device_train_batch_size=4, gradient_accumulation_steps=4, use_cpu=True,
-                             report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True)
+    config = BertConfig(
+        vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, num_labels=3
+    )
+    args = TrainingArguments(
+        str(tmp_path),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=4,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
     train_ds = AllBad()
     trainer = Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=train_ds)
     with pytest.raises(IndexError, match="Target 7 is out of bounds"):
@@ -169,8 +200,10 @@ def test_with_4_micro_batches_the_first_one_failing_is_still_kept_and_named_as_t
     check = check_batches(records, ValidRange(CLASS, 0, 3, -100), {id(train_ds): "train_ds"})
     assert check.failing is records[-1]
     first = records[-1].indices[0]
-    assert check.lines[0].startswith(f"batch 0 of epoch 0 from an unnamed DataLoader: `train_ds[{first}]` has class "
-                                     "label 7 (position 0 of `batch['labels']`")
+    assert check.lines[0].startswith(
+        f"batch 0 of epoch 0 from an unnamed DataLoader: `train_ds[{first}]` has class "
+        "label 7 (position 0 of `batch['labels']`"
+    )
     assert "that batch is one of batches 0 to 3 of epoch 0" in check.lines[-1]
 
 
@@ -192,8 +225,16 @@ def test_lightning_trainer_on_cpu_names_the_sample(bookmark, tmp_path):
 
     train_ds = Labelled()
     train_loader = DataLoader(train_ds, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(1))
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path))
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+    )
     with pytest.raises(IndexError, match="Target 9 is out of bounds"):
         trainer.fit(Classifier(), train_loader)
     records, check = named(bookmark, {"train_loader": train_loader, "train_ds": train_ds})
@@ -226,21 +267,32 @@ def test_lightning_with_a_loader_of_unknown_length_names_the_batch_before_the_pr
 
     train_ds = Labelled()
     train_loader = DataLoader(train_ds, batch_size=4, sampler=Unsized())
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path))
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+    )
     with pytest.raises(IndexError, match="Target 9 is out of bounds"):
         trainer.fit(Classifier(), train_loader)
     records, check = named(bookmark, {"train_loader": train_loader, "train_ds": train_ds})
     bad = the_bad_record(records)
     assert records[0].batch == bad.batch + 1, "Lightning had fetched the next batch"
     assert [s.dataset_index for s in check.samples] == [BAD]
-    assert check.lines[1] == (f"`train_loader` had yielded 1 batch after the batch being processed at the error "
-                              f"(Lightning's data fetcher fetches the next batch ahead for a loader of unknown "
-                              f"length): that batch is batch {bad.batch} of epoch 0.")
+    assert check.lines[1] == (
+        f"`train_loader` had yielded 1 batch after the batch being processed at the error "
+        f"(Lightning's data fetcher fetches the next batch ahead for a loader of unknown "
+        f"length): that batch is batch {bad.batch} of epoch 0."
+    )
 
 
 def test_lightning_under_ddp_iterates_a_rebuilt_loader_whose_records_still_name_the_users_loader_and_sample(
-        bookmark, tmp_path, monkeypatch):
+    bookmark, tmp_path, monkeypatch
+):
     import lightning as L
 
     # Lightning decides "interactive" once, when it is imported (sys.ps1): an in-process IPython shell of an
@@ -260,17 +312,26 @@ def test_lightning_under_ddp_iterates_a_rebuilt_loader_whose_records_still_name_
 
     train_ds = Labelled()
     train_loader = DataLoader(train_ds, batch_size=4, shuffle=True)
-    trainer = L.Trainer(accelerator="cpu", devices=1, strategy="ddp", max_epochs=1, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=str(tmp_path))
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        strategy="ddp",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+    )
     with pytest.raises(IndexError, match="Target 9 is out of bounds"):
         trainer.fit(Classifier(), train_loader)
     records, check = named(bookmark, {"train_loader": train_loader, "train_ds": train_ds})
     assert records[0].sampler is not train_loader.batch_sampler, "Lightning iterated a copy of the loader"
     assert type(records[0].sampler.sampler).__name__ == "DistributedSampler"
     assert [s.dataset_index for s in check.samples] == [BAD]
-    assert check.lines[0].startswith(f"batch {records[0].batch} of epoch 0 from `train_loader`: `train_ds[{BAD}]` has "
-                                     "class label 9")
+    assert check.lines[0].startswith(
+        f"batch {records[0].batch} of epoch 0 from `train_loader`: `train_ds[{BAD}]` has class label 9"
+    )
 
 
 # -- timm --------------------------------------------------------------------------------------------------------
@@ -296,9 +357,11 @@ def test_timm_multi_epochs_loader_inside_prefetch_loader_names_the_batch_before_
     bad = the_bad_record(records)
     assert records[0].batch == bad.batch + 1, "PrefetchLoader had fetched the next batch"
     assert [s.dataset_index for s in check.samples] == [BAD]
-    assert check.lines[1] == (f"`inner` had yielded 1 batch after the batch being processed at the error (timm's "
-                              f"PrefetchLoader fetches the next batch before it yields one): that batch is batch "
-                              f"{bad.batch} of epoch 0.")
+    assert check.lines[1] == (
+        f"`inner` had yielded 1 batch after the batch being processed at the error (timm's "
+        f"PrefetchLoader fetches the next batch before it yields one): that batch is batch "
+        f"{bad.batch} of epoch 0."
+    )
 
 
 # -- Ultralytics -------------------------------------------------------------------------------------------------
@@ -313,8 +376,13 @@ class Boxes(Dataset):
         cls = torch.full((boxes, 1), float(i % CLASSES))
         if i == BAD:
             cls[-1, 0] = 9.0
-        return {"img": torch.zeros(3, 8, 8, dtype=torch.uint8), "cls": cls, "bboxes": torch.rand(boxes, 4),
-                "batch_idx": torch.zeros(boxes), "im_file": f"images/train/{i:04d}.jpg"}
+        return {
+            "img": torch.zeros(3, 8, 8, dtype=torch.uint8),
+            "cls": cls,
+            "bboxes": torch.rand(boxes, 4),
+            "batch_idx": torch.zeros(boxes),
+            "im_file": f"images/train/{i:04d}.jpg",
+        }
 
 
 def test_ultralytics_infinite_loader_names_the_image_file_behind_a_bad_box_label(bookmark):
@@ -322,8 +390,13 @@ def test_ultralytics_infinite_loader_names_the_image_file_behind_a_bad_box_label
     from ultralytics.data.dataset import YOLODataset
 
     train_ds = Boxes()
-    loader = InfiniteDataLoader(train_ds, batch_size=4, shuffle=True, collate_fn=YOLODataset.collate_fn,
-                                generator=torch.Generator().manual_seed(3))
+    loader = InfiniteDataLoader(
+        train_ds,
+        batch_size=4,
+        shuffle=True,
+        collate_fn=YOLODataset.collate_fn,
+        generator=torch.Generator().manual_seed(3),
+    )
     with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
         for _epoch in range(3):  # one torch iterator for every epoch
             for batch in loader:
@@ -349,7 +422,8 @@ def test_fastai_dataloader_maps_torchs_batch_counter_to_the_dataset_indices(book
     bad = the_bad_record(records)
     assert records[0] is bad
     assert bad.indices is not None and tuple(bad.indices) == tuple(
-        dls._DataLoader__idxs[bad.batch * 4:(bad.batch + 1) * 4])
+        dls._DataLoader__idxs[bad.batch * 4 : (bad.batch + 1) * 4]
+    )
     assert [s.dataset_index for s in check.samples] == [BAD]
     assert check.lines[0].startswith(f"batch {bad.batch} of epoch 0 from `dls`: `dls.dataset[{BAD}]` has class label 9")
 
@@ -358,8 +432,9 @@ def test_fastai_dataloader_maps_torchs_batch_counter_to_the_dataset_indices(book
 def test_a_datasets_dataset_fetched_by_getitems_names_the_row(bookmark):
     import datasets
 
-    train_ds = datasets.Dataset.from_dict({"x": [[float(i)] * 4 for i in range(64)],
-                                           "label": [9 if i == BAD else i % CLASSES for i in range(64)]})
+    train_ds = datasets.Dataset.from_dict(
+        {"x": [[float(i)] * 4 for i in range(64)], "label": [9 if i == BAD else i % CLASSES for i in range(64)]}
+    )
     train_ds = train_ds.with_format("torch")
     assert hasattr(type(train_ds), "__getitems__")
     train_loader = DataLoader(train_ds, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(4))
@@ -369,8 +444,9 @@ def test_a_datasets_dataset_fetched_by_getitems_names_the_row(bookmark):
     records, check = named(bookmark, {"train_loader": train_loader, "train_ds": train_ds})
     assert records[0] is the_bad_record(records)
     assert [s.dataset_index for s in check.samples] == [BAD]
-    assert check.lines[0].startswith(f"batch {records[0].batch} of epoch 0 from `train_loader`: `train_ds[{BAD}]` has "
-                                     "class label 9 (position")
+    assert check.lines[0].startswith(
+        f"batch {records[0].batch} of epoch 0 from `train_loader`: `train_ds[{BAD}]` has class label 9 (position"
+    )
     assert "of `batch['label']`" in check.lines[0]
 
 

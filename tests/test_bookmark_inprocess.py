@@ -53,10 +53,12 @@ def test_a_cpu_twin_failure_names_the_dataset_index_of_the_bad_label(loaded, she
         "batch 1 of epoch 0 from `train_loader`: `train_ds[41]` has class label 195 (position 9 of `targets`; "
         "valid: 0..194 or ignore_index=-100); 1 bad sample in that batch, none in the 1 batch before it.",
         "Reproduce in one step: `cudaassert_ipy.failing_batch(train_loader)` is a DataLoader over exactly these 32 "
-        "samples (same dataset, collate_fn and batch size)."]
+        "samples (same dataset, collate_fn and batch size).",
+    ]
     bad = cudaassert_ipy.bad_samples()
     assert [(b.dataset_index, b.value, b.field, b.valid, b.position) for b in bad] == [
-        (41, 195, "targets", "0..194 or ignore_index=-100", (9,))]
+        (41, 195, "targets", "0..194 or ignore_index=-100", (9,))
+    ]
     records = cudaassert_ipy.last_batches()
     assert [(r.loader, r.epoch, r.batch) for r in records] == [("train_loader", 0, 1), ("train_loader", 0, 0)]
     assert records[0].indices == tuple(range(32, 64))
@@ -64,8 +66,10 @@ def test_a_cpu_twin_failure_names_the_dataset_index_of_the_bad_label(loaded, she
 
 
 def test_shuffled_batches_are_matched_to_their_own_indices_and_every_bad_sample_is_counted(loaded, shell, capsys):
-    _run(shell, SETUP + "train_ds = Birds(bad=(5, 77, 300))\n"
-                        "train_loader = DataLoader(train_ds, batch_size=100, shuffle=True)")
+    _run(
+        shell,
+        SETUP + "train_ds = Birds(bad=(5, 77, 300))\ntrain_loader = DataLoader(train_ds, batch_size=100, shuffle=True)",
+    )
     _run(shell, "for epoch in range(2):\n" + LOOP.replace("\n", "\n    ").rstrip() + "\n")
     lines = _samples_lines(capsys)
     bad = cudaassert_ipy.bad_samples()
@@ -74,13 +78,17 @@ def test_shuffled_batches_are_matched_to_their_own_indices_and_every_bad_sample_
     assert sorted(b.dataset_index for b in bad) == sorted(i for i in rec.indices if i in (5, 77, 300))
     for b in bad:
         assert rec.indices[b.position[0]] == b.dataset_index and b.value == 195
-    assert lines[0].startswith(f"batch {rec.batch} of epoch 0 from `train_loader`: `train_ds[{bad[0].dataset_index}]`"
-                               f" has class label 195 (position {bad[0].position[0]} of `targets`")
+    assert lines[0].startswith(
+        f"batch {rec.batch} of epoch 0 from `train_loader`: `train_ds[{bad[0].dataset_index}]`"
+        f" has class label 195 (position {bad[0].position[0]} of `targets`"
+    )
     assert f"{len(bad)} bad sample" in lines[0]
 
 
 def test_dict_batches_of_token_labels_name_the_sample_and_the_key(loaded, shell, capsys):
-    _run(shell, """
+    _run(
+        shell,
+        """
 import torch, torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 class Tokens(Dataset):
@@ -94,18 +102,27 @@ class Tokens(Dataset):
                 "labels": labels}
 tok_ds = Tokens()
 loader = DataLoader(tok_ds, batch_size=16)
-""")
-    _run(shell, "for batch in loader:\n"
-                "    logits = torch.randn(batch['labels'].numel(), 5)\n"
-                "    loss = F.cross_entropy(logits, batch['labels'].view(-1))\n")
+""",
+    )
+    _run(
+        shell,
+        "for batch in loader:\n"
+        "    logits = torch.randn(batch['labels'].numel(), 5)\n"
+        "    loss = F.cross_entropy(logits, batch['labels'].view(-1))\n",
+    )
     lines = _samples_lines(capsys)
-    assert lines[0] == ("batch 3 of epoch 0 from `loader`: `tok_ds[50]` has class label 9 (position [2, 4] of "
-                        "`batch['labels']`; valid: 0..4 or ignore_index=-100); 1 bad sample in that batch, none "
-                        "in the 2 batches before it.")
+    assert lines[0] == (
+        "batch 3 of epoch 0 from `loader`: `tok_ds[50]` has class label 9 (position [2, 4] of "
+        "`batch['labels']`; valid: 0..4 or ignore_index=-100); 1 bad sample in that batch, none "
+        "in the 2 batches before it."
+    )
 
 
 def test_nested_batches_are_searched_for_the_label_field(loaded, shell, capsys):
-    _run(shell, SETUP + """
+    _run(
+        shell,
+        SETUP
+        + """
 class Nested(Dataset):
     def __len__(self):
         return 40
@@ -113,36 +130,47 @@ class Nested(Dataset):
         return (torch.randn(8), {"meta": torch.tensor(i), "y": torch.tensor(195 if i == 13 else 1)})
 nested_ds = Nested()
 nested_loader = DataLoader(nested_ds, batch_size=8)
-""")
+""",
+    )
     _run(shell, "for x, extra in nested_loader:\n    F.cross_entropy(model(x), extra['y'])")
     lines = _samples_lines(capsys)
-    assert lines[0].startswith("batch 1 of epoch 0 from `nested_loader`: `nested_ds[13]` has class label 195 "
-                               "(position 5 of `extra['y']`;")
+    assert lines[0].startswith(
+        "batch 1 of epoch 0 from `nested_loader`: `nested_ds[13]` has class label 195 (position 5 of `extra['y']`;"
+    )
 
 
 def test_a_late_report_names_the_earlier_batch_that_held_the_bad_value(loaded, shell, capsys):
     _run(shell, SETUP + "train_loader = DataLoader(train_ds, batch_size=32)")
     # what CUDA does: the bad batch's kernel fails, the error surfaces two batches later
-    _run(shell, "for i, (images, targets) in enumerate(train_loader):\n"
-                "    if i == 2:\n"
-                "        F.cross_entropy(model(images), torch.full_like(targets, 195))\n")
+    _run(
+        shell,
+        "for i, (images, targets) in enumerate(train_loader):\n"
+        "    if i == 2:\n"
+        "        F.cross_entropy(model(images), torch.full_like(targets, 195))\n",
+    )
     lines = _samples_lines(capsys)
     assert lines[0].startswith("batch 1 of epoch 0 from `train_loader`: `train_ds[41]` has class label 195")
     assert lines[0].endswith("none in the 1 batch before it and none in the 1 batch after it (CUDA reported it late).")
 
 
 def test_an_iterable_dataset_says_it_has_no_indices_but_names_the_batch(loaded, shell, capsys):
-    _run(shell, SETUP + """
+    _run(
+        shell,
+        SETUP
+        + """
 class Stream(IterableDataset):
     def __iter__(self):
         for i in range(64):
             yield torch.randn(8), torch.tensor(195 if i == 20 else 3)
 stream_loader = DataLoader(Stream(), batch_size=16)
-""")
+""",
+    )
     _run(shell, "for images, targets in stream_loader:\n    F.cross_entropy(model(images), targets)")
     lines = _samples_lines(capsys)
-    assert lines[0].startswith("batch 1 of epoch 0 from `stream_loader`: sample 4 of the batch (an IterableDataset "
-                               "has no sample indices; only the batch number is known) has class label 195")
+    assert lines[0].startswith(
+        "batch 1 of epoch 0 from `stream_loader`: sample 4 of the batch (an IterableDataset "
+        "has no sample indices; only the batch number is known) has class label 195"
+    )
     assert cudaassert_ipy.bad_samples()[0].dataset_index is None
 
 
@@ -151,7 +179,8 @@ def test_a_generator_instead_of_a_dataloader_gets_a_line_saying_why_no_sample_is
     _run(shell, "for images, targets in batches():\n    F.cross_entropy(model(images), targets)")
     assert _samples_lines(capsys) == [
         "No DataLoader batch was recorded, so no sample can be named: the failing loop did not iterate a torch "
-        "DataLoader (a generator, a list or a custom iterator is not recorded)."]
+        "DataLoader (a generator, a list or a custom iterator is not recorded)."
+    ]
 
 
 def test_a_cell_with_no_loop_and_no_loader_gets_no_bad_samples_section(loaded, shell, capsys):
@@ -174,13 +203,18 @@ def test_a_validator_stop_counts_the_bad_values_once_and_names_the_tensor(loaded
 
 
 def test_batches_not_on_the_cpu_are_not_kept_and_the_report_says_why(loaded, shell, capsys):
-    _run(shell, SETUP + "meta_loader = DataLoader(train_ds, batch_size=32, "
-                        "collate_fn=lambda b: [t.to('meta') for t in torch.utils.data.default_collate(b)])")
-    _run(shell, "for images, targets in meta_loader:\n"
-                "    F.cross_entropy(torch.randn(32, 195), torch.full((32,), 195))")
+    _run(
+        shell,
+        SETUP + "meta_loader = DataLoader(train_ds, batch_size=32, "
+        "collate_fn=lambda b: [t.to('meta') for t in torch.utils.data.default_collate(b)])",
+    )
+    _run(
+        shell, "for images, targets in meta_loader:\n    F.cross_entropy(torch.randn(32, 195), torch.full((32,), 195))"
+    )
     assert _samples_lines(capsys) == [
         "batch 0 of epoch 0 from `meta_loader` was not recorded because the batch was not on the CPU when the "
-        "loader yielded it (nothing is read from GPU memory)."]
+        "loader yielded it (nothing is read from GPU memory)."
+    ]
 
 
 def test_a_loader_of_strings_gets_a_line_and_no_exception(loaded, shell, capsys):
@@ -190,12 +224,18 @@ def test_a_loader_of_strings_gets_a_line_and_no_exception(loaded, shell, capsys)
 
 
 def test_interleaved_train_and_val_loaders_are_checked_apart(loaded, shell, capsys):
-    _run(shell, SETUP + "val_ds = Birds(bad=())\n"
-                        "train_loader = DataLoader(train_ds, batch_size=32)\nval_loader = DataLoader(val_ds, "
-                        "batch_size=32)")
-    _run(shell, "for i, (images, targets) in enumerate(train_loader):\n"
-                "    for vx, vy in val_loader:\n        break\n"
-                "    F.cross_entropy(model(images), targets)")
+    _run(
+        shell,
+        SETUP + "val_ds = Birds(bad=())\n"
+        "train_loader = DataLoader(train_ds, batch_size=32)\nval_loader = DataLoader(val_ds, "
+        "batch_size=32)",
+    )
+    _run(
+        shell,
+        "for i, (images, targets) in enumerate(train_loader):\n"
+        "    for vx, vy in val_loader:\n        break\n"
+        "    F.cross_entropy(model(images), targets)",
+    )
     lines = _samples_lines(capsys)
     assert lines[0].startswith("batch 0 of epoch 1 from `val_loader`") is False
     assert any(line.startswith("batch 1 of epoch 0 from `train_loader`: `train_ds[41]`") for line in lines)
@@ -203,14 +243,18 @@ def test_interleaved_train_and_val_loaders_are_checked_apart(loaded, shell, caps
 
 
 def test_a_dataset_that_raises_keeps_its_traceback_and_the_loader_keeps_working(loaded, shell, capsys):
-    _run(shell, SETUP + """
+    _run(
+        shell,
+        SETUP
+        + """
 class Flaky(Birds):
     def __getitem__(self, i):
         if i == 3:
             raise ValueError("corrupt image 3")
         return super().__getitem__(i)
 flaky_loader = DataLoader(Flaky(), batch_size=4)
-""")
+""",
+    )
     result = _run(shell, "it = iter(flaky_loader)\nnext(it)")
     assert isinstance(result.error_in_exec, ValueError) and str(result.error_in_exec) == "corrupt image 3"
     assert len(list(shell.user_ns["it"])) == 99  # the rest of the epoch still comes, unchanged
@@ -260,7 +304,9 @@ def test_a_finished_iterator_is_forgotten_but_its_records_stay(loaded, shell):
     del it
     assert unused() is None and loaded.bookmark.tracked == 0
     assert [(r.loader, r.batch, r.indices) for r in cudaassert_ipy.last_batches()] == [
-        ("short_loader", 1, (4, 5, 6, 7)), ("short_loader", 0, (0, 1, 2, 3))]
+        ("short_loader", 1, (4, 5, 6, 7)),
+        ("short_loader", 0, (0, 1, 2, 3)),
+    ]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -299,25 +345,34 @@ def test_failing_batch_of_a_loader_that_never_failed_says_so_in_one_line(loaded,
     assert isinstance(result.error_in_exec, LookupError)
     assert str(result.error_in_exec) == (
         "No failing batch is known for `val_loader`: failing_batch() needs a failure whose bad values the "
-        "DataLoader bookmark found in a recorded batch of this loader (see the report's Bad samples).")
+        "DataLoader bookmark found in a recorded batch of this loader (see the report's Bad samples)."
+    )
     result = _run(shell, "cudaassert_ipy.failing_batch(iter([1, 2]))")
-    assert str(result.error_in_exec) == ("failing_batch() takes the torch DataLoader the training loop iterated, "
-                                         "not a list_iterator.")
+    assert str(result.error_in_exec) == (
+        "failing_batch() takes the torch DataLoader the training loop iterated, not a list_iterator."
+    )
 
 
 def test_a_loop_inside_a_function_from_an_earlier_cell_still_names_the_field(loaded, shell, capsys):
-    _run(shell, SETUP + "train_loader = DataLoader(train_ds, batch_size=50)\n"
-                        "def train_one_epoch():\n"
-                        "    for images, targets in train_loader:\n"
-                        "        images, targets = images.to('meta'), targets.to('meta')\n"
-                        "        F.cross_entropy(torch.randn(50, 195), torch.full((50,), 195))\n")
+    _run(
+        shell,
+        SETUP + "train_loader = DataLoader(train_ds, batch_size=50)\n"
+        "def train_one_epoch():\n"
+        "    for images, targets in train_loader:\n"
+        "        images, targets = images.to('meta'), targets.to('meta')\n"
+        "        F.cross_entropy(torch.randn(50, 195), torch.full((50,), 195))\n",
+    )
     _run(shell, "train_one_epoch()")
     assert _samples_lines(capsys)[0].startswith(
-        "batch 0 of epoch 0 from `train_loader`: `train_ds[41]` has class label 195 (position 41 of `targets`;")
+        "batch 0 of epoch 0 from `train_loader`: `train_ds[41]` has class label 195 (position 41 of `targets`;"
+    )
 
 
 def test_a_sampler_of_string_keys_names_the_sample_by_its_key_and_offers_no_restart_entry(loaded, shell, capsys):
-    _run(shell, SETUP + """
+    _run(
+        shell,
+        SETUP
+        + """
 class ByName(Dataset):
     labels = {"sparrow": 3, "robin": 195, "owl": 7, "wren": 1}
     def __getitem__(self, key):
@@ -326,26 +381,36 @@ class ByName(Dataset):
         return 4
 names_ds = ByName()
 named_loader = DataLoader(names_ds, batch_size=2, sampler=["sparrow", "wren", "owl", "robin"])
-""")
+""",
+    )
     _run(shell, LOOP.replace("train_loader", "named_loader"))
     lines = _samples_lines(capsys)
-    assert lines == ["batch 1 of epoch 0 from `named_loader`: `names_ds['robin']` has class label 195 (position 1 of "
-                     "`targets`; valid: 0..194 or ignore_index=-100); 1 bad sample in that batch, none in the 1 batch "
-                     "before it."]  # no "Reproduce" line: the restart plan carries integer indices only
+    assert lines == [
+        "batch 1 of epoch 0 from `named_loader`: `names_ds['robin']` has class label 195 (position 1 of "
+        "`targets`; valid: 0..194 or ignore_index=-100); 1 bad sample in that batch, none in the 1 batch "
+        "before it."
+    ]  # no "Reproduce" line: the restart plan carries integer indices only
 
 
 def test_a_subset_names_the_sample_in_the_full_dataset_too(loaded, shell, capsys):
-    _run(shell, SETUP + "from torch.utils.data import Subset\n"
-                        "val_part = Subset(train_ds, list(range(30, 60)))\n"
-                        "val_loader = DataLoader(val_part, batch_size=10)")
+    _run(
+        shell,
+        SETUP + "from torch.utils.data import Subset\n"
+        "val_part = Subset(train_ds, list(range(30, 60)))\n"
+        "val_loader = DataLoader(val_part, batch_size=10)",
+    )
     _run(shell, LOOP.replace("train_loader", "val_loader"))
     assert _samples_lines(capsys)[0].startswith(
-        "batch 1 of epoch 0 from `val_loader`: `val_part[11] (= train_ds[41])` has class label 195 (position 1 of")
+        "batch 1 of epoch 0 from `val_loader`: `val_part[11] (= train_ds[41])` has class label 195 (position 1 of"
+    )
 
 
 def test_status_says_what_the_bookmark_holds(loaded, shell, capsys):
-    _run(shell, SETUP + "train_loader = DataLoader(train_ds, batch_size=100)\nval_loader = DataLoader(train_ds)\n"
-                        "first = next(iter(val_loader))\nfor b in train_loader:\n    pass")
+    _run(
+        shell,
+        SETUP + "train_loader = DataLoader(train_ds, batch_size=100)\nval_loader = DataLoader(train_ds)\n"
+        "first = next(iter(val_loader))\nfor b in train_loader:\n    pass",
+    )
     capsys.readouterr()
     shell.run_line_magic("cudaassert", "status")
     assert "DataLoader bookmark: on (4 recent batches of 2 loaders recorded)" in capsys.readouterr().out

@@ -47,9 +47,12 @@ def _report(msgs: list[dict]) -> str:
 
 
 def _indices(kc) -> list[tuple]:
-    _, msgs = execute(kc, "import cudaassert_ipy, json\n"
-                          "print(json.dumps([(b.dataset_index, b.value, b.field, b.epoch) "
-                          "for b in cudaassert_ipy.bad_samples()]))")
+    _, msgs = execute(
+        kc,
+        "import cudaassert_ipy, json\n"
+        "print(json.dumps([(b.dataset_index, b.value, b.field, b.epoch) "
+        "for b in cudaassert_ipy.bad_samples()]))",
+    )
     return [tuple(x) for x in json.loads(text_of(msgs))]
 
 
@@ -62,10 +65,13 @@ def test_the_gpu_double_after_a_shuffled_loop_names_the_bad_dataset_index_from_t
         assert reply["status"] == "error" and reply["ename"] == "AcceleratorError"
         plain = _report(msgs)
         assert plain.startswith("[cudaassert] The GPU context of this kernel is dead.")
-        m = re.search(r"Bad samples:\n  batch (\d+) of epoch 1 from `train_loader`: `train_ds\[(\d+)\]` has class "
-                      r"label 195 \(position (\d+) of `targets`; valid: 0\.\.194 or ignore_index=-100\); "
-                      r"(\d) bad samples? in that batch, (none in the \d batch(es)? before it|no earlier batch was "
-                      r"recorded)\.", plain)
+        m = re.search(
+            r"Bad samples:\n  batch (\d+) of epoch 1 from `train_loader`: `train_ds\[(\d+)\]` has class "
+            r"label 195 \(position (\d+) of `targets`; valid: 0\.\.194 or ignore_index=-100\); "
+            r"(\d) bad samples? in that batch, (none in the \d batch(es)? before it|no earlier batch was "
+            r"recorded)\.",
+            plain,
+        )
         assert m, plain
         assert int(m.group(2)) in (397, 811)
         found = _indices(kc)
@@ -76,7 +82,10 @@ def test_the_gpu_double_after_a_shuffled_loop_names_the_bad_dataset_index_from_t
 def test_dict_batches_moved_to_the_device_still_name_the_sample_and_the_key():
     with running_kernel() as kc:
         execute(kc, "%load_ext cudaassert")
-        execute(kc, SETUP + """
+        execute(
+            kc,
+            SETUP
+            + """
 class Tagged(Dataset):
     def __len__(self):
         return 96
@@ -89,15 +98,22 @@ tag_ds = Tagged()
 tag_loader = DataLoader(tag_ds, batch_size=8, shuffle=True)
 head = nn.Linear(16, 4)
 del model
-""")
-        reply, msgs = execute(kc, """
+""",
+        )
+        reply, msgs = execute(
+            kc,
+            """
 for batch in tag_loader:
     bad_here = bool((batch["labels"] < 0).any())
     batch = {k: v.to(device) for k, v in batch.items()}
     if bad_here:
         fail_like_gpu("nll_loss_target_out_of_range")
-""")
+""",
+        )
         assert reply["status"] == "error"
         plain = _report(msgs)
-        assert re.search(r"from `tag_loader`: `tag_ds\[70\]` has class label -3 \(position \[\d, 2\] of "
-                         r"`batch\['labels'\]`; valid: 0\.\.3 or ignore_index=-100\)", plain), plain
+        assert re.search(
+            r"from `tag_loader`: `tag_ds\[70\]` has class label -3 \(position \[\d, 2\] of "
+            r"`batch\['labels'\]`; valid: 0\.\.3 or ignore_index=-100\)",
+            plain,
+        ), plain

@@ -39,7 +39,8 @@ class EveryThird(BatchSampler):
 
 # torch warns on every machine without an accelerator that pin_memory=True will not pin; the loaders ask on purpose
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:'pin_memory' argument is set as true but no accelerator is found:UserWarning")
+    "ignore:'pin_memory' argument is set as true but no accelerator is found:UserWarning"
+)
 
 
 def _seeded(**kw):
@@ -54,10 +55,12 @@ CONFIGS = {
     "pin_memory, drop_last": _seeded(batch_size=32, shuffle=True, pin_memory=True, drop_last=True),
     "custom batch_sampler": lambda: DataLoader(DATA, batch_sampler=EveryThird()),
     "custom batch_sampler, 2 workers": lambda: DataLoader(DATA, batch_sampler=EveryThird(), num_workers=2),
-    "DistributedSampler": lambda: DataLoader(DATA, batch_size=10,
-                                             sampler=DistributedSampler(DATA, num_replicas=2, rank=1, seed=3)),
-    "batch_size=None": lambda: DataLoader(DATA, batch_size=None, shuffle=True,
-                                          generator=torch.Generator().manual_seed(1)),
+    "DistributedSampler": lambda: DataLoader(
+        DATA, batch_size=10, sampler=DistributedSampler(DATA, num_replicas=2, rank=1, seed=3)
+    ),
+    "batch_size=None": lambda: DataLoader(
+        DATA, batch_size=None, shuffle=True, generator=torch.Generator().manual_seed(1)
+    ),
     "loader subclass": lambda: MyLoader(DATA, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(2)),
 }
 if "in_order" not in inspect.signature(DataLoader.__init__).parameters:  # torch < 2.6: no such loader exists there
@@ -131,8 +134,9 @@ def test_a_worker_that_raises_leaves_a_record_and_the_error_unchanged(bookmark):
             pass
     assert "missing file 9" in str(info.value)
     notes = [r.note for r in bookmark.records()]
-    assert any(n and n.startswith("the dataset raised KeyError: Caught KeyError in DataLoader worker process")
-               for n in notes)
+    assert any(
+        n and n.startswith("the dataset raised KeyError: Caught KeyError in DataLoader worker process") for n in notes
+    )
 
 
 def test_a_batch_larger_than_its_share_of_the_cap_keeps_its_indices_but_not_the_batch():
@@ -146,10 +150,15 @@ def test_a_batch_larger_than_its_share_of_the_cap_keeps_its_indices_but_not_the_
     finally:
         b.unpatch()
     assert [(r.loader, r.batch_object is not None) for r in records] == [
-        ("big", False), ("big", False), ("small", True), ("small", True)]
+        ("big", False),
+        ("big", False),
+        ("small", True),
+        ("small", True),
+    ]
     assert records[0].indices == tuple(range(32, 64))
-    assert records[0].note == ("its fields (25.0 KiB) are larger than CudaAssert.bookmark_bytes / 3 (4.0 KiB): "
-                               "3 batches are kept")
+    assert records[0].note == (
+        "its fields (25.0 KiB) are larger than CudaAssert.bookmark_bytes / 3 (4.0 KiB): 3 batches are kept"
+    )
 
 
 def test_a_batch_we_cannot_read_is_yielded_unchanged_and_the_note_says_why(bookmark):
@@ -166,8 +175,9 @@ def test_a_batch_we_cannot_read_is_yielded_unchanged_and_the_note_says_why(bookm
     odd = [Odd(), Odd()]
     loader = DataLoader(list(range(4)), batch_size=2, collate_fn=lambda b: odd[b[0] // 2])
     assert list(loader) == odd
-    assert bookmark.note == ("the DataLoader bookmark could not record a batch (RuntimeError: odd batch); the loader "
-                             "itself was not affected")
+    assert bookmark.note == (
+        "the DataLoader bookmark could not record a batch (RuntimeError: odd batch); the loader itself was not affected"
+    )
 
 
 def test_a_new_epoch_releases_the_previous_epochs_batches_but_keeps_their_indices(bookmark):

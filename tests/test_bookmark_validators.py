@@ -51,9 +51,11 @@ def test_a_validator_stop_on_a_copy_of_a_recorded_field_names_the_dataset_index_
 
 
 def test_a_tensor_of_the_same_shape_with_other_values_names_no_sample(loaded, shell):
-    loop = ("for i, (images, targets) in enumerate(train_loader):\n"
-            "    other = torch.zeros_like(targets); other[3] = 195\n"
-            "    loss = F.cross_entropy(model(images), other)\n")
+    loop = (
+        "for i, (images, targets) in enumerate(train_loader):\n"
+        "    other = torch.zeros_like(targets); other[3] = 195\n"
+        "    loss = F.cross_entropy(model(images), other)\n"
+    )
     message = _stop(shell, loop)
     assert "First bad: target[3]=195." in message
     assert "From the DataLoader" not in message

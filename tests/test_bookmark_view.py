@@ -5,11 +5,22 @@ from __future__ import annotations
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.view import panel, report
 
-LINE = ("batch 1,234 of epoch 3 from `train_loader`: `train_ds[39817]` has class label 196 (position 15 of `targets`; "
-        "valid: 0..195 or ignore_index=-100); 2 bad samples in that batch, none in the 2 batches before it.")
-D = Diagnosis(kind="device_assert", context_dead=True, cause_id="nll_loss_target_out_of_range",
-              title="class label out of range", headline="GPU context dead · class label out of range",
-              status="dead", specific=None, explanation="e", fix="f", samples=(LINE,))
+LINE = (
+    "batch 1,234 of epoch 3 from `train_loader`: `train_ds[39817]` has class label 196 (position 15 of `targets`; "
+    "valid: 0..195 or ignore_index=-100); 2 bad samples in that batch, none in the 2 batches before it."
+)
+D = Diagnosis(
+    kind="device_assert",
+    context_dead=True,
+    cause_id="nll_loss_target_out_of_range",
+    title="class label out of range",
+    headline="GPU context dead · class label out of range",
+    status="dead",
+    specific=None,
+    explanation="e",
+    fix="f",
+    samples=(LINE,),
+)
 
 
 def test_the_text_markdown_and_html_reports_carry_the_bad_samples_section():

@@ -41,8 +41,10 @@ def fix_notebook(locked: int | None = None, last: str = CELLS[-1]):
     cells = [new_markdown_cell("# A head one class short"), *map(new_code_cell, [*CELLS[:-1], last])]
     if locked is not None:
         cells[1 + locked].metadata["editable"] = False
-    return new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                                              "language": "python"}})
+    return new_notebook(
+        cells=cells,
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+    )
 
 
 def wait_saved(server, page, source: str, timeout: float = 20) -> None:
@@ -64,27 +66,32 @@ def wait_saved(server, page, source: str, timeout: float = 20) -> None:
 
 
 @pytest.mark.parametrize("app", [JUPYTERLAB, NOTEBOOK7], ids=["jupyterlab4", "notebook7"])
-def test_apply_restart_and_replay_edits_the_cell_undo_restores_it_and_the_replay_reports_fixed(
-        app: WebApp, tmp_path):
+def test_apply_restart_and_replay_edits_the_cell_undo_restores_it_and_the_replay_reports_fixed(app: WebApp, tmp_path):
     from playwright.sync_api import expect
 
-    with lab_server(tmp_path / "home", NOTEBOOK, fix_notebook(), app=app) as (server, kernel_id), \
-            notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}, app=app) as (
-            page, left_ms):
+    with (
+        lab_server(tmp_path / "home", NOTEBOOK, fix_notebook(), app=app) as (server, kernel_id),
+        notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}, app=app) as (
+            page,
+            left_ms,
+        ),
+    ):
         cells = page.locator(".jp-Notebook .jp-Cell")
         defining, failing, fix = cells.nth(2), cells.nth(4), cells.nth(5)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-        expect(failing.locator(".jp-Cell-outputArea")).to_contain_text("IndexError: Target 3 is out of bounds.",
-                                                                       timeout=left_ms())
+        expect(failing.locator(".jp-Cell-outputArea")).to_contain_text(
+            "IndexError: Target 3 is out of bounds.", timeout=left_ms()
+        )
         wait_idle(page, left_ms, app)  # Run All stopped at the failure: `%cudaassert fix` is run on its own
         fix.locator(".jp-InputArea-editor").click()
         page.keyboard.press("Shift+Enter")
         proposal = fix.locator(".cudaassert-fix")
         expect(proposal).to_contain_text("[1] (default) set out_features=4", timeout=left_ms())
         expect(proposal).to_contain_text("label 3 is in 10 of 40 samples")
-        expect(proposal.locator(".cudaassert-fix-add").first).to_have_text("+head = nn.Linear(32, 4)  # three classes, "
-                                                                          "or so we thought")
+        expect(proposal.locator(".cudaassert-fix-add").first).to_have_text(
+            "+head = nn.Linear(32, 4)  # three classes, or so we thought"
+        )
         wait_idle(page, left_ms, app)
 
         proposal.locator(".cudaassert-fix-apply-restart").first.click()
@@ -92,7 +99,8 @@ def test_apply_restart_and_replay_edits_the_cell_undo_restores_it_and_the_replay
         # 1. the defining cell is edited in the document
         expect(editor).to_contain_text("head = nn.Linear(32, 4)", timeout=left_ms())
         expect(proposal.locator(".cudaassert-fix-status").first).to_contain_text(
-            "Applied: cell [2] edited (Undo reverts it); the kernel restarts")
+            "Applied: cell [2] edited (Undo reverts it); the kernel restarts"
+        )
         dialog = page.locator(".jp-Dialog-content", has_text="Kernel Restarting")
         expect(dialog).to_be_visible(timeout=left_ms())
         dialog.get_by_role("button", name="Ok").click()
@@ -123,8 +131,10 @@ def test_apply_restart_and_replay_edits_the_cell_undo_restores_it_and_the_replay
 def test_apply_refuses_a_cell_edited_since_and_a_read_only_one_and_applies_as_an_undoable_edit(tmp_path):
     from playwright.sync_api import expect
 
-    with lab_server(tmp_path / "home", NOTEBOOK, fix_notebook(locked=2)) as (server, _), \
-            notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}) as (page, left_ms):
+    with (
+        lab_server(tmp_path / "home", NOTEBOOK, fix_notebook(locked=2)) as (server, _),
+        notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}) as (page, left_ms),
+    ):
         cells = page.locator(".jp-Notebook .jp-Cell")
         defining, failing, fix = cells.nth(2), cells.nth(4), cells.nth(5)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
@@ -145,13 +155,15 @@ def test_apply_refuses_a_cell_edited_since_and_a_read_only_one_and_applies_as_an
         page.keyboard.type("  # tuned")
         widen.locator(".cudaassert-fix-apply").click()
         expect(widen.locator(".cudaassert-fix-status")).to_have_text(
-            "Cell [2] was edited since the patch was proposed: nothing was applied; run `%cudaassert fix` again.")
+            "Cell [2] was edited since the patch was proposed: nothing was applied; run `%cudaassert fix` again."
+        )
         expect(editor).to_contain_text("head = nn.Linear(32, 3)  # three classes, or so we thought  # tuned")
 
         # a cell marked read-only is not edited either
         drop.locator(".cudaassert-fix-apply").click()
         expect(drop.locator(".cudaassert-fix-status")).to_have_text(
-            'Cell [3] is read-only (its "editable" metadata is false): nothing was applied.')
+            'Cell [3] is read-only (its "editable" metadata is false): nothing was applied.'
+        )
 
         # back to the proposed code, Apply edits the cell as one undoable step, and the kernel is not restarted
         editor.locator(".cm-content").click()
@@ -160,7 +172,8 @@ def test_apply_refuses_a_cell_edited_since_and_a_read_only_one_and_applies_as_an
         widen.locator(".cudaassert-fix-apply").click()
         expect(widen.locator(".cudaassert-fix-status")).to_have_text(
             "Applied: cell [2] edited (Undo reverts it); the kernel replays the patched code after a restart.",
-            timeout=left_ms())
+            timeout=left_ms(),
+        )
         expect(editor).to_contain_text("head = nn.Linear(32, 4)")
         wait_saved(server, page, WIDE)
         editor.locator(".cm-content").click()
@@ -173,8 +186,10 @@ def test_apply_refuses_a_cell_edited_since_and_a_read_only_one_and_applies_as_an
 def test_a_typed_fix_apply_edits_the_notebooks_cell_on_one_click(tmp_path):
     from playwright.sync_api import expect
 
-    with lab_server(tmp_path / "home", NOTEBOOK, fix_notebook(last="%cudaassert fix apply")) as (server, _), \
-            notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}) as (page, left_ms):
+    with (
+        lab_server(tmp_path / "home", NOTEBOOK, fix_notebook(last="%cudaassert fix apply")) as (server, _),
+        notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}) as (page, left_ms),
+    ):
         cells = page.locator(".jp-Notebook .jp-Cell")
         defining, failing, typed = cells.nth(2), cells.nth(4), cells.nth(5)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
@@ -183,11 +198,13 @@ def test_a_typed_fix_apply_edits_the_notebooks_cell_on_one_click(tmp_path):
         wait_idle(page, left_ms)
         typed.locator(".jp-InputArea-editor").click()
         page.keyboard.press("Shift+Enter")
-        expect(typed.locator(".jp-Cell-outputArea")).to_contain_text("Patched cell [2] in this kernel's history",
-                                                                     timeout=left_ms())
+        expect(typed.locator(".jp-Cell-outputArea")).to_contain_text(
+            "Patched cell [2] in this kernel's history", timeout=left_ms()
+        )
         applied = typed.locator(".cudaassert-fix")
-        expect(applied.locator(".cudaassert-fix-add")).to_have_text("+head = nn.Linear(32, 4)  # three classes, or so "
-                                                                    "we thought")
+        expect(applied.locator(".cudaassert-fix-add")).to_have_text(
+            "+head = nn.Linear(32, 4)  # three classes, or so we thought"
+        )
         editor = defining.locator(".jp-InputArea-editor")
         expect(editor).to_contain_text("head = nn.Linear(32, 3)")  # nothing happens without a click
         applied.get_by_role("button", name="Edit cell [2] in the notebook").click()
@@ -210,12 +227,19 @@ def test_a_file_patchs_apply_writes_the_data_yaml_on_disk_names_it_and_edits_no_
     root = tmp_path / "pets"
     data_yaml = root / "data.yaml"
     setup = SETUP.format(root=str(root)) + "model.args.data = str(root / 'data.yaml')\n"
-    cells = ["%load_ext cudaassert", setup, "loss, items = model(batch)  # as BaseTrainer._do_train does",
-             "%cudaassert fix"]
+    cells = [
+        "%load_ext cudaassert",
+        setup,
+        "loss, items = model(batch)  # as BaseTrainer._do_train does",
+        "%cudaassert fix",
+    ]
     notebook = new_notebook(cells=list(map(new_code_cell, cells)), metadata=fix_notebook().metadata)
-    with lab_server(tmp_path / "home", NOTEBOOK, notebook, YOLO_OFFLINE="1",
-                    YOLO_CONFIG_DIR=str(tmp_path / "yolo-config")) as (server, _), \
-            notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}) as (page, left_ms):
+    with (
+        lab_server(
+            tmp_path / "home", NOTEBOOK, notebook, YOLO_OFFLINE="1", YOLO_CONFIG_DIR=str(tmp_path / "yolo-config")
+        ) as (server, _),
+        notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2000}) as (page, left_ms),
+    ):
         nb_cells = page.locator(".jp-Notebook .jp-Cell")
         failing, fix = nb_cells.nth(2), nb_cells.nth(3)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
@@ -231,7 +255,8 @@ def test_a_file_patchs_apply_writes_the_data_yaml_on_disk_names_it_and_edits_no_
         widen.locator(".cudaassert-fix-apply").click()
         expect(widen.locator(".cudaassert-fix-status")).to_have_text(
             f"Patched {data_yaml} on disk (no cell of this notebook changes): run the training again to check.",
-            timeout=left_ms())
+            timeout=left_ms(),
+        )
         assert data_yaml.read_text() == before.replace("nc: 2\nnames: [cat, dog]", "nc: 3\nnames: [cat, dog, class_2]")
         page.keyboard.press("Control+s")
         deadline = time.monotonic() + 20

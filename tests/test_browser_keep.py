@@ -27,23 +27,28 @@ BUDGET_S = 150.0
 NOTEBOOK = "keep_demo.ipynb"
 # Each setup cell prints the process it ran in and what it built: run again, it would print a new
 # process id and new random numbers; restored, the values still hold the old ones.
-KEPT = ("import os, random\nimport pandas as pd\n"
-        "scores = pd.DataFrame({'x': range(5), 'r': [random.random() for _ in range(5)]})\n"
-        "scores_pid = os.getpid()\n"
-        "print('SCORES', scores_pid, scores.to_json())")
-REPLAYED = ("import os\nfrom fake_cuda_session import make_batch, cross_entropy\n"
-            "logits, labels = make_batch()  # labels reach 195\n"
-            "batch_pid = os.getpid()\n"
-            "print('BATCH', batch_pid)")
+KEPT = (
+    "import os, random\nimport pandas as pd\n"
+    "scores = pd.DataFrame({'x': range(5), 'r': [random.random() for _ in range(5)]})\n"
+    "scores_pid = os.getpid()\n"
+    "print('SCORES', scores_pid, scores.to_json())"
+)
+REPLAYED = (
+    "import os\nfrom fake_cuda_session import make_batch, cross_entropy\n"
+    "logits, labels = make_batch()  # labels reach 195\n"
+    "batch_pid = os.getpid()\n"
+    "print('BATCH', batch_pid)"
+)
 FAILING = "loss = cross_entropy(logits, labels)  # the training step"
 CHECK = "import os\nprint('CHECK', json.dumps([os.getpid(), scores_pid, batch_pid, scores.to_json()]))"
 CELLS = ["%load_ext cudaassert", KEPT, REPLAYED, FAILING, "import json\n" + CHECK]
 
 
 def story() -> nbformat.NotebookNode:
-    return new_notebook(cells=[new_markdown_cell("# Keep across Restart & replay"), *map(new_code_cell, CELLS)],
-                        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                                 "language": "python"}})
+    return new_notebook(
+        cells=[new_markdown_cell("# Keep across Restart & replay"), *map(new_code_cell, CELLS)],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+    )
 
 
 @pytest.fixture

@@ -21,18 +21,22 @@ NOTEBOOK = "restart_demo.ipynb"
 @pytest.fixture
 def notebook7(tmp_path):
     """Notebook 7 with the restart story; its kernel pretends a GPU is there (the restart flow's checks)."""
-    with lab_server(tmp_path / "home", NOTEBOOK, restart_notebook(), app=NOTEBOOK7,
-                    CUDAASSERT_TEST_PRETEND_GPU="1") as (server, kernel_id):
+    with lab_server(
+        tmp_path / "home", NOTEBOOK, restart_notebook(), app=NOTEBOOK7, CUDAASSERT_TEST_PRETEND_GPU="1"
+    ) as (server, kernel_id):
         yield server, kernel_id
 
 
 def test_in_notebook_7_one_click_restarts_and_the_next_run_replays_the_setup_and_names_the_bad_label(
-        notebook7, tmp_path):
+    notebook7, tmp_path
+):
     from playwright.sync_api import expect
 
     server, kernel_id = notebook7
     with notebook_page(server, NOTEBOOK, tmp_path, BUDGET_S, {"width": 1300, "height": 2400}, app=NOTEBOOK7) as (
-            page, left_ms):
+        page,
+        left_ms,
+    ):
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
         failing = page.locator(".jp-Notebook .jp-Cell").nth(len(RESTART_CELLS))
@@ -57,8 +61,9 @@ def test_in_notebook_7_one_click_restarts_and_the_next_run_replays_the_setup_and
         failing.locator(".jp-InputArea-editor").click()
         page.keyboard.press("Shift+Enter")
         output = failing.locator(".jp-Cell-outputArea")
-        expect(output).to_contain_text("This kernel was restarted by cudaassert after cell [5] failed",
-                                       timeout=left_ms())
+        expect(output).to_contain_text(
+            "This kernel was restarted by cudaassert after cell [5] failed", timeout=left_ms()
+        )
         expect(output.locator(".widget-label", has_text="Setup replayed: 3/3")).to_be_visible(timeout=left_ms())
         expect(output).to_contain_text("setup done")  # the replayed cells' own output, in this cell
         traceback = output.locator('[data-mime-type="application/vnd.jupyter.stderr"]', has_text="Traceback")

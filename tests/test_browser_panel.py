@@ -8,8 +8,9 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import nbformat
 import pytest
@@ -23,7 +24,7 @@ SCREENSHOT = ROOT / "docs" / "img" / "panel.png"
 BUDGET_S = 90.0
 NOTEBOOK = "panel_demo.ipynb"
 
-SETUP = '''import torch, torch.nn as nn
+SETUP = """import torch, torch.nn as nn
 from gpu_double import fail_like_gpu  # stands in for the GPU: real assertion lines, the exact exception
 
 class Birds:  # a 196-class dataset
@@ -31,25 +32,29 @@ class Birds:  # a 196-class dataset
 
 train_ds = Birds()
 model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 195))  # one class short
-labels = torch.tensor([3, 195, 7, 195])'''
+labels = torch.tensor([3, 195, 7, 195])"""
 TRAIN = "logits = model(torch.randn(4, 8))\nloss = fail_like_gpu()  # F.cross_entropy(logits, labels) on a GPU"
 
 
 def story_notebook() -> nbformat.NotebookNode:
     """The user's story: load the extension, set up, then a training cell that kills the GPU context."""
-    return new_notebook(cells=[
-        new_markdown_cell("# cudaassert panel demo"),
-        new_code_cell("%load_ext cudaassert"),
-        new_code_cell(SETUP),
-        new_code_cell(TRAIN, metadata={"tags": ["raises-exception"]}),
-    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    return new_notebook(
+        cells=[
+            new_markdown_cell("# cudaassert panel demo"),
+            new_code_cell("%load_ext cudaassert"),
+            new_code_cell(SETUP),
+            new_code_cell(TRAIN, metadata={"tags": ["raises-exception"]}),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+    )
 
 
 @pytest.fixture
 def lab(request, tmp_path):
     """JupyterLab (light theme unless parametrized) with the story notebook and its kernel running."""
-    with lab_server(tmp_path / "home", NOTEBOOK, story_notebook(),
-                    theme=getattr(request, "param", "JupyterLab Light")) as (server, _):
+    with lab_server(
+        tmp_path / "home", NOTEBOOK, story_notebook(), theme=getattr(request, "param", "JupyterLab Light")
+    ) as (server, _):
         yield server
 
 
@@ -61,7 +66,8 @@ def test_the_panel_renders_in_jupyterlab_and_details_reveal_the_raw_text(lab, tm
         # the headline is its own output just above the widget (readable even without the widget)
         area = page.locator(".jp-Cell-outputArea").filter(has=panel)
         expect(area.locator(".ca-head")).to_have_text(
-            "GPU context dead · class label out of range in cross_entropy", timeout=left_ms())
+            "GPU context dead · class label out of range in cross_entropy", timeout=left_ms()
+        )
         expect(area).to_contain_text("The GPU context of this kernel is dead.")
         expect(area).to_contain_text("set out_features=196.")
         expect(panel.get_by_role("button", name="Copy report")).to_be_enabled()
@@ -72,7 +78,8 @@ def test_the_panel_renders_in_jupyterlab_and_details_reveal_the_raw_text(lab, tm
         expect(details).to_be_visible(timeout=left_ms())
         expect(details.locator(".ca-raw")).to_contain_text("CUDA error: device-side assert triggered")
         expect(details.locator(".ca-raw")).to_contain_text(
-            "block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.")
+            "block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed."
+        )
         assert "Error displaying widget" not in page.content()
 
         panel.scroll_into_view_if_needed()
@@ -84,7 +91,8 @@ def test_the_panel_renders_in_jupyterlab_and_details_reveal_the_raw_text(lab, tm
 
         panel.get_by_role("button", name="Copy report").click()
         expect(panel.locator(".cudaassert-copy textarea")).to_have_value(
-            re.compile(r"^\*\*The GPU context of this kernel is dead\..*### GPU context dead", re.S))
+            re.compile(r"^\*\*The GPU context of this kernel is dead\..*### GPU context dead", re.S)
+        )
         expect(panel.get_by_role("button", name="Hide report")).to_be_visible()
 
 
@@ -96,8 +104,10 @@ def test_the_panel_is_readable_in_the_dark_theme(lab, tmp_path):
         area = page.locator(".jp-Cell-outputArea").filter(has=panel)
         panel.get_by_role("button", name="Details").click()
         head = area.locator(".jp-OutputArea-child").filter(has=page.locator(".ca-head")).last
-        contrasts = {**panel.evaluate(CONTRAST_JS, [k for k in READABLE if k != ".ca-head"]),
-                     **head.evaluate(CONTRAST_JS, [".ca-head"])}
+        contrasts = {
+            **panel.evaluate(CONTRAST_JS, [k for k in READABLE if k != ".ca-head"]),
+            **head.evaluate(CONTRAST_JS, [".ca-head"]),
+        }
         _screenshot_outputs(page, area, tmp_path / "panel-dark.png")
     assert set(contrasts) == set(READABLE), contrasts
     for selector, ratio in contrasts.items():
@@ -108,14 +118,25 @@ def _screenshot_outputs(page: Any, area: Any, path: Path) -> None:
     """The headline output and the panel below it (the traceback above them is left out)."""
     head = area.locator(".jp-OutputArea-child").filter(has=page.locator(".ca-head")).last
     top, bottom = head.bounding_box(), area.bounding_box()
-    clip = {"x": bottom["x"], "y": top["y"], "width": bottom["width"],
-            "height": bottom["y"] + bottom["height"] - top["y"]}
+    clip = {
+        "x": bottom["x"],
+        "y": top["y"],
+        "width": bottom["width"],
+        "height": bottom["y"] + bottom["height"] - top["y"],
+    }
     page.screenshot(path=str(path), clip=clip, full_page=True, animations="disabled")
 
 
 # WCAG contrast of each part's text against what is behind it (alpha blended), in the rendered page.
-READABLE = {".ca-text p": 4.5, ".ca-muted": 4.5, "pre": 4.5, "code": 4.5, ".ca-head": 3.0, ".ca-label": 3.0,
-            ".widget-checkbox": 4.5}
+READABLE = {
+    ".ca-text p": 4.5,
+    ".ca-muted": 4.5,
+    "pre": 4.5,
+    "code": 4.5,
+    ".ca-head": 3.0,
+    ".ca-label": 3.0,
+    ".widget-checkbox": 4.5,
+}
 CONTRAST_JS = """(panel, selectors) => {
   const rgba = c => { const v = c.match(/[\\d.]+/g).map(Number); return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
   const background = el => {

@@ -28,7 +28,9 @@ NOTEBOOK = "restart_demo.ipynb"
 def lab(tmp_path):
     """JupyterLab with the story notebook; its kernel pretends a GPU is there (the restart flow's checks)."""
     with lab_server(tmp_path / "home", NOTEBOOK, restart_notebook(), CUDAASSERT_TEST_PRETEND_GPU="1") as (
-            server, kernel_id):
+        server,
+        kernel_id,
+    ):
         yield server, kernel_id
 
 
@@ -80,8 +82,9 @@ def test_one_click_restarts_replays_the_setup_and_the_validator_names_the_bad_la
         failing.locator(".jp-InputArea-editor").click()
         page.keyboard.press("Shift+Enter")
         output = failing.locator(".jp-Cell-outputArea")
-        expect(output).to_contain_text("This kernel was restarted by cudaassert after cell [5] failed",
-                                       timeout=left_ms())
+        expect(output).to_contain_text(
+            "This kernel was restarted by cudaassert after cell [5] failed", timeout=left_ms()
+        )
         expect(output.locator(".widget-label", has_text="Setup replayed: 3/3")).to_be_visible(timeout=left_ms())
         traceback = output.locator('[data-mime-type="application/vnd.jupyter.stderr"]', has_text="Traceback")
         expect(traceback.first).to_contain_text("ValidationIndexError", timeout=left_ms())

@@ -36,14 +36,15 @@ CENSUS_FILE = ROOT / "tests" / "data" / "assert_census.json"
 IDS = [e["id"] for e in CATALOGUE]
 CENSUS = json.loads(CENSUS_FILE.read_text(encoding="utf-8"))  # missing data fails the whole module, never skips
 INTERNAL = "own internal check failed in "
-HONEST = ("bug, a corrupted input (a tensor whose memory was freed or overwritten) or memory corrupted by an earlier "
-          "kernel")
-
+HONEST = (
+    "bug, a corrupted input (a tensor whose memory was freed or overwritten) or memory corrupted by an earlier kernel"
+)
 
 
 def _id(condition: str, file: str = "", function: str | None = None) -> str | None:
     cause = match_assert(condition, file, function)
     return cause.id if cause is not None else None
+
 
 def test_the_census_is_in_the_repository_and_whole() -> None:
     assert len(CENSUS) == 121
@@ -106,41 +107,47 @@ def test_each_assert_is_recognised_from_its_own_kernel_line(cause_id: str) -> No
 @pytest.mark.parametrize("entry", [e for e in CATALOGUE if e.get("condition_variants")], ids=lambda e: e["id"])
 def test_condition_variants_match_the_same_cause(entry: dict[str, Any]) -> None:
     for variant in entry["condition_variants"]:
-        assert _id(variant, entry["kernel_file"], (entry.get("kernel_functions") or [None])[0]) == \
-            entry["id"]
+        assert _id(variant, entry["kernel_file"], (entry.get("kernel_functions") or [None])[0]) == entry["id"]
 
 
 def test_shared_conditions_are_told_apart_by_the_kernel_file() -> None:
     cond = "t >= 0 && t < n_classes"
     assert _id(cond, "aten/src/ATen/native/cuda/Loss.cu") == "nll_loss_target_out_of_range"
     assert _id(cond, "aten/src/ATen/native/cuda/NLLLoss2d.cu") == "nll_loss2d_target_out_of_range"
-    assert _id(cond, "aten/src/THCUNN/SpatialClassNLLCriterion.cu") == \
-        "thcunn_spatial_class_nll_target_out_of_range"
-    for file, cause_id in (("c10/core/DynamicCast.h", "dynamic_cast_unsupported_dtype"),
-                           ("aten/src/ATen/native/cuda/Reduce.cuh", "reduce_unreachable"),
-                           ("aten/src/ATen/native/cuda/SortingRadixSelect.cuh", "radix_select_find_pattern_failed"),
-                           ("aten/src/THC/THCTensorTopK.cuh", "thc_topk_find_pattern_failed"),
-                           ("torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemory-inl.cuh",
-                            "symm_mem_unsupported"),
-                           ("aten/src/ATen/native/hip/Reduce.cuh", "reduce_unreachable")):
+    assert _id(cond, "aten/src/THCUNN/SpatialClassNLLCriterion.cu") == "thcunn_spatial_class_nll_target_out_of_range"
+    for file, cause_id in (
+        ("c10/core/DynamicCast.h", "dynamic_cast_unsupported_dtype"),
+        ("aten/src/ATen/native/cuda/Reduce.cuh", "reduce_unreachable"),
+        ("aten/src/ATen/native/cuda/SortingRadixSelect.cuh", "radix_select_find_pattern_failed"),
+        ("aten/src/THC/THCTensorTopK.cuh", "thc_topk_find_pattern_failed"),
+        ("torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemory-inl.cuh", "symm_mem_unsupported"),
+        ("aten/src/ATen/native/hip/Reduce.cuh", "reduce_unreachable"),
+    ):
         assert _id("false", file) == cause_id
 
 
 def test_a_generic_condition_from_a_file_the_catalogue_does_not_list_is_not_guessed() -> None:
     assert match_assert("false", "csrc/my_extension/kernel.cu") is None
     assert match_assert("index >= 0", "csrc/my_extension/kernel.cu") is None
-    assert _id("index >= 0", "aten/src/ATen/native/cuda/FractionalMaxPool3d.cu") == \
-        "fractional_max_pool3d_backward_bad_index"
+    assert (
+        _id("index >= 0", "aten/src/ATen/native/cuda/FractionalMaxPool3d.cu")
+        == "fractional_max_pool3d_backward_bad_index"
+    )
     # a long condition names its cause from any file (a renamed ROCm or XPU file, a new line number)
-    assert _id("t >= 0 && t < n_classes", "src/ATen/native/xpu/sycl/LossNLLKernel.cpp") == \
-        "nll_loss_target_out_of_range"
+    assert (
+        _id("t >= 0 && t < n_classes", "src/ATen/native/xpu/sycl/LossNLLKernel.cpp") == "nll_loss_target_out_of_range"
+    )
 
 
 def test_inductor_asserts_match_by_their_regex_whatever_the_expression_and_size() -> None:
-    assert _id("index out of bounds: 0 <= tmp12 < 30522", "/tmp/torchinductor_me/ab/x.py") == \
-        "inductor_triton_index_out_of_bounds"
-    assert _id("index out of bounds: 0 <= tl.broadcast_to(tmp11, [XBLOCK, R0_BLOCK]) < 248320",
-                        "unknown") == "inductor_triton_index_out_of_bounds"
+    assert (
+        _id("index out of bounds: 0 <= tmp12 < 30522", "/tmp/torchinductor_me/ab/x.py")
+        == "inductor_triton_index_out_of_bounds"
+    )
+    assert (
+        _id("index out of bounds: 0 <= tl.broadcast_to(tmp11, [XBLOCK, R0_BLOCK]) < 248320", "unknown")
+        == "inductor_triton_index_out_of_bounds"
+    )
 
 
 def test_an_unknown_condition_matches_nothing_and_unknown_ids_get_the_generic_cause() -> None:
@@ -160,8 +167,10 @@ def test_the_readme_summary_and_the_full_table_in_docs_are_generated_from_the_ca
     assert _table_block(ROOT / "README.md", "causes-table") == summary_table(), regenerate
     assert _table_block(ROOT / "docs" / "causes.md", "causes-table") == catalogue_table(), regenerate
     for cause in all_causes():  # every text is in the full table
-        assert f"`{cause.conditions[0].replace('|', chr(92) + '|').replace('`', '')}`" in catalogue_table() or \
-            not cause.conditions[0], cause.id
+        assert (
+            f"`{cause.conditions[0].replace('|', chr(92) + '|').replace('`', '')}`" in catalogue_table()
+            or not cause.conditions[0]
+        ), cause.id
 
 
 def test_ctc_loss_has_a_cause_though_no_kernel_asserts_it() -> None:
@@ -186,15 +195,19 @@ def _crashing_rule(case: Case) -> Finding | None:
 def test_a_crashing_rule_becomes_one_note_and_the_rest_of_the_report_stands() -> None:
     import torch
 
-    ev = _device_assert_evidence("nll_loss_target_out_of_range",
-                                 {"labels": torch.tensor([3, 195]), "model": torch.nn.Linear(4, 195)})
+    ev = _device_assert_evidence(
+        "nll_loss_target_out_of_range", {"labels": torch.tensor([3, 195]), "model": torch.nn.Linear(4, 195)}
+    )
     broken = RuleEntry("broken", frozenset({"class_target_out_of_range"}), _crashing_rule)
     whole = diagnose(ev)
     d = diagnose(ev, rules=(broken, *RULES))
-    assert d.notes[-1] == ("[internal] rule broken failed: KeyError: 'no such fact'; the rest of this report "
-                           "stands.")
-    assert (d.title, d.fix, d.assert_sites, d.exception_line) == \
-        (whole.title, whole.fix, whole.assert_sites, whole.exception_line)
+    assert d.notes[-1] == ("[internal] rule broken failed: KeyError: 'no such fact'; the rest of this report stands.")
+    assert (d.title, d.fix, d.assert_sites, d.exception_line) == (
+        whole.title,
+        whole.fix,
+        whole.assert_sites,
+        whole.exception_line,
+    )
     assert d.assert_sites == tuple(site.summary() for site in ev.sites)
     assert len(d.assert_sites) == 1 and d.assert_sites[0].startswith("Loss.cu:250 nll_loss_forward_reduce_cuda")
     assert d.exception_line == "AcceleratorError: CUDA error: device-side assert triggered"
@@ -222,7 +235,8 @@ def test_every_rule_family_words_its_fix_through_hints() -> None:
     with pytest.raises(TypeError, match="no fix wording for take_put_out_of_range"):
         hints.fix("take_put_out_of_range", hints.LabelFacts(bad=(3,), n_classes=3))
     assert hints.fix("nll_loss_target_out_of_range", hints.LabelFacts(bad=(3,), n_classes=3)).startswith(
-        "the labels reach 3 with 3 classes")
+        "the labels reach 3 with 3 classes"
+    )
 
 
 def test_a_device_assert_without_label_values_still_names_the_op_and_the_model_facts() -> None:
@@ -231,8 +245,9 @@ def test_a_device_assert_without_label_values_still_names_the_op_and_the_model_f
     class Birds:
         classes = tuple(f"species_{i}" for i in range(196))
 
-    ev = _device_assert_evidence("nll_loss_target_out_of_range",
-                                 {"model": torch.nn.Linear(4, 195), "train_ds": Birds()})
+    ev = _device_assert_evidence(
+        "nll_loss_target_out_of_range", {"model": torch.nn.Linear(4, 195), "train_ds": Birds()}
+    )
     d = diagnose(ev)
     assert d.headline == "GPU context dead · class label out of range in cross_entropy"
     assert ("model", "out_features=195") in d.facts and ("train_ds.classes", "196 entries") in d.facts
@@ -272,22 +287,30 @@ def test_bce_rule_states_the_target_range_and_nan() -> None:
         return diagnose(collect(detection, user_ns={})).specific or ""
 
     assert twin(torch.tensor([0.5, 0.5]), torch.tensor([0.0, 255.0])).startswith(
-        "The target ranges from 0 to 255. Likely fix: targets look like 0..255 mask pixels")
+        "The target ranges from 0 to 255. Likely fix: targets look like 0..255 mask pixels"
+    )
     assert twin(torch.tensor([0.5, float("nan")]), torch.tensor([0.0, 1.0])).startswith(
-        "The input contains NaN. Likely fix: the input holds NaN")
+        "The input contains NaN. Likely fix: the input holds NaN"
+    )
 
 
-@pytest.mark.parametrize("condition", [
-    "!THCNumerics<T>::isinf(val)",  # THC spells the catalogue's checks with the file's own template parameter
-    "!THCNumerics<T>::isnan(val)",
-    "THCNumerics<AccT>::gt(sum, accZero)",
-    "THCNumerics<T>::ge(val, zero)",
-])
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "!THCNumerics<T>::isinf(val)",  # THC spells the catalogue's checks with the file's own template parameter
+        "!THCNumerics<T>::isnan(val)",
+        "THCNumerics<AccT>::gt(sum, accZero)",
+        "THCNumerics<T>::ge(val, zero)",
+    ],
+)
 def test_the_old_thc_multinomial_checks_are_read_as_invalid_probabilities(condition: str) -> None:
     # the THC kernel and template of the catalogue's thc_multinomial_negative entry, each era's spelling of its checks
-    line = ("/pytorch/aten/src/THC/THCTensorRandom.cuh:197: void sampleMultinomialOnce(long *, long, int, T *, T *, "
-            "int, int) [with T = float, AccT = float]: block: [0,0,0], thread: [0,0,0] Assertion `" + condition
-            + "` failed.")
+    line = (
+        "/pytorch/aten/src/THC/THCTensorRandom.cuh:197: void sampleMultinomialOnce(long *, long, int, T *, T *, "
+        "int, int) [with T = float, AccT = float]: block: [0,0,0], thread: [0,0,0] Assertion `"
+        + condition
+        + "` failed."
+    )
     (site,) = scan(line)
     cause = match_assert(site.condition, site.file, site.function)
     assert cause is not None and cause.group == "multinomial_invalid_probs"

@@ -26,8 +26,11 @@ def _diagnose(line: str, **facts: Any) -> Diagnosis:
 
 
 def test_the_bounds_message_is_read_with_an_expression_as_index_and_either_bound_missing() -> None:
-    assert inductor_bounds("index out of bounds: 0 <= tl.broadcast_to(tmp11, [XBLOCK, R0_BLOCK]) < 248320") == \
-        ("0", "tl.broadcast_to(tmp11, [XBLOCK, R0_BLOCK])", "248320")
+    assert inductor_bounds("index out of bounds: 0 <= tl.broadcast_to(tmp11, [XBLOCK, R0_BLOCK]) < 248320") == (
+        "0",
+        "tl.broadcast_to(tmp11, [XBLOCK, R0_BLOCK])",
+        "248320",
+    )
     assert inductor_bounds("index out of bounds: 0 <= tmp5") == ("0", "tmp5", None)
     assert inductor_bounds("index out of bounds: tmp5 < 50257") == (None, "tmp5", "50257")
     assert inductor_bounds("index out of bounds: 0 <= tmp5 < 1 + ks0") == ("0", "tmp5", "1 + ks0")
@@ -41,10 +44,14 @@ def test_a_users_broadcast_expression_at_unknown_0_names_the_vocabulary() -> Non
     d = _diagnose(line, configs=(cfg,))
     assert d.cause_id == "inductor_triton_index_out_of_bounds"
     assert d.title == "index out of bounds in a torch.compile kernel"
-    assert d.specific == ("The compiled kernel checked an index against 248320, and `model.config.vocab_size` is "
-                          "248320: a token id is >= the vocabulary size (or negative).")
-    assert d.assert_sites == ("Triton kernel (no source location): `index out of bounds: 0 <= tl.broadcast_to(tmp11, "
-                              "[XBLOCK, R0_BLOCK]) < 248320` failed in 1 thread of 1 block",)
+    assert d.specific == (
+        "The compiled kernel checked an index against 248320, and `model.config.vocab_size` is "
+        "248320: a token id is >= the vocabulary size (or negative)."
+    )
+    assert d.assert_sites == (
+        "Triton kernel (no source location): `index out of bounds: 0 <= tl.broadcast_to(tmp11, "
+        "[XBLOCK, R0_BLOCK]) < 248320` failed in 1 thread of 1 block",
+    )
 
 
 def test_an_upper_only_check_names_its_size() -> None:
@@ -53,13 +60,16 @@ def test_an_upper_only_check_names_its_size() -> None:
     assert d.cause_id == "inductor_triton_index_upper_only"
     assert d.title == "index out of bounds in a torch.compile kernel"
     assert d.specific is not None and d.specific.startswith(
-        "The compiled kernel checked an index against 50257, and `model.wte` has num_embeddings=50257")
+        "The compiled kernel checked an index against 50257, and `model.wte` has num_embeddings=50257"
+    )
 
 
 def test_a_lower_only_check_is_a_negative_index_and_names_the_tensor_holding_one() -> None:
     ids = torch.tensor([[101, -100, 7]])
-    d = _diagnose(NO_DEBUG.format(cond="index out of bounds: 0 <= tmp5"),
-                  labels=(LabelValues("input_ids", (1, 3), -100, 101, ids),))
+    d = _diagnose(
+        NO_DEBUG.format(cond="index out of bounds: 0 <= tmp5"),
+        labels=(LabelValues("input_ids", (1, 3), -100, 101, ids),),
+    )
     assert (d.cause_id, d.title) == ("inductor_triton_index_lower_only", "negative index in a torch.compile kernel")
     assert d.specific == "The compiled kernel found a negative index (tmp5); `input_ids` holds -100."
     assert "-1/-100 markers" in d.fix
@@ -69,7 +79,8 @@ def test_a_symbolic_bound_is_called_a_dynamic_size() -> None:
     d = _diagnose(NO_DEBUG.format(cond="index out of bounds: 0 <= tmp5 < 1 + ks0"))
     assert d.cause_id == "inductor_triton_index_out_of_bounds"
     assert d.specific is not None and d.specific.startswith(
-        "The compiled kernel checked an index against a dynamic size (1 + ks0)")
+        "The compiled kernel checked an index against a dynamic size (1 + ks0)"
+    )
 
 
 def test_the_nan_check_and_a_compiled_checks_bare_message_are_named() -> None:
@@ -84,8 +95,10 @@ def test_the_nan_check_and_a_compiled_checks_bare_message_are_named() -> None:
 
 
 def test_an_unknown_message_from_a_users_own_triton_file_is_not_in_the_catalogue() -> None:
-    d = explain_one("/home/me/kernels.py:42: my_kernel: block: [0,0,0], thread: [0,0,0] "
-                    "Assertion `x must be < 5` failed.")
+    d = explain_one(
+        "/home/me/kernels.py:42: my_kernel: block: [0,0,0], thread: [0,0,0] Assertion `x must be < 5` failed."
+    )
     assert d.cause_id == "unknown_kernel_assert" and d.specific is not None
     assert d.specific.startswith(
-        "Not in the catalogue. The kernel reported: `x must be < 5` failed in home/me/kernels.py.")
+        "Not in the catalogue. The kernel reported: `x must be < 5` failed in home/me/kernels.py."
+    )

@@ -42,7 +42,9 @@ def test_each_symmetric_memory_and_nvshmem_check_names_its_cause(entry: dict[str
         assert "NVSHMEM" in d.title or "all_to_all_vdev" in d.title
         assert "split" in d.fix or "symmetric memory" in d.fix or "experts" in d.fix or "group" in d.fix
     elif entry["id"].startswith("nccl_all_to_all"):
-        assert (d.title, d.fix.split(":")[0]) == ("all-to-all split not 16-byte aligned",
-                                                 "Make every split a multiple of 16 bytes")
+        assert (d.title, d.fix.split(":")[0]) == (
+            "all-to-all split not 16-byte aligned",
+            "Make every split a multiple of 16 bytes",
+        )
     else:
         assert d.title == "symmetric-memory op not supported on this GPU or dtype"

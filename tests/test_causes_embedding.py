@@ -21,10 +21,13 @@ def test_an_embedding_with_max_norm_reports_the_renorm_check() -> None:
 
 
 def test_the_renorm_rule_names_the_table_the_ids_and_max_norm() -> None:
-    d = post_mortem(LINE["embedding_renorm_index_out_of_range"],
-                     {"emb": torch.nn.Embedding(100, 8, max_norm=1.0), "input_ids": torch.tensor([[5, 100, 7]])})
+    d = post_mortem(
+        LINE["embedding_renorm_index_out_of_range"],
+        {"emb": torch.nn.Embedding(100, 8, max_norm=1.0), "input_ids": torch.tensor([[5, 100, 7]])},
+    )
     assert d.specific is not None and d.specific.startswith(
-        "Token ids reach 100, but `emb` has num_embeddings=100 (valid 0..99).")
+        "Token ids reach 100, but `emb` has num_embeddings=100 (valid 0..99)."
+    )
     assert "The embedding has max_norm set: it renormalises the rows an id selects before the lookup" in d.specific
     assert d.likely_fix is not None and d.likely_fix.startswith("the embedding has num_embeddings=100 (ids 0..99)")
 
@@ -39,8 +42,9 @@ def test_embedding_bags_new_text_names_its_cause_and_negative_ids_get_their_clau
     d = explain_one(LINE["embedding_bag_invalid_index_v2"])
     assert (d.cause_id, d.title) == ("embedding_bag_invalid_index_v2", "index out of range in an EmbeddingBag")
     assert "hash or take the modulo" in d.fix
-    d = post_mortem(LINE["embedding_bag_invalid_index_v2"],
-                     {"bag": torch.nn.EmbeddingBag(50, 4), "ids": torch.tensor([3, -1, 49])})
+    d = post_mortem(
+        LINE["embedding_bag_invalid_index_v2"], {"bag": torch.nn.EmbeddingBag(50, 4), "ids": torch.tensor([3, -1, 49])}
+    )
     assert d.likely_fix is not None and hints.EMBEDDING_NEGATIVE in d.likely_fix
 
 

@@ -16,14 +16,19 @@ from cudaassert_ipy.diagnose.pipeline import read_failure
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
 # CUDA_KERNEL_ASSERT_PRINTF (repeat_interleave, torchtitan#3335): the stdout line, then __assert_fail's on stderr
-PRINTF = ("[rank0]:[CUDA_KERNEL_ASSERT] /opt/pytorch/pytorch/aten/src/ATen/native/cuda/Repeat.cu:20: "
-          "compute_cuda_kernel: block: [3,0,0], thread: [416,0,0]: Assertion failed: `result_size == "
-          "cumsum_ptr[size - 1]`: Invalid input! In `repeat_interleave`, the `output_size` argument (30364) must be "
-          "the same as the sum of the elements in the `repeats` tensor (30365).")
-CLASSIC = ("[rank0]:/opt/pytorch/pytorch/aten/src/ATen/native/cuda/Repeat.cu:20: compute_cuda_kernel: block: [3,0,0], "
-           "thread: [416,0,0] Assertion `result_size == cumsum_ptr[size - 1]` failed.")
-UNKNOWN = ("/src/ext/my_kernels.cu:77: scatter_rows: block: [{b},0,0], thread: [{t},0,0] Assertion `row < n_rows` "
-           "failed.")
+PRINTF = (
+    "[rank0]:[CUDA_KERNEL_ASSERT] /opt/pytorch/pytorch/aten/src/ATen/native/cuda/Repeat.cu:20: "
+    "compute_cuda_kernel: block: [3,0,0], thread: [416,0,0]: Assertion failed: `result_size == "
+    "cumsum_ptr[size - 1]`: Invalid input! In `repeat_interleave`, the `output_size` argument (30364) must be "
+    "the same as the sum of the elements in the `repeats` tensor (30365)."
+)
+CLASSIC = (
+    "[rank0]:/opt/pytorch/pytorch/aten/src/ATen/native/cuda/Repeat.cu:20: compute_cuda_kernel: block: [3,0,0], "
+    "thread: [416,0,0] Assertion `result_size == cumsum_ptr[size - 1]` failed."
+)
+UNKNOWN = (
+    "/src/ext/my_kernels.cu:77: scatter_rows: block: [{b},0,0], thread: [{t},0,0] Assertion `row < n_rows` failed."
+)
 
 
 def _live(error: BaseException, text: str, cell: str = "") -> Diagnosis:
@@ -40,17 +45,24 @@ def test_the_printf_line_on_stdout_and_the_classic_line_fold_into_one_site_with_
 
 def test_the_printf_message_gives_both_sizes_and_the_exact_output_size() -> None:
     d = _live(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), PRINTF + "\n" + CLASSIC + "\n")
-    assert (d.cause_id, d.title) == ("repeat_interleave_output_size_mismatch",
-                                     "repeat_interleave output_size does not match")
-    assert d.specific == ("repeat_interleave got output_size=30364, but the repeats add up to 30365. Likely fix: "
-                          + hints.OUTPUT_SIZE.format(required=30365) + ".")
+    assert (d.cause_id, d.title) == (
+        "repeat_interleave_output_size_mismatch",
+        "repeat_interleave output_size does not match",
+    )
+    assert d.specific == (
+        "repeat_interleave got output_size=30364, but the repeats add up to 30365. Likely fix: "
+        + hints.OUTPUT_SIZE.format(required=30365)
+        + "."
+    )
     assert ("output_size", "30364 (repeats.sum() = 30365)") in d.facts
 
 
 def test_the_new_repeat_interleave_text_names_negative_repeats_or_a_small_output_size() -> None:
     d = explain_one(LINE["repeat_interleave_invalid_repeats_v2"])
-    assert (d.cause_id, d.title) == ("repeat_interleave_invalid_repeats_v2",
-                                     "bad repeats or output_size in repeat_interleave")
+    assert (d.cause_id, d.title) == (
+        "repeat_interleave_invalid_repeats_v2",
+        "bad repeats or output_size in repeat_interleave",
+    )
     assert "output_size=int(repeats.sum())" in d.fix
 
 
@@ -71,8 +83,10 @@ def test_a_condition_not_in_the_catalogue_still_folds_and_is_quoted_in_the_kerne
     text = "\n".join(UNKNOWN.format(b=b, t=t) for b in range(3) for t in range(4))
     d = explain_one(text)
     assert d.cause_id == "unknown_kernel_assert" and d.title == "a kernel assertion failed (not in the catalogue)"
-    assert d.specific == ("Not in the catalogue. The kernel reported: `row < n_rows` failed in src/ext/my_kernels.cu. "
-                          "Kernel function: `scatter_rows`.")
+    assert d.specific == (
+        "Not in the catalogue. The kernel reported: `row < n_rows` failed in src/ext/my_kernels.cu. "
+        "Kernel function: `scatter_rows`."
+    )
     assert d.assert_sites == ("my_kernels.cu:77 scatter_rows: `row < n_rows` failed in 12 threads of 3 blocks",)
     live = _live(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), text)
     assert live.specific == d.specific and live.assert_sites == d.assert_sites
@@ -89,8 +103,10 @@ def test_the_words_hidden_behind_cond_and_message_are_explained_from_the_op_in_t
 
 
 def test_a_hip_build_with_kernel_asserts_prints_the_new_texts_in_its_own_format() -> None:
-    hip = ("/pytorch/aten/src/ATen/native/hip/Distributions.hip:49: operator(): Device-side assertion "
-           "`lambda >= 0 && \"invalid Poisson rate, expected rate to be non-negative\"' failed.")
+    hip = (
+        "/pytorch/aten/src/ATen/native/hip/Distributions.hip:49: operator(): Device-side assertion "
+        '`lambda >= 0 && "invalid Poisson rate, expected rate to be non-negative"\' failed.'
+    )
     assert explain_one(hip).cause_id == "poisson_negative_rate"
 
 

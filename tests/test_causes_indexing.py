@@ -14,8 +14,10 @@ from cudaassert_ipy.diagnose.diagnosis import diagnose
 from cudaassert_ipy.diagnose.evidence import collect
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
-XPU = "/build/torch-xpu-ops/src/ATen/native/xpu/sycl/{file}:{line}: operator(): block: [0,0,0], thread: [0,0,0] " \
-      "Assertion `{cond}` failed."
+XPU = (
+    "/build/torch-xpu-ops/src/ATen/native/xpu/sycl/{file}:{line}: operator(): block: [0,0,0], thread: [0,0,0] "
+    "Assertion `{cond}` failed."
+)
 
 
 def _id(condition: str, file: str = "", function: str | None = None) -> str | None:
@@ -31,11 +33,14 @@ def test_the_vectorized_scatter_add_check_names_its_cause() -> None:
 
 
 def test_a_graphs_edge_index_past_its_node_rows_is_named_with_the_fix() -> None:
-    d = post_mortem(LINE["vectorized_scatter_add_index_out_of_range"],
-                     {"edge_index": torch.tensor([[0, 1, 2708], [1, 2, 0]]), "x": torch.zeros(2708, 16)},
-                     "out = torch.zeros_like(x).index_add_(0, edge_index[1], x[edge_index[0]])")
+    d = post_mortem(
+        LINE["vectorized_scatter_add_index_out_of_range"],
+        {"edge_index": torch.tensor([[0, 1, 2708], [1, 2, 0]]), "x": torch.zeros(2708, 16)},
+        "out = torch.zeros_like(x).index_add_(0, edge_index[1], x[edge_index[0]])",
+    )
     assert d.specific is not None and d.specific.startswith(
-        "`edge_index` holds values from 0 to 2708, but `x` has 2708 rows.")
+        "`edge_index` holds values from 0 to 2708, but `x` has 2708 rows."
+    )
     assert d.likely_fix == hints.scatter_index("edge_index", 0, 2708, "x", 2708)
     assert ("edge_index", "min 0, max 2708, shape (2, 3)") in d.facts
 
@@ -55,8 +60,9 @@ def test_index_select_on_a_sparse_tensor_names_its_cause() -> None:
 
 def test_intel_xpu_spellings_with_a_trailing_underscore_name_the_cuda_causes() -> None:
     cases = {
-        'idx_dim >= 0 && idx_dim < index_size_ && "scatter gather kernel index out of bounds"':
-            "scatter_gather_index_out_of_range_v2",
+        'idx_dim >= 0 && idx_dim < index_size_ && "scatter gather kernel index out of bounds"': (
+            "scatter_gather_index_out_of_range_v2"
+        ),
         "t >= 0 && t < n_classes_": "nll_loss_target_out_of_range",
         'index >= -sizes_[i] && index < sizes_[i] && "index out of bounds"': "advanced_indexing_out_of_range_v1",
         'idx >= -size_ && idx < size_ && "index_select(): index out of bounds"': "sparse_index_select_out_of_range",
@@ -89,6 +95,8 @@ def test_an_index_error_whose_size_is_a_named_quantity_says_what_the_index_is() 
         detection = classify(error)
     assert detection is not None
     d = diagnose(collect(detection, user_ns={"config": TinyConfig()}))
-    assert d.specific == ("The index 2 is a token type id: `config.type_vocab_size` is 2, so token type ids must be "
-                          "0..1. Likely fix: " + hints.sized_index("token type id", 2, 2) + ".")
+    assert d.specific == (
+        "The index 2 is a token type id: `config.type_vocab_size` is 2, so token type ids must be "
+        "0..1. Likely fix: " + hints.sized_index("token type id", 2, 2) + "."
+    )
     assert diagnose(collect(detection, user_ns={})).specific is None, "no quantity of that size: no guess"

@@ -11,8 +11,10 @@ from log_samples import CENSUS
 from cudaassert_ipy.diagnose import hints
 
 TORCH_INTERNAL = [e for e in CENSUS if e["reach"] == "internal" and not e["id"].startswith("tp_")]
-LIKELY = "Likely a PyTorch bug, a corrupted input (a tensor whose memory was freed or overwritten) or memory " \
-         "corrupted by an earlier kernel."
+LIKELY = (
+    "Likely a PyTorch bug, a corrupted input (a tensor whose memory was freed or overwritten) or memory "
+    "corrupted by an earlier kernel."
+)
 
 
 def test_the_census_holds_the_23_new_release_invariants_and_the_others_judged_internal() -> None:
@@ -27,11 +29,13 @@ def test_each_internal_check_gets_the_honest_cause_and_what_to_try(entry: dict[s
     assert d.cause_id == entry["id"]
     assert d.title.startswith("PyTorch's own internal check failed in ")
     assert d.explanation.startswith(LIKELY) and "never fails on valid input" in d.explanation
-    assert d.fix == ("Run the same op on the CPU with the same inputs (a real bug or a bad input raises a readable "
-                     "error there); run the script under NVIDIA's compute-sanitizer (compute-sanitizer --tool memcheck "
-                     "python script.py) to find an earlier kernel that writes out of bounds; if it still fails, report "
-                     "it to PyTorch (https://github.com/pytorch/pytorch/issues) with the assertion line, the torch "
-                     "version and the GPU model.")
+    assert d.fix == (
+        "Run the same op on the CPU with the same inputs (a real bug or a bad input raises a readable "
+        "error there); run the script under NVIDIA's compute-sanitizer (compute-sanitizer --tool memcheck "
+        "python script.py) to find an earlier kernel that writes out of bounds; if it still fails, report "
+        "it to PyTorch (https://github.com/pytorch/pytorch/issues) with the assertion line, the torch "
+        "version and the GPU model."
+    )
     assert d.specific is None  # no made-up data cause
 
 
@@ -41,8 +45,9 @@ def test_the_op_the_cell_calls_is_named_in_the_rerun_and_the_line_to_report() ->
     assert d.title == "PyTorch's own internal check failed in topk"
     assert d.specific is not None
     assert d.specific.startswith("The cell calls `topk`, whose CUDA kernel holds this check.")
-    assert d.likely_fix == hints.internal_check(hints.INTERNAL_WHO["PyTorch"],
-                                                "TensorTopK.cu:131: `writeIndex < outputSliceSize`", "topk")
+    assert d.likely_fix == hints.internal_check(
+        hints.INTERNAL_WHO["PyTorch"], "TensorTopK.cu:131: `writeIndex < outputSliceSize`", "topk"
+    )
     assert "run `topk` on the CPU" in d.likely_fix
 
 

@@ -17,8 +17,9 @@ def test_the_uint8_text_of_loss_cu_names_its_own_cause() -> None:
     assert d.cause_id == "nll_loss_target_out_of_range_uint8"
     assert d.title == "class label out of range (uint8 target)"
     assert "labels.long()" in d.fix and "ignore_index" in d.fix
-    assert d.assert_sites == ("Loss.cu:200 nll_loss_forward_reduce_cuda_kernel_1d: `t < n_classes` failed in 1 thread "
-                              "of 1 block",)
+    assert d.assert_sites == (
+        "Loss.cu:200 nll_loss_forward_reduce_cuda_kernel_1d: `t < n_classes` failed in 1 thread of 1 block",
+    )
 
 
 def test_the_same_line_printing_the_long_and_the_uint8_text_is_two_sites_and_two_causes() -> None:
@@ -32,11 +33,14 @@ def test_the_same_line_printing_the_long_and_the_uint8_text_is_two_sites_and_two
 
 
 def test_uint8_labels_in_the_namespace_get_the_label_and_the_cast_in_the_fix() -> None:
-    d = post_mortem(LINE["nll_loss_target_out_of_range_uint8"],
-                     {"labels": torch.tensor([3, 255, 1], dtype=torch.uint8), "model": torch.nn.Linear(4, 10)})
+    d = post_mortem(
+        LINE["nll_loss_target_out_of_range_uint8"],
+        {"labels": torch.tensor([3, 255, 1], dtype=torch.uint8), "model": torch.nn.Linear(4, 10)},
+    )
     assert d.specific is not None and d.specific.startswith(
         "cross_entropy got class label 255, but the model's last layer `model` has out_features=10, so labels must "
-        "be 0..9.")
+        "be 0..9."
+    )
     assert "The labels are uint8 (Byte), so the kernel checked only the upper bound." in d.specific
     assert d.likely_fix is not None and d.likely_fix.endswith(hints.UINT8_LABELS)
     assert hints.VOC_VOID in d.likely_fix
@@ -44,6 +48,8 @@ def test_uint8_labels_in_the_namespace_get_the_label_and_the_cast_in_the_fix() -
 
 def test_the_uint8_no_reduce_text_names_its_cause() -> None:
     d = explain_one(LINE["nll_loss_target_out_of_range_no_reduce_uint8"])
-    assert (d.cause_id, d.title) == ("nll_loss_target_out_of_range_no_reduce_uint8",
-                                     "class label out of range (uint8 target)")
+    assert (d.cause_id, d.title) == (
+        "nll_loss_target_out_of_range_no_reduce_uint8",
+        "class label out of range (uint8 target)",
+    )
     assert d.fix.startswith("Cast the labels to torch.long")

@@ -9,8 +9,10 @@ from cudaassert_ipy.diagnose.causes import get_cause
 
 LINE = {e["id"]: e["line"] for e in CENSUS}
 # A user's line (the rate check printed at :50 in a 2024 release; :49 in 2.14.1)
-POISSON_2024 = ('../aten/src/ATen/native/cuda/Distributions.cu:50: operator(): block: [134,0,0], thread: [494,0,0] '
-                'Assertion `lambda >= 0 && "invalid Poisson rate, expected rate to be non-negative"` failed.')
+POISSON_2024 = (
+    "../aten/src/ATen/native/cuda/Distributions.cu:50: operator(): block: [134,0,0], thread: [494,0,0] "
+    'Assertion `lambda >= 0 && "invalid Poisson rate, expected rate to be non-negative"` failed.'
+)
 
 
 def test_a_negative_poisson_rate_is_named_from_this_release_and_from_a_users_older_line() -> None:

@@ -31,8 +31,10 @@ def test_the_empty_condition_names_the_message_less_gpu_check() -> None:
 
 def test_the_op_in_the_cell_explains_the_empty_condition() -> None:
     d = post_mortem(EMPTY, cell="loss = F.ctc_loss(log_probs, targets, input_lengths, target_lengths)")
-    assert d.specific == ("The cell calls ctc_loss: on the cuDNN path its length checks run on the GPU and print no "
-                          f"message. Likely fix: {hints.ASYNC_CTC}.")
+    assert d.specific == (
+        "The cell calls ctc_loss: on the cuDNN path its length checks run on the GPU and print no "
+        f"message. Likely fix: {hints.ASYNC_CTC}."
+    )
     assert d.op == "ctc_loss" and d.headline.endswith("(the kernel printed no message) in ctc_loss")
     d = post_mortem(EMPTY, cell="hist.index_put_((idx,), ones, accumulate=True)")
     assert d.likely_fix == hints.ASYNC_INDEX_PUT and d.op == "index_put_"
@@ -48,7 +50,9 @@ def test_windows_prints_input_0_for_every_check_and_the_cell_names_it() -> None:
 
 
 def test_paste_damage_around_an_empty_condition_is_read_through() -> None:
-    for damaged in (EMPTY.replace("Assertion `` failed.", "Assertion  failed."),
-                    EMPTY.replace("Assertion `` failed.", "Assertion ```` failed.")):
+    for damaged in (
+        EMPTY.replace("Assertion `` failed.", "Assertion  failed."),
+        EMPTY.replace("Assertion `` failed.", "Assertion ```` failed."),
+    ):
         d = explain_one(damaged)
         assert d.cause_id == "assert_async_empty_message", damaged

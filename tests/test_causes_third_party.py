@@ -21,8 +21,10 @@ def test_torch_scatters_unsorted_index_is_named_from_a_users_full_signature_line
     line = LINE["tp_torch_scatter_segment_coo_broadcast_unsorted"]
     assert "void segment_coo_broadcast_kernel(const scalar_t *" in line  # __PRETTY_FUNCTION__
     d = explain_one(line)
-    assert (d.cause_id, d.title) == ("tp_torch_scatter_segment_coo_broadcast_unsorted",
-                                     "index not sorted in torch_scatter's segment_coo")
+    assert (d.cause_id, d.title) == (
+        "tp_torch_scatter_segment_coo_broadcast_unsorted",
+        "index not sorted in torch_scatter's segment_coo",
+    )
     assert "index.sort()" in d.fix and "scatter_reduce" in d.fix
     assert d.assert_sites[0].startswith("segment_coo_cuda.cu:111 segment_coo_broadcast_kernel: `idx1 <= idx2`")
 

@@ -28,19 +28,45 @@ def numbers(records):
 
 
 # -- what a cell is -------------------------------------------------------------------------------
-@pytest.mark.parametrize("source", [
-    "df.head()", "print(x)", "model", "labels.shape", "x[0:3]", "display(model)", "!nvidia-smi", "%whos",
-    "torch.cuda.is_available()", "f'{x} and {y}'", "len(train_ds), len(val_ds)", "# just a comment\n", "",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "df.head()",
+        "print(x)",
+        "model",
+        "labels.shape",
+        "x[0:3]",
+        "display(model)",
+        "!nvidia-smi",
+        "%whos",
+        "torch.cuda.is_available()",
+        "f'{x} and {y}'",
+        "len(train_ds), len(val_ds)",
+        "# just a comment\n",
+        "",
+    ],
+)
 def test_cells_that_only_show_something_are_display_only(source):
     assert is_display_only(source)
 
 
-@pytest.mark.parametrize("source", [
-    "x = 1", "import torch", "model.train()", "torch.manual_seed(0)", "!pip install timm", "%matplotlib inline",
-    "%env CUDA_VISIBLE_DEVICES=1", "for b in loader:\n    step(b)", "print(train())", "def f():\n    pass",
-    "x = = 1", "%time x = load()",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = 1",
+        "import torch",
+        "model.train()",
+        "torch.manual_seed(0)",
+        "!pip install timm",
+        "%matplotlib inline",
+        "%env CUDA_VISIBLE_DEVICES=1",
+        "for b in loader:\n    step(b)",
+        "print(train())",
+        "def f():\n    pass",
+        "x = = 1",
+        "%time x = load()",
+    ],
+)
 def test_cells_that_change_state_or_are_unknown_are_setup(source):
     assert not is_display_only(source)
 
@@ -63,8 +89,16 @@ def test_cell_numbers_accept_lists_and_ranges_and_name_the_bad_part():
 
 # -- the default plan ------------------------------------------------------------------------------
 def test_default_plan_is_the_cells_that_succeeded_before_the_failing_one_in_order():
-    h = history_of("%load_ext cudaassert", "import torch", ("x = undefined", False), "x = 1", "labels.shape",
-                   "model = make()", ("train(model)", False), "helper = 2")
+    h = history_of(
+        "%load_ext cudaassert",
+        "import torch",
+        ("x = undefined", False),
+        "x = 1",
+        "labels.shape",
+        "model = make()",
+        ("train(model)", False),
+        "helper = 2",
+    )
     failing = h.failing(7)
     assert failing.number == 7 and not failing.ok
     assert numbers(h.default_plan(failing)) == [2, 4, 6]
@@ -76,14 +110,20 @@ def test_without_a_failing_cell_every_successful_setup_cell_counts():
 
 
 def test_marks_force_a_cell_in_or_keep_it_out():
-    h = history_of("# cudaassert: setup\nprint('needed for its side effect')", "# cudaassert: skip\nbig = load()",
-                   "x = 1", ("train()", False), "#cudaassert:setup\nlate = 1")
+    h = history_of(
+        "# cudaassert: setup\nprint('needed for its side effect')",
+        "# cudaassert: skip\nbig = load()",
+        "x = 1",
+        ("train()", False),
+        "#cudaassert:setup\nlate = 1",
+    )
     assert numbers(h.default_plan(h.failing(4))) == [1, 3, 5]
 
 
 def test_a_record_shows_its_first_code_line_and_keeps_what_failed():
-    h = history_of("# cudaassert: setup\n# build it\n\n  model = Net()  \nmore()", ("loss = f(x)", False),
-                   "# only a note")
+    h = history_of(
+        "# cudaassert: setup\n# build it\n\n  model = Net()  \nmore()", ("loss = f(x)", False), "# only a note"
+    )
     assert h.records[0].first_line == "model = Net()"
     assert h.records[2].first_line == "# only a note"
     assert h.records[0].mark == "setup"
@@ -121,7 +161,9 @@ def test_choices_list_each_planned_cell_ticked_with_its_duration():
     h = history_of("import torch", "for epoch in range(10):\n    train()", ("loss()", False))
     choices = h.choices(h.failing(3))
     assert [(c.number, c.first_line, c.duration, c.selected) for c in choices] == [
-        (1, "import torch", 0.5, True), (2, "for epoch in range(10):", 0.5, True)]
+        (1, "import torch", 0.5, True),
+        (2, "for epoch in range(10):", 0.5, True),
+    ]
 
 
 # -- in a shell, through the extension -----------------------------------------------------------
@@ -131,7 +173,10 @@ def test_the_loaded_extension_records_every_cell_with_outcome_and_duration(loade
     shell.run_cell("labels = [1, 2]", store_history=True)
     recs = [r for r in loaded.history.records if "load_ext" not in r.source]
     assert [(r.source.splitlines()[0], r.ok) for r in recs] == [
-        ("import time", True), ("1/0", False), ("labels = [1, 2]", True)]
+        ("import time", True),
+        ("1/0", False),
+        ("labels = [1, 2]", True),
+    ]
     assert recs[0].duration >= 0.05
     assert recs[1].error == "ZeroDivisionError: division by zero"
 
@@ -160,8 +205,11 @@ def test_setup_magic_rejects_bad_and_unknown_numbers_with_the_fix(loaded, shell)
     shell.run_cell("x = 1", store_history=True)
     with pytest.raises(UsageError, match=r"give cell numbers like 2,3,5 or 2-5, or `auto`, or `show`"):
         shell.run_line_magic("cudaassert", "setup two")
-    with pytest.raises(UsageError, match=rf"`%cudaassert setup {n},{n + 40}`: cell\(s\) {n + 40} are not in this "
-                                         rf"kernel's history \(known: .*{n}\)"):
+    with pytest.raises(
+        UsageError,
+        match=rf"`%cudaassert setup {n},{n + 40}`: cell\(s\) {n + 40} are not in this "
+        rf"kernel's history \(known: .*{n}\)",
+    ):
         shell.run_line_magic("cudaassert", f"setup {n},{n + 40}")
 
 

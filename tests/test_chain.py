@@ -8,7 +8,8 @@ kernel's lines and the exact error texts (``gpu_double``), surfacing late and th
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -71,39 +72,50 @@ def test_a_cuda_error_from_cleanup_is_a_follow_on_and_the_first_error_is_diagnos
     _, d = diagnose_failure(detection, sites, text, "fit()", 2, cells.user_ns)
     assert d.follow_ons == ("moving the model (`Module.cpu()`) touched the dead GPU; the failure was in `step`.",)
     assert d.user_line is not None and d.user_line[2] == "return loss.item()"
-    assert d.likely_fix == ("the labels reach 3 with 3 classes: if you have 4 classes, make the last layer output "
-                            "4 logits (out_features=4); if labels start at 1, subtract 1")
+    assert d.likely_fix == (
+        "the labels reach 3 with 3 classes: if you have 4 classes, make the last layer output "
+        "4 logits (out_features=4); if labels start at 1, subtract 1"
+    )
     assert ("model.2", "out_features=3") in d.facts
     text = to_text(d)
-    assert text.splitlines()[2] == ("Follow-on: moving the model (`Module.cpu()`) touched the dead GPU; the failure "
-                                    "was in `step`.")
+    assert text.splitlines()[2] == (
+        "Follow-on: moving the model (`Module.cpu()`) touched the dead GPU; the failure was in `step`."
+    )
     assert "Your code: line 9: return loss.item()" in text
 
 
 def test_a_suppressed_context_still_leads_to_the_first_error(cells, capfd):
-    code = DEAD + ("try:\n        fit()\n    except RuntimeError:\n"
-                   "        raise RuntimeError('training failed: ' + 'CUDA error: device-side assert triggered') "
-                   "from None")
+    code = DEAD + (
+        "try:\n        fit()\n    except RuntimeError:\n"
+        "        raise RuntimeError('training failed: ' + 'CUDA error: device-side assert triggered') "
+        "from None"
+    )
     d = diagnose_cell(cells, code, capfd)
     assert d.user_line is not None and d.user_line[2] == "return loss.item()"
     assert d.cause_id == "nll_loss_target_out_of_range"
     assert len(d.follow_ons) == 2  # Module.cpu() in fit, and the re-raise around it
     assert d.follow_ons[0].startswith("moving the model (`Module.cpu()`) touched the dead GPU")
-    assert d.follow_ons[1] == ("The later `RuntimeError: training failed: CUDA error: device-side assert triggered` "
-                               "(in `<module>`) touched the dead GPU too; the failure was in `step`.")
+    assert d.follow_ons[1] == (
+        "The later `RuntimeError: training failed: CUDA error: device-side assert triggered` "
+        "(in `<module>`) touched the dead GPU too; the failure was in `step`."
+    )
 
 
 def test_a_wrapper_raised_from_the_cuda_error_is_not_a_follow_on(cells, capfd):
-    code = DEAD + "try:\n        step(torch.randn(4, 8), labels)\n    except Exception as e:\n" \
-                  "        raise ValueError('step failed') from e"
+    code = (
+        DEAD + "try:\n        step(torch.randn(4, 8), labels)\n    except Exception as e:\n"
+        "        raise ValueError('step failed') from e"
+    )
     d = diagnose_cell(cells, code, capfd)
     assert d.kind == "device_assert" and d.follow_ons == ()
     assert d.exception_line.startswith("AcceleratorError: CUDA error: device-side assert triggered")
 
 
 def test_a_library_error_that_surfaced_first_is_the_asserts_follow_on(cells, capfd):
-    code = ("try:\n    raise make_exception(*FOLLOW_ON_WORDINGS['cublas sgemm'])\nexcept RuntimeError:\n"
-            "    raise make_exception('AcceleratorError', 'CUDA error: device-side assert triggered')")
+    code = (
+        "try:\n    raise make_exception(*FOLLOW_ON_WORDINGS['cublas sgemm'])\nexcept RuntimeError:\n"
+        "    raise make_exception('AcceleratorError', 'CUDA error: device-side assert triggered')"
+    )
     error, _ = run_cell(cells, code, capfd)
     detection = classify(error)
     assert detection is not None and detection.kind is Kind.DEVICE_ASSERT and detection.follow_on
@@ -111,11 +123,14 @@ def test_a_library_error_that_surfaced_first_is_the_asserts_follow_on(cells, cap
     assert detection.note is not None and "CUBLAS_STATUS_EXECUTION_FAILED" in detection.note
 
 
-@pytest.mark.parametrize("code", [
-    "try:\n    {}['k']\nexcept KeyError:\n    raise ValueError('bad')",
-    "try:\n    1/0\nexcept ZeroDivisionError as e:\n    raise KeyError('k') from e",
-    "try:\n    1/0\nexcept ZeroDivisionError:\n    raise KeyError('k') from None",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "try:\n    {}['k']\nexcept KeyError:\n    raise ValueError('bad')",
+        "try:\n    1/0\nexcept ZeroDivisionError as e:\n    raise KeyError('k') from e",
+        "try:\n    1/0\nexcept ZeroDivisionError:\n    raise KeyError('k') from None",
+    ],
+)
 def test_ordinary_error_chains_are_not_ours(cells, capfd, code):
     error, _ = run_cell(cells, code, capfd)
     assert classify(error) is None
@@ -150,8 +165,10 @@ def _reads(stack: Stack, read: Reader) -> Found:
 def test_a_crashing_adapter_is_one_note_and_the_rest_of_the_report_stands(cells, capfd):
     broken = Adapter(name="broken", packages=("torch",), found=_crashes)
     d = diagnose_cell(cells, DEAD + "fit()", capfd, adapters=(broken, *ADAPTERS))
-    assert ("[internal] the broken adapter failed in found: ZeroDivisionError: division by zero; the rest of this "
-            "report stands.") in d.notes
+    assert (
+        "[internal] the broken adapter failed in found: ZeroDivisionError: division by zero; the rest of this "
+        "report stands."
+    ) in d.notes
     assert d.likely_fix is not None and "out_features=4" in d.likely_fix
     assert d.follow_ons and d.follow_ons[0].startswith("moving the model (`Module.cpu()`)")
 
@@ -161,7 +178,8 @@ def test_what_an_adapter_could_not_read_is_one_line_and_its_other_facts_stand(ce
     d = diagnose_cell(cells, DEAD + "fit()", capfd, adapters=(reading, *ADAPTERS))
     assert [n for n in d.notes if n.startswith("Could not read")] == [
         "Could not read model.config.num_labels (RuntimeError: config not loaded), trainer.train_dataset (none); "
-        "the rest of this report stands."]
+        "the rest of this report stands."
+    ]
     assert ("where", "the test adapter looked") in d.facts
     assert d.likely_fix is not None and "out_features=4" in d.likely_fix
 
@@ -195,12 +213,17 @@ def test_the_runner_diagnoses_the_first_error_with_the_scripts_facts_and_names_t
     from helpers import kernel_env
 
     (tmp_path / "train.py").write_text(RUNNER_SCRIPT)
-    done = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "train.py"], cwd=tmp_path, env=kernel_env(),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", "train.py"],
+        cwd=tmp_path,
+        env=kernel_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert "During handling of the above exception, another exception occurred:" in done.stderr
     report = done.stderr.split("[cudaassert] The GPU context of this process is dead", 1)[1]
-    assert ("Follow-on: moving the model (`Module.cpu()`) touched the dead GPU; the failure was in `step`."
-            in report)
+    assert "Follow-on: moving the model (`Module.cpu()`) touched the dead GPU; the failure was in `step`." in report
     assert "Your code: line 9: return loss.item()" in report
     assert "model.2: out_features=3" in report and "labels: 1 bad value(s); first: 3 at [2]" in report

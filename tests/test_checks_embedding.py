@@ -7,7 +7,7 @@ on equal results with them off."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 import torch
@@ -61,7 +61,7 @@ def test_embedding_message_suggests_resize_token_embeddings_and_pad_token_id() -
 
 
 def embedding_bag_reference_bad(
-    ids: torch.Tensor, offsets: Optional[torch.Tensor], num: int, last: bool, mode: str
+    ids: torch.Tensor, offsets: torch.Tensor | None, num: int, last: bool, mode: str
 ) -> bool:
     """PyTorch's documented rule (the CUDA kernel asserts it; CPU misses a decreasing last offset)."""
     values = ids.flatten().tolist()

@@ -144,8 +144,10 @@ def test_index_select_rejects_negatives_exactly_like_cpu(case: Any, dtype: torch
 
 
 @SETTINGS
-@given(dim_op_case(), st.sampled_from(["add", "copy", "fill", "add out of place", "copy out of place",
-                                       "fill out of place"]))
+@given(
+    dim_op_case(),
+    st.sampled_from(["add", "copy", "fill", "add out of place", "copy out of place", "fill out of place"]),
+)
 def test_index_add_copy_fill_raise_exactly_when_cpu_does(case: Any, which: str) -> None:
     rows, cols, dim, data = case
     x = torch.zeros(rows, cols)

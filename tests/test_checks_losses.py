@@ -3,7 +3,8 @@ targets leave the documented range), with the same exception type, and never cha
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("validator_strategy")
 VALUE_ERRORS = ("out of bounds", "should be between 0 and 1")
 
 
-def assert_same_outcome(fn: Callable[[], Any]) -> Optional[ValidationError]:
+def assert_same_outcome(fn: Callable[[], Any]) -> ValidationError | None:
     """Run ``fn`` without and with validators: same success/failure, same exception family."""
     torch.manual_seed(0)
     plain_error, plain_result = outcome(fn)
@@ -84,8 +85,12 @@ def test_cross_entropy_raises_exactly_when_cpu_does(case: dict) -> None:
     inp, target = case["input"], case["target"]
     error = assert_same_outcome(
         lambda: F.cross_entropy(
-            inp, target, weight=case["weight"], ignore_index=case["ignore_index"],
-            reduction=case["reduction"], label_smoothing=case["label_smoothing"],
+            inp,
+            target,
+            weight=case["weight"],
+            ignore_index=case["ignore_index"],
+            reduction=case["reduction"],
+            label_smoothing=case["label_smoothing"],
         )
     )
     if error is not None:
@@ -98,8 +103,13 @@ def test_cross_entropy_raises_exactly_when_cpu_does(case: dict) -> None:
 def test_nll_loss_raises_exactly_when_cpu_does(case: dict) -> None:
     log_probs = case["input"].log_softmax(0 if case["input"].dim() == 1 else 1)
     error = assert_same_outcome(
-        lambda: F.nll_loss(log_probs, case["target"], weight=case["weight"], ignore_index=case["ignore_index"],
-                           reduction=case["reduction"])
+        lambda: F.nll_loss(
+            log_probs,
+            case["target"],
+            weight=case["weight"],
+            ignore_index=case["ignore_index"],
+            reduction=case["reduction"],
+        )
     )
     if error is not None:
         assert error.op == "nll_loss"
@@ -162,8 +172,10 @@ def test_minus_100_with_another_ignore_index_says_so_and_reduction_none_picks_it
     error = info.value
     assert error.valid == "0..2 (or ignore_index=255)"
     assert error.cause_id == "nll_loss_target_out_of_range_no_reduce"
-    assert error.hint == ("negative labels are only allowed as the loss's ignore_index (now 255): if -100 marks "
-                          "padding or unlabelled items, pass ignore_index=-100")
+    assert error.hint == (
+        "negative labels are only allowed as the loss's ignore_index (now 255): if -100 marks "
+        "padding or unlabelled items, pass ignore_index=-100"
+    )
 
 
 def test_large_labels_suggest_remapping_and_more_than_five_bad_values_are_counted() -> None:

@@ -20,10 +20,12 @@ pytestmark = pytest.mark.usefixtures("validator_strategy")
 @SETTINGS
 @given(st.integers(1, 6), st.data(), st.booleans())
 def test_one_hot_raises_exactly_when_cpu_does(num_classes: int, data: Any, infer: bool) -> None:
-    values = data.draw(st.one_of(
-        st.lists(st.integers(0, num_classes - 1), min_size=1, max_size=5),
-        st.lists(st.integers(-2, num_classes + 2), min_size=1, max_size=5),
-    ))
+    values = data.draw(
+        st.one_of(
+            st.lists(st.integers(0, num_classes - 1), min_size=1, max_size=5),
+            st.lists(st.integers(-2, num_classes + 2), min_size=1, max_size=5),
+        )
+    )
     labels = torch.tensor(values)
     error = assert_same_verdict(lambda: F.one_hot(labels, -1 if infer else num_classes))
     if error is not None:
@@ -56,10 +58,12 @@ def test_one_hot_messages_for_too_large_and_negative_labels() -> None:
 def test_repeat_interleave_raises_exactly_when_cpu_does(
     data: Any, form: str, with_size: bool, dtype: torch.dtype
 ) -> None:
-    counts = data.draw(st.one_of(
-        st.lists(st.integers(0, 3), min_size=1, max_size=4),
-        st.lists(st.integers(-2, 3), min_size=1, max_size=4),
-    ))
+    counts = data.draw(
+        st.one_of(
+            st.lists(st.integers(0, 3), min_size=1, max_size=4),
+            st.lists(st.integers(-2, 3), min_size=1, max_size=4),
+        )
+    )
     if form == "broadcast":
         counts = counts[:1]
     repeats = torch.tensor(counts, dtype=dtype)

@@ -10,7 +10,8 @@ import subprocess
 import sys
 import threading
 import warnings
-from typing import Any, Callable, List
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -45,7 +46,11 @@ def bad_cross_entropy() -> None:
 
 def run_python(code: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     assert result.returncode == 0, result.stderr
@@ -138,11 +143,31 @@ def test_environment_variable_values_that_turn_validators_on() -> None:
 
 def test_checked_calls_cover_every_op_family_of_the_issue() -> None:
     expected = {
-        "cross_entropy", "nll_loss", "binary_cross_entropy", "ctc_loss", "embedding", "embedding_bag", "one_hot",
-        "Tensor.__getitem__", "Tensor.__setitem__", "Tensor.index_put_", "torch.index_select", "Tensor.gather",
-        "torch.scatter", "Tensor.scatter_", "Tensor.scatter_add_", "Tensor.scatter_reduce_", "torch.take",
-        "Tensor.put_", "Tensor.index_add_", "Tensor.index_copy_", "Tensor.index_fill_", "torch.multinomial",
-        "torch.bernoulli", "Tensor.bernoulli_", "torch.repeat_interleave",
+        "cross_entropy",
+        "nll_loss",
+        "binary_cross_entropy",
+        "ctc_loss",
+        "embedding",
+        "embedding_bag",
+        "one_hot",
+        "Tensor.__getitem__",
+        "Tensor.__setitem__",
+        "Tensor.index_put_",
+        "torch.index_select",
+        "Tensor.gather",
+        "torch.scatter",
+        "Tensor.scatter_",
+        "Tensor.scatter_add_",
+        "Tensor.scatter_reduce_",
+        "torch.take",
+        "Tensor.put_",
+        "Tensor.index_add_",
+        "Tensor.index_copy_",
+        "Tensor.index_fill_",
+        "torch.multinomial",
+        "torch.bernoulli",
+        "Tensor.bernoulli_",
+        "torch.repeat_interleave",
     }
     assert expected <= set(CHECKED_CALLS)
 
@@ -154,14 +179,18 @@ def test_validation_errors_survive_pickling_with_their_attributes() -> None:
     assert type(copy) is type(info.value)
     assert str(copy) == str(info.value)
     assert (copy.op, copy.argument, copy.n_bad, copy.examples, copy.cause_id) == (
-        "cross_entropy", "target", 1, [((1,), 3)], "nll_loss_target_out_of_range"
+        "cross_entropy",
+        "target",
+        1,
+        [((1,), 3)],
+        "nll_loss_target_out_of_range",
     )
     assert copy.facts == info.value.facts is not None  # the plain facts the fix was worded from
 
 
 # ---------------------------------------------------------------- threads
 def test_validators_are_thread_local() -> None:
-    results: List[Any] = []
+    results: list[Any] = []
 
     def worker() -> None:
         results.append(validators_enabled())
@@ -200,13 +229,21 @@ class HostReadCounter(TorchFunctionMode):
 
 
 #: (name, valid call, host reads when checked first, whether its CPU kernel checks it instead)
-VALID_CALLS: List[tuple[str, Callable[[], Any], int, bool]] = [
+VALID_CALLS: list[tuple[str, Callable[[], Any], int, bool]] = [
     ("cross_entropy", lambda: F.cross_entropy(torch.randn(4, 5), torch.tensor([0, 4, -100, 2])), 1, True),
-    ("segmentation", lambda: F.cross_entropy(torch.randn(1, 3, 2, 2), torch.tensor([[[0, 255], [1, 2]]]),
-                                             ignore_index=255), 1, True),
+    (
+        "segmentation",
+        lambda: F.cross_entropy(torch.randn(1, 3, 2, 2), torch.tensor([[[0, 255], [1, 2]]]), ignore_index=255),
+        1,
+        True,
+    ),
     ("embedding", lambda: F.embedding(torch.tensor([[1, 2]]), torch.randn(5, 2)), 1, True),
-    ("embedding_bag", lambda: F.embedding_bag(torch.tensor([1, 2, 3]), torch.randn(5, 2), torch.tensor([0, 2])),
-     1, False),
+    (
+        "embedding_bag",
+        lambda: F.embedding_bag(torch.tensor([1, 2, 3]), torch.randn(5, 2), torch.tensor([0, 2])),
+        1,
+        False,
+    ),
     ("getitem", lambda: torch.zeros(5, 3)[torch.tensor([0, -1]), torch.tensor([1, 2])], 1, True),
     ("getitem list", lambda: torch.zeros(5, 3)[[0, -1]], 0, True),
     ("setitem", lambda: torch.zeros(5).__setitem__(torch.tensor([1]), 2.0), 1, False),
@@ -228,7 +265,11 @@ VALID_CALLS: List[tuple[str, Callable[[], Any], int, bool]] = [
 @pytest.mark.parametrize("name, call, expected_reads, cpu_self_checked", VALID_CALLS, ids=[c[0] for c in VALID_CALLS])
 @pytest.mark.parametrize("trust_cpu", [False, True], ids=["checks-first", "cpu-kernel-first"])
 def test_a_valid_checked_call_reads_back_to_the_host_at_most_once(
-    name: str, call: Callable[[], Any], expected_reads: int, cpu_self_checked: bool, trust_cpu: bool,
+    name: str,
+    call: Callable[[], Any],
+    expected_reads: int,
+    cpu_self_checked: bool,
+    trust_cpu: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Checked first (the CUDA path) a valid call costs one host read; on CPU, a call whose CPU
@@ -363,7 +404,7 @@ def test_a_rejected_in_place_call_leaves_its_tensor_untouched() -> None:
 
 def test_user_modes_keep_working_above_and_below_validators(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ValidatorMode, "trust_cpu_kernels", False)  # rejected before it runs, as on CUDA
-    calls: List[str] = []
+    calls: list[str] = []
 
     class Recorder(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -393,7 +434,7 @@ def global_optimizer_hooks() -> tuple[int, int]:
 
 def test_optimizer_steps_run_without_the_mode_and_it_comes_back_afterwards() -> None:
     hooks_before = global_optimizer_hooks()
-    seen: List[bool] = []
+    seen: list[bool] = []
 
     class Probe(torch.optim.SGD):
         def step(self, closure: Any = None) -> Any:
@@ -435,7 +476,7 @@ def test_a_step_that_raises_gets_the_mode_back_at_the_next_validators_call() -> 
 def test_zero_grad_runs_without_the_mode_even_when_it_raises_and_the_wrapper_goes_away() -> None:
     hooks_before = global_optimizer_hooks()
     original = torch.optim.Optimizer.zero_grad
-    seen: List[bool] = []
+    seen: list[bool] = []
 
     param = torch.nn.Parameter(torch.ones(2))
     opt = torch.optim.SGD([param], lr=0.1)
@@ -470,7 +511,7 @@ def test_zero_grad_runs_without_the_mode_even_when_it_raises_and_the_wrapper_goe
 def test_zero_grad_keeps_a_user_mode_above_validators_and_a_later_wrapper() -> None:
     original = torch.optim.Optimizer.zero_grad
     opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1)
-    seen: List[str] = []
+    seen: list[str] = []
 
     class Recorder(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -493,8 +534,11 @@ def test_only_functional_calls_are_left_to_the_cpu_kernel() -> None:
     from cudaassert_ipy.checks.mode import CPU_SELF_CHECKED_CALLS
 
     assert "cross_entropy" in CPU_SELF_CHECKED_CALLS and "Tensor.__getitem__" in CPU_SELF_CHECKED_CALLS
-    in_place = [name for name in CPU_SELF_CHECKED_CALLS
-                if (name.endswith("_") and not name.endswith("__")) or name.endswith("__setitem__")]
+    in_place = [
+        name
+        for name in CPU_SELF_CHECKED_CALLS
+        if (name.endswith("_") and not name.endswith("__")) or name.endswith("__setitem__")
+    ]
     assert in_place == []
     for never in ("ctc_loss", "embedding_bag", "torch.repeat_interleave", "Tensor.scatter_", "Tensor.index_put_"):
         assert never in CHECKED_CALLS and never not in CPU_SELF_CHECKED_CALLS

@@ -6,7 +6,8 @@ for a few steps with validators on. The losses equal those of the same run with 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, List
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -25,6 +26,7 @@ def checks() -> Any:
     counts: Counter = Counter()
     table = {}
     for fn, (checker, name, self_checked) in mode._TABLE.items():
+
         def counted(op: str, args: Any, kwargs: Any, checker: Any = checker) -> Any:
             counts[op] += 1
             return checker(op, args, kwargs)
@@ -41,7 +43,7 @@ def checks() -> Any:
     mode._TABLE = original
 
 
-def train(make_step: Callable[[], Callable[[int], torch.Tensor]], steps: int, checked: bool) -> List[float]:
+def train(make_step: Callable[[], Callable[[int], torch.Tensor]], steps: int, checked: bool) -> list[float]:
     torch.manual_seed(0)
     step = make_step()
     losses = []

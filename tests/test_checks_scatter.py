@@ -21,8 +21,13 @@ pytestmark = pytest.mark.usefixtures("validator_strategy")
 
 
 @SETTINGS
-@given(dim_op_case(4), INDEX_DTYPE, st.sampled_from(["gather", "scatter_", "scatter_value", "scatter_add_",
-                                                    "scatter_add", "scatter_reduce", "torch.scatter"]))
+@given(
+    dim_op_case(4),
+    INDEX_DTYPE,
+    st.sampled_from(
+        ["gather", "scatter_", "scatter_value", "scatter_add_", "scatter_add", "scatter_reduce", "torch.scatter"]
+    ),
+)
 def test_gather_and_scatter_family_raise_exactly_when_cpu_does(case: Any, dtype: torch.dtype, which: str) -> None:
     rows, cols, dim, data = case
     x = torch.zeros(rows, cols)

@@ -34,20 +34,24 @@ def test_every_rule_compiles_ranks_known_causes_and_has_words_to_check() -> None
 CASES = {
     "a loss call": ("loss = loss_calc(logits, y)", "nll_loss_target_out_of_range", "labels.min()"),
     "a bce call": ("loss = bce_loss(out, y)", "bce_input_out_of_range", "BCEWithLogitsLoss"),
-    "a model returning its loss": ("loss, metrics = seg_module(batch)", "nll_loss_target_out_of_range",
-                                   "out_features"),
-    "raw text through a model": ("embeddings = model.encode(sentences)", "position_ids_out_of_range",
-                                 "max_position_embeddings"),
+    "a model returning its loss": ("loss, metrics = seg_module(batch)", "nll_loss_target_out_of_range", "out_features"),
+    "raw text through a model": (
+        "embeddings = model.encode(sentences)",
+        "position_ids_out_of_range",
+        "max_position_embeddings",
+    ),
     "raw text through a pipeline": ("result = classifier(long_text)", "position_ids_out_of_range", "truncate"),
-    "a model given ids": ("hidden = encoder(input_ids, attention_mask)", "index_select_out_of_range",
-                          "num_embeddings"),
+    "a model given ids": ("hidden = encoder(input_ids, attention_mask)", "index_select_out_of_range", "num_embeddings"),
     "a model given targets": ("out = model(images, masks)", "nll_loss_target_out_of_range", "num_classes"),
     "gather": ("picked = torch.gather(scores, 1, idx)", "scatter_gather_index_out_of_range_v1", "input.size(dim)"),
     "indexing": ("rows = table[indices]", "advanced_indexing_out_of_range_v2", "-size..size-1"),
     "sampling": ("action = Categorical(p).sample()", "multinomial_invalid_probs_async", "isfinite"),
     "a read of the loss": ("history.append(loss.detach())", "nll_loss_target_out_of_range", "labels.min()"),
-    "a copy of the labels": ("target = target.cuda(non_blocking=True)", "nll_loss_target_out_of_range",
-                             "ignore_index="),
+    "a copy of the labels": (
+        "target = target.cuda(non_blocking=True)",
+        "nll_loss_target_out_of_range",
+        "ignore_index=",
+    ),
 }
 
 
@@ -62,22 +66,27 @@ def test_the_users_line_ranks_the_likely_causes_and_names_the_first(name: str) -
 
 
 def test_the_innermost_line_that_ran_an_op_wins_over_where_it_surfaced() -> None:
-    frames = (Frame("/p/train.py", 10, "main", "loss = criterion(out, y)"),
-              Frame("/p/train.py", 20, "step", "total += loss.item()"),
-              Frame(SITE + "torch/_tensor.py", 30, "item", "return self._item()"))
+    frames = (
+        Frame("/p/train.py", 10, "main", "loss = criterion(out, y)"),
+        Frame("/p/train.py", 20, "step", "total += loss.item()"),
+        Frame(SITE + "torch/_tensor.py", 30, "item", "return self._item()"),
+    )
     found = rank(frames)
     assert found is not None and found.rule.id == "loss_call" and found.frame.line == 10
     assert rank((frames[1],)) is not None and rank((frames[1],)).rule.late  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("code", [
-    "y = model(x.to(device))",  # the input's copy, not the labels'
-    "labels = batch['labels']",  # a dict's key, not a tensor index
-    "x = x[mask]",  # a boolean mask cannot index out of range
-    "print(epoch, step)",
-    "l = mse_loss_fn(pred, target)",  # a regression loss: not a class-label failure
-    "d = kl_div_loss(p, q)",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "y = model(x.to(device))",  # the input's copy, not the labels'
+        "labels = batch['labels']",  # a dict's key, not a tensor index
+        "x = x[mask]",  # a boolean mask cannot index out of range
+        "print(epoch, step)",
+        "l = mse_loss_fn(pred, target)",  # a regression loss: not a class-label failure
+        "d = kl_div_loss(p, q)",
+    ],
+)
 def test_lines_that_call_nothing_a_rule_knows_rank_nothing(code: str) -> None:
     assert rank((Frame("/p/train.py", 3, "main", code),)) is None
 
@@ -90,12 +99,15 @@ def test_library_lines_are_not_the_users() -> None:
 
 
 def test_what_decides_stands_over_a_ranked_line() -> None:
-    kernel = _first("/w/aten/src/ATen/native/cuda/Indexing.cu:1422: indexSelectLargeIndex: block: [0,0,0], thread: "
-                    "[0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
-                    + _trace(("/p/train.py", 5, "main", "loss = criterion(out, y)")))
+    kernel = _first(
+        "/w/aten/src/ATen/native/cuda/Indexing.cu:1422: indexSelectLargeIndex: block: [0,0,0], thread: "
+        "[0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+        + _trace(("/p/train.py", 5, "main", "loss = criterion(out, y)"))
+    )
     assert kernel.cause_id == "index_select_out_of_range" and not kernel.basis.startswith("a code line")
-    twin = _first(_trace(("/p/train.py", 5, "main", "loss = criterion(out, y)"),
-                         error="IndexError: index out of range in self\n"))
+    twin = _first(
+        _trace(("/p/train.py", 5, "main", "loss = criterion(out, y)"), error="IndexError: index out of range in self\n")
+    )
     assert twin.cause_id == "index_select_out_of_range"
 
 
@@ -108,11 +120,15 @@ def test_text_that_holds_nothing_keeps_the_generic_answer() -> None:
 
 
 def test_a_traceback_cut_before_its_error_line_is_read_from_its_frames() -> None:
-    text = _trace(("/p/train.py", 9, "main", "out = model(x)"),
-                  ("/p/model.py", 33, "forward", "loss = self.criterion(out, y)"), error="")
+    text = _trace(
+        ("/p/train.py", 9, "main", "out = model(x)"),
+        ("/p/model.py", 33, "forward", "loss = self.criterion(out, y)"),
+        error="",
+    )
     d = _first(text)
     assert d.cause_id == "nll_loss_target_out_of_range" and d.exception_line == NO_ERROR_LINE
     assert d.notes[0].startswith("The text holds a traceback but not its error line")
     assert not explain_text(_trace(("/p/train.py", 9, "main", "print(x)"), error="")).found
-    assert not explain_text(_trace(("/p/train.py", 9, "main", "loss = criterion(out, y)"),
-                                   error="ValueError: bad shape\n")).found  # another error: not ours
+    assert not explain_text(
+        _trace(("/p/train.py", 9, "main", "loss = criterion(out, y)"), error="ValueError: bad shape\n")
+    ).found  # another error: not ours

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pickle
 import traceback
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -70,9 +71,7 @@ def test_bad_options_are_a_usage_error_with_the_usage_line(line: str) -> None:
         debug_cell.parse_debug_args(line)
     message = str(info.value)
     assert message.startswith("%%cuda_debug: ")
-    assert message.endswith(
-        "Usage: %%cuda_debug [--sync] [--nan] (see %%cuda_debug? for what each option does)."
-    )
+    assert message.endswith("Usage: %%cuda_debug [--sync] [--nan] (see %%cuda_debug? for what each option does).")
 
 
 def test_the_magic_help_documents_both_options() -> None:
@@ -168,12 +167,7 @@ def test_nan_guard_ignores_uninitialised_memory_and_views(shell: InteractiveShel
     # torch.empty(out=...) / resize_ hand back the bytes already there: NaN here, as garbage can be by chance
     # (nn.Linear's own torch.empty once tripped the guard in CI). Views of bad memory made nothing either.
     shell.user_ns["buf"] = torch.full((4,), float("nan"))
-    cell = (
-        "e = torch.empty(4, out=buf)\n"
-        "r = buf.resize_(4)\n"
-        "v = buf[:2].view(2, 1).t()\n"
-        "w = v * 2\n"
-    )
+    cell = "e = torch.empty(4, out=buf)\nr = buf.resize_(4)\nv = buf[:2].view(2, 1).t()\nw = v * 2\n"
     with pytest.raises(NonFiniteError) as info:
         debug_cell.run_debug_cell(shell, cell, nan=True)
     error = info.value

@@ -37,5 +37,6 @@ def test_the_nan_guard_needs_no_shell_and_names_the_line_locate_gives() -> None:
     with pytest.raises(NonFiniteError) as info, DebugMode(sync=False, nan=True, locate=lambda: line):
         a.log()
     assert (info.value.op, info.value.n_inf, info.value.lineno, info.value.inputs_finite) == ("Tensor.log", 1, 3, True)
-    assert str(info.value).startswith("Tensor.log produced 1 inf in its output (shape (2,), dtype float32) at "
-                                      "cell In[7], line 3: b = a.log().\n")
+    assert str(info.value).startswith(
+        "Tensor.log produced 1 inf in its output (shape (2,), dtype float32) at cell In[7], line 3: b = a.log().\n"
+    )

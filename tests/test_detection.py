@@ -98,44 +98,89 @@ def _raises(fn):
 
 
 CPU_TWINS = {
-    "cross_entropy": (lambda: F.cross_entropy(torch.randn(4, 3), torch.tensor([0, 1, 2, 3])),
-                      "nll_loss_target_out_of_range", 3),
-    "cross_entropy negative": (lambda: F.cross_entropy(torch.randn(2, 3), torch.tensor([0, -1])),
-                               "nll_loss_target_out_of_range", -1),
-    "segmentation 255": (lambda: F.cross_entropy(torch.randn(1, 3, 2, 2), torch.full((1, 2, 2), 255)),
-                         "nll_loss_target_out_of_range", 255),
+    "cross_entropy": (
+        lambda: F.cross_entropy(torch.randn(4, 3), torch.tensor([0, 1, 2, 3])),
+        "nll_loss_target_out_of_range",
+        3,
+    ),
+    "cross_entropy negative": (
+        lambda: F.cross_entropy(torch.randn(2, 3), torch.tensor([0, -1])),
+        "nll_loss_target_out_of_range",
+        -1,
+    ),
+    "segmentation 255": (
+        lambda: F.cross_entropy(torch.randn(1, 3, 2, 2), torch.full((1, 2, 2), 255)),
+        "nll_loss_target_out_of_range",
+        255,
+    ),
     "embedding": (lambda: F.embedding(torch.tensor([5]), torch.randn(3, 2)), "index_select_out_of_range", None),
-    "index_select": (lambda: torch.index_select(torch.randn(3, 2), 0, torch.tensor([3])),
-                     "index_select_out_of_range", None),
+    "index_select": (
+        lambda: torch.index_select(torch.randn(3, 2), 0, torch.tensor([3])),
+        "index_select_out_of_range",
+        None,
+    ),
     "getitem": (lambda: torch.randn(3)[torch.tensor([3])], "advanced_indexing_out_of_range_v1", 3),
-    "gather": (lambda: torch.gather(torch.randn(3, 3), 1, torch.tensor([[5]])),
-               "scatter_gather_index_out_of_range_v1", 5),
+    "gather": (
+        lambda: torch.gather(torch.randn(3, 3), 1, torch.tensor([[5]])),
+        "scatter_gather_index_out_of_range_v1",
+        5,
+    ),
     "scatter_": (lambda: torch.zeros(3).scatter_(0, torch.tensor([5]), 1.0), "scatter_gather_index_out_of_range_v1", 5),
     "take": (lambda: torch.take(torch.randn(3), torch.tensor([5])), "take_put_out_of_range", 5),
-    "index_copy_": (lambda: torch.zeros(3).index_copy_(0, torch.tensor([5]), torch.ones(1)),
-                    "index_copy_out_of_range", 5),
+    "index_copy_": (
+        lambda: torch.zeros(3).index_copy_(0, torch.tensor([5]), torch.ones(1)),
+        "index_copy_out_of_range",
+        5,
+    ),
     "one_hot": (lambda: F.one_hot(torch.tensor([5]), 3), "scatter_gather_index_out_of_range_v1", None),
-    "bce input": (lambda: F.binary_cross_entropy(torch.tensor([1.5]), torch.tensor([1.0])),
-                  "bce_input_out_of_range", None),
-    "bce target": (lambda: F.binary_cross_entropy(torch.tensor([0.5]), torch.tensor([2.0])),
-                   "bce_target_out_of_range", None),
-    "multinomial nan": (lambda: torch.multinomial(torch.tensor([float("nan"), 1.0]), 1),
-                        "multinomial_invalid_probs_async", None),
+    "bce input": (
+        lambda: F.binary_cross_entropy(torch.tensor([1.5]), torch.tensor([1.0])),
+        "bce_input_out_of_range",
+        None,
+    ),
+    "bce target": (
+        lambda: F.binary_cross_entropy(torch.tensor([0.5]), torch.tensor([2.0])),
+        "bce_target_out_of_range",
+        None,
+    ),
+    "multinomial nan": (
+        lambda: torch.multinomial(torch.tensor([float("nan"), 1.0]), 1),
+        "multinomial_invalid_probs_async",
+        None,
+    ),
     "multinomial zero": (lambda: torch.multinomial(torch.tensor([0.0, 0.0]), 1), "multinomial_zero_sum_async", None),
     "bernoulli": (lambda: torch.bernoulli(torch.tensor([1.5])), "bernoulli_prob_out_of_range", None),
-    "repeat_interleave": (lambda: torch.repeat_interleave(torch.tensor([-1, 2])),
-                          "repeat_interleave_negative_repeats", None),
-    "embedding_bag": (lambda: F.embedding_bag(torch.tensor([5, 1]), torch.randn(3, 2), torch.tensor([0])),
-                      "embedding_bag_index_out_of_range", 5),
-    "embedding_bag max": (lambda: F.embedding_bag(torch.tensor([5, 1]), torch.randn(3, 2), torch.tensor([0, 1]),
-                                                   mode="max"), "embedding_bag_index_out_of_range", 5),
-    "max_unpool2d": (lambda: F.max_unpool2d(torch.randn(1, 1, 2, 2), torch.full((1, 1, 2, 2), 100), 2),
-                     "max_unpool2d_index_out_of_range", 100),
-    "max_unpool3d": (lambda: F.max_unpool3d(torch.randn(1, 1, 2, 2, 2), torch.full((1, 1, 2, 2, 2), 100), 2),
-                     "max_unpool3d_index_out_of_range", 100),
+    "repeat_interleave": (
+        lambda: torch.repeat_interleave(torch.tensor([-1, 2])),
+        "repeat_interleave_negative_repeats",
+        None,
+    ),
+    "embedding_bag": (
+        lambda: F.embedding_bag(torch.tensor([5, 1]), torch.randn(3, 2), torch.tensor([0])),
+        "embedding_bag_index_out_of_range",
+        5,
+    ),
+    "embedding_bag max": (
+        lambda: F.embedding_bag(torch.tensor([5, 1]), torch.randn(3, 2), torch.tensor([0, 1]), mode="max"),
+        "embedding_bag_index_out_of_range",
+        5,
+    ),
+    "max_unpool2d": (
+        lambda: F.max_unpool2d(torch.randn(1, 1, 2, 2), torch.full((1, 1, 2, 2), 100), 2),
+        "max_unpool2d_index_out_of_range",
+        100,
+    ),
+    "max_unpool3d": (
+        lambda: F.max_unpool3d(torch.randn(1, 1, 2, 2, 2), torch.full((1, 1, 2, 2, 2), 100), 2),
+        "max_unpool3d_index_out_of_range",
+        100,
+    ),
     "_assert_async": (lambda: torch._assert_async(torch.tensor(0)), "assert_async_false", None),
-    "masked_scatter_": (lambda: torch.zeros(3).masked_scatter_(torch.tensor([True] * 3), torch.ones(2)),
-                        "masked_scatter_source_too_small", None),
+    "masked_scatter_": (
+        lambda: torch.zeros(3).masked_scatter_(torch.tensor([True] * 3), torch.ones(2)),
+        "masked_scatter_source_too_small",
+        None,
+    ),
 }
 
 
@@ -164,8 +209,16 @@ THRUST_REDUCE = "reduce failed to synchronize: device-side assert triggered"
 DTOR = "CUDA error after cudaEventDestroy in future dtor: device-side assert triggered"
 
 
-@pytest.mark.parametrize("text", ["cuda error: DEVICE-SIDE ASSERT TRIGGERED",
-                                  "CUDA ERROR: Device-Side Assert Triggered", TRITON_ASSERT, THRUST_REDUCE, DTOR])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cuda error: DEVICE-SIDE ASSERT TRIGGERED",
+        "CUDA ERROR: Device-Side Assert Triggered",
+        TRITON_ASSERT,
+        THRUST_REDUCE,
+        DTOR,
+    ],
+)
 def test_device_assert_wordings_match_in_any_case_and_through_any_layer(text):
     found = classify(RuntimeError(text))
     assert found is not None and found.kind is Kind.DEVICE_ASSERT and not found.follow_on
@@ -175,8 +228,17 @@ def test_a_cudnn_not_initialized_alone_is_not_ours():
     assert classify(RuntimeError(CUDNN_NOT_INITIALIZED)) is None
 
 
-@pytest.mark.parametrize("text", [CUDNN_NOT_INITIALIZED, CUBLAS_FAILED, TRITON_ASSERT, THRUST_REDUCE, DTOR,
-                                  STICKY_WORDINGS["illegal address 2.4"][1]])
+@pytest.mark.parametrize(
+    "text",
+    [
+        CUDNN_NOT_INITIALIZED,
+        CUBLAS_FAILED,
+        TRITON_ASSERT,
+        THRUST_REDUCE,
+        DTOR,
+        STICKY_WORDINGS["illegal address 2.4"][1],
+    ],
+)
 def test_with_an_assertion_line_in_the_same_cell_any_cuda_error_is_its_follow_on(text):
     found = classify(RuntimeError(text), assert_seen=True)
     assert found is not None and found.kind is Kind.DEVICE_ASSERT and found.kills_context
@@ -184,7 +246,8 @@ def test_with_an_assertion_line_in_the_same_cell_any_cuda_error_is_its_follow_on
     assert found.note == (
         f"`RuntimeError: {text.splitlines()[0]}` is a follow-on error: the kernel assertion above killed the GPU "
         "context first, and this call was only the next one to touch it. Fix the assertion; this error goes away "
-        "with it.")
+        "with it."
+    )
 
 
 @pytest.mark.parametrize("label", ["2.4-2.7", "2.9+", "0.x-1.x THC (59)"])

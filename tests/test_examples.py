@@ -59,8 +59,11 @@ EXPECTED: dict[str, Expected] = {
         panels=("bad-train",),
     ),
     "02_kaggle_image_classifier": Expected(
-        errors={"bad-train": "IndexError", "validator-stops": "ValidationIndexError",
-                "one-step": "ValidationIndexError"},
+        errors={
+            "bad-train": "IndexError",
+            "validator-stops": "ValidationIndexError",
+            "one-step": "ValidationIndexError",
+        },
         texts={
             "bad-train": (
                 "[cudaassert] CPU error · class label out of range in cross_entropy",
@@ -69,13 +72,18 @@ EXPECTED: dict[str, Expected] = {
                 "Likely fix: the dataset lists 196 classes but the model outputs 195: set out_features=196.",
                 "train_ds.classes: 196 entries",
             ),
-            "fix-proposal": ("Proposed fix for `model.head` (decision): the data decides",
-                             "-num_classes = 195  # \"the labels go up to 195\"",
-                             "+num_classes = 196  # \"the labels go up to 195\"",
-                             "Apply it with `%cudaassert fix apply` (add `--restart` to restart, replay and verify)."),
+            "fix-proposal": (
+                "Proposed fix for `model.head` (decision): the data decides",
+                '-num_classes = 195  # "the labels go up to 195"',
+                '+num_classes = 196  # "the labels go up to 195"',
+                "Apply it with `%cudaassert fix apply` (add `--restart` to restart, replay and verify).",
+            ),
             "status": ("GPU context: alive",),
-            "setup-list": ("Setup cells a restart replays", "] class SyntheticCars(Dataset):",
-                           '] num_classes = 195  # "the labels go up to 195"'),
+            "setup-list": (
+                "Setup cells a restart replays",
+                "] class SyntheticCars(Dataset):",
+                '] num_classes = 195  # "the labels go up to 195"',
+            ),
             "validators-on": ("cudaassert validators are on",),
             "validator-stops": (
                 VALIDATOR_ALIVE,
@@ -84,12 +92,22 @@ EXPECTED: dict[str, Expected] = {
                 "valid: 0..194",
                 "make the last layer output 196 logits (out_features=196)",
             ),
-            "bad-samples": ("train_ds[39", ": targets = 195 (valid 0..194 or ignore_index=-100), batch ",
-                            " of train_loader"),
-            "one-step": ("Bad samples:", "from `one_batch`: `train_ds[39", "has class label 195 (position ",
-                         "of `targets`; valid: 0..194 or ignore_index=-100)"),
-            FIX: ("head: Linear(in_features=32, out_features=196, bias=True); 2 epochs trained, the validators stopped "
-                  "nothing", "cudaassert validators are off"),
+            "bad-samples": (
+                "train_ds[39",
+                ": targets = 195 (valid 0..194 or ignore_index=-100), batch ",
+                " of train_loader",
+            ),
+            "one-step": (
+                "Bad samples:",
+                "from `one_batch`: `train_ds[39",
+                "has class label 195 (position ",
+                "of `targets`; valid: 0..194 or ignore_index=-100)",
+            ),
+            FIX: (
+                "head: Linear(in_features=32, out_features=196, bias=True); 2 epochs trained, the validators stopped "
+                "nothing",
+                "cudaassert validators are off",
+            ),
         },
         panels=("bad-train", "validator-stops"),
     ),
@@ -103,8 +121,10 @@ EXPECTED: dict[str, Expected] = {
                 "Likely fix: the tokenizer has 24 tokens but the embedding only 22 rows: call "
                 "model.resize_token_embeddings(len(tokenizer)).",
             ),
-            "check-ids": ("check_token_ids: ids has 6 bad values; valid: 0..21 (vocab_size=22).",
-                          "resize_token_embeddings"),
+            "check-ids": (
+                "check_token_ids: ids has 6 bad values; valid: 0..21 (vocab_size=22).",
+                "resize_token_embeddings",
+            ),
             FIX: ("Embedding(24, 32, padding_idx=0)",),
         },
     ),
@@ -131,24 +151,28 @@ EXPECTED: dict[str, Expected] = {
                 "so labels must be 0..3.",
                 "255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss.",
             ),
-            FIX: ("labels (valid: 0..3 or ignore_index=255)", "Nothing out of range",
-                  "pixel accuracy on labelled pixels"),
+            FIX: (
+                "labels (valid: 0..3 or ignore_index=255)",
+                "Nothing out of range",
+                "pixel accuracy on labelled pixels",
+            ),
         },
     ),
     "06_cuda_debug_and_preflight": Expected(
         errors={"cuda-debug-stops": "ValidationIndexError", "nan-stops": "NonFiniteError"},
         texts={
             "cuda-debug-stops": (
-                "cross_entropy: target has 1 bad value; valid: 0..9 (or ignore_index=-100). First bad: "
-                "target[17]=10.",
+                "cross_entropy: target has 1 bad value; valid: 0..9 (or ignore_index=-100). First bad: target[17]=10.",
                 VALIDATOR_ALIVE,
                 "(Caught by cudaassert validators: on a GPU this input triggers a device-side assert; raised as "
                 "this Python error instead, so no GPU context is harmed.)",
                 "batch 0 of epoch 0 from `train_loader`: `train_ds[17]` has class label 10 (position 17 of `yb`; "
                 "valid: 0..9 or ignore_index=-100); 1 bad sample in that batch, no earlier batch was recorded.",
             ),
-            "bad-samples": ("BadSample(dataset_index=17, sample='train_ds[17]', field='yb', value=10",
-                            "failing batch: 50 samples; labels out of range: [10]"),
+            "bad-samples": (
+                "BadSample(dataset_index=17, sample='train_ds[17]', field='yb', value=10",
+                "failing batch: 50 samples; labels out of range: [10]",
+            ),
             "preflight": (
                 "preflight: scanned 1000 samples",
                 "labels (valid: 0..9): 3 samples with bad values.",
@@ -177,9 +201,12 @@ EXPECTED: dict[str, Expected] = {
                 "train_ds.features['label'].classes: 4 entries",
                 "`dataset[37]` has class label 3",
             ),
-            "fix-proposal": ("Proposed fix for `trainer.model.classifier` (decision): the data decides",
-                             "-trainer = make_trainer(num_labels=3)", "+trainer = make_trainer(num_labels=4)",
-                             "Apply it with `%cudaassert fix apply`"),
+            "fix-proposal": (
+                "Proposed fix for `trainer.model.classifier` (decision): the data decides",
+                "-trainer = make_trainer(num_labels=3)",
+                "+trainer = make_trainer(num_labels=4)",
+                "Apply it with `%cudaassert fix apply`",
+            ),
             "preflight": ("sample indices: 37 ", "from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True)"),
             FIX: ("trained 16 steps with 4 labels",),
         },
@@ -253,8 +280,9 @@ def _execute(name: str, cwd: Path) -> Any:
     # the CPU-twin path even on a machine with a GPU; the kernel's IPython profile and runtime dir are its own
     env = kernel_env(CUDA_VISIBLE_DEVICES="", IPYTHONDIR=str(cwd / "ipython"), JUPYTER_RUNTIME_DIR=str(cwd / "runtime"))
     env.pop("CUDAASSERT_VALIDATORS", None)
-    client = NotebookClient(nb, timeout=300, startup_timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(cwd)}})
+    client = NotebookClient(
+        nb, timeout=300, startup_timeout=120, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    )
     client.execute(env=env)  # errors outside raises-exception cells raise CellExecutionError here
     return nb
 
@@ -292,8 +320,9 @@ def test_each_notebook_loads_the_extension_first_picks_its_device_and_tags_its_f
 
 # -- executed: the story, as the user sees it ----------------------------------------------------
 @pytest.mark.kernel
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.frameworks) if n in FRAMEWORKS else n
-                                  for n in sorted(EXPECTED)])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.frameworks) if n in FRAMEWORKS else n for n in sorted(EXPECTED)]
+)
 def test_the_notebook_runs_top_to_bottom_and_shows_its_diagnosis_then_the_fix_works(name, tmp_path):
     nb = _execute(name, tmp_path)
     expected = EXPECTED[name]

@@ -15,7 +15,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import pytest
 
@@ -47,7 +47,7 @@ with open(OUT, "w") as f:
 
 def run_child(
     body: str, tmp_path: Path, timeout: float = 30, stderr: Any = subprocess.PIPE, setup: str = ""
-) -> Tuple[subprocess.CompletedProcess, Dict[str, Any], bytes]:
+) -> tuple[subprocess.CompletedProcess, dict[str, Any], bytes]:
     """Run ``setup`` then ``body`` in a fresh interpreter; return the process, its ``R`` and its saved tail."""
     out = tmp_path / "result.json"
     code = PRELUDE + textwrap.dedent(setup) + textwrap.dedent(body) + EPILOGUE
@@ -489,7 +489,7 @@ def test_a_destination_that_went_away_does_not_stop_recording() -> None:
     assert tap.error is None
 
 
-def _open_fds() -> Optional[set]:
+def _open_fds() -> set | None:
     return set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
 
 

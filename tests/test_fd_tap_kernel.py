@@ -6,8 +6,9 @@ import ast
 import os
 import queue
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any
 
 import pytest
 
@@ -36,11 +37,11 @@ def kernel() -> Iterator[Any]:
         km.shutdown_kernel(now=True)
 
 
-def execute(kc: Any, code: str, timeout: float = 15) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+def execute(kc: Any, code: str, timeout: float = 15) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run one cell; return its reply and every iopub message of that cell up to idle."""
     msg_id = kc.execute(code, user_expressions={"result": "RESULT"} if "RESULT" in code else None)
     deadline = time.monotonic() + timeout
-    messages: List[Dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
     while True:
         try:
             msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
@@ -57,7 +58,7 @@ def execute(kc: Any, code: str, timeout: float = 15) -> Tuple[Dict[str, Any], Li
     return reply["content"], messages
 
 
-def stream_text(messages: List[Dict[str, Any]], name: str) -> str:
+def stream_text(messages: list[dict[str, Any]], name: str) -> str:
     return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream" and m["content"]["name"] == name)
 
 

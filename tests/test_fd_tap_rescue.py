@@ -26,8 +26,13 @@ os.abort()
 
 def test_bytes_in_the_pipe_when_the_process_aborts_reach_stderr_whole_and_in_order(tmp_path: Path) -> None:
     (tmp_path / "die.py").write_text(textwrap.dedent(SCRIPT))
-    result = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "die.py"], cwd=tmp_path,
-                            env=kernel_env(TMPDIR=str(tmp_path)), capture_output=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", "die.py"],
+        cwd=tmp_path,
+        env=kernel_env(TMPDIR=str(tmp_path)),
+        capture_output=True,
+        timeout=120,
+    )
     assert result.returncode == -6
     expected = bytes(range(256)) * 2048
     assert len(result.stderr) == len(expected), len(result.stderr)
@@ -37,18 +42,31 @@ def test_bytes_in_the_pipe_when_the_process_aborts_reach_stderr_whole_and_in_ord
 
 def test_a_clean_exit_leaves_no_helper_and_no_extra_output(tmp_path: Path) -> None:
     (tmp_path / "ok.py").write_text("import os\nos.write(2, b'fine\\n')\nprint('done')\n")
-    result = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "ok.py"], cwd=tmp_path, env=kernel_env(),
-                            capture_output=True, text=True, timeout=120)  # returns only once the helper let go
+    result = subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", "ok.py"],
+        cwd=tmp_path,
+        env=kernel_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # returns only once the helper let go
     assert (result.returncode, result.stdout, result.stderr) == (0, "done\n", "fine\n")
 
 
 def test_a_runner_killed_by_sigkill_leaves_no_ring_folder_and_says_nothing_more(tmp_path: Path) -> None:
-    (tmp_path / "kill.py").write_text("import os, signal\nos.write(2, b'before\\n')\n"
-                                      "os.kill(os.getpid(), signal.SIGKILL)\n")
+    (tmp_path / "kill.py").write_text(
+        "import os, signal\nos.write(2, b'before\\n')\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     folders = tmp_path / "tmp"
     folders.mkdir()
-    result = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "kill.py"], cwd=tmp_path,
-                            env=kernel_env(TMPDIR=str(folders)), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", "kill.py"],
+        cwd=tmp_path,
+        env=kernel_env(TMPDIR=str(folders)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert (result.returncode, result.stderr) == (-9, "before\n")  # no rank died: the watcher has nothing to add
     assert not list(folders.glob("cudaassert-ranks-*")), "its watcher removed the folder the runner could not"
 

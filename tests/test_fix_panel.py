@@ -77,7 +77,8 @@ def test_apply_patches_the_cell_in_the_history_and_shows_the_apply_request_insid
 
 
 def test_apply_restart_and_replay_runs_the_patched_cell_and_the_banner_says_the_notebook_holds_the_old_code(
-        restart_ext, shell, tmp_path, capsys):
+    restart_ext, shell, tmp_path, capsys
+):
     ran = run_until_failure(shell, "02_kaggle_image_classifier.ipynb")
     _, _, root = built(restart_ext, COLAB)
     button(root, APPLY_RESTART).click()
@@ -91,8 +92,10 @@ def test_apply_restart_and_replay_runs_the_patched_cell_and_the_banner_says_the_
 
 
 def test_when_the_data_does_not_decide_nothing_is_picked_and_the_buttons_wait_for_a_choice(restart_ext, shell):
-    shell.run_cell("import torch, torch.nn as nn, torch.nn.functional as F\n"
-                   "labels = torch.arange(40) % 4\nx = torch.randn(40, 8)", store_history=True)
+    shell.run_cell(
+        "import torch, torch.nn as nn, torch.nn.functional as F\nlabels = torch.arange(40) % 4\nx = torch.randn(40, 8)",
+        store_history=True,
+    )
     shell.run_cell("head = nn.Linear(8, 3)", store_history=True)
     shell.run_cell("loss = F.cross_entropy(head(x), labels)", store_history=True)
     proposed, _, root = built(restart_ext)
@@ -148,6 +151,8 @@ def test_the_panels_apply_of_a_file_patch_says_the_file_was_patched_on_disk(rest
         said = actions.apply(None, False)  # the data decides: Apply needs no choice
     finally:
         shell.display_pub = publisher
-    assert said == (f"Patched {data_yaml} on disk (no cell changes): set nc: 4 in the data YAML {data_yaml} and list "
-                    "4 names. Run the training again to check.")
+    assert said == (
+        f"Patched {data_yaml} on disk (no cell changes): set nc: 4 in the data YAML {data_yaml} and list "
+        "4 names. Run the training again to check."
+    )
     assert "nc: 4\nnames: [cat, dog, bird, class_3]\n" in data_yaml.read_text()

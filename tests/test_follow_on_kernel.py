@@ -10,8 +10,8 @@ from cudaassert_ipy.diagnose.detection import FOLLOW_ON_NOTE
 # cuBLAS's wording after an assert (gpu_double); fairseq's threads spliced mid-token (facebookresearch/fairseq#3507).
 CUBLAS = FOLLOW_ON_WORDINGS["cublas sgemm"][1]
 SPLICED = (
-    ',0,0/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu], thread: [60,0:115,0], thread: [16: operator()'
-    ',0,0: '
+    ",0,0/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu], thread: [60,0:115,0], thread: [16: operator()"
+    ",0,0: "
     'block: [12] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds",0,0` failed.\\n'
 )
 
@@ -25,9 +25,12 @@ def _report(kc, code: str) -> str:
 def test_a_cublas_error_after_an_assertion_line_gets_the_assertions_cause_and_says_it_is_a_follow_on():
     with running_kernel() as kc:
         execute(kc, "%load_ext cudaassert")
-        plain = _report(kc, "import os\nfrom gpu_double import assertion_lines\n"
-                            "os.write(2, assertion_lines('nll_loss_target_out_of_range', threads=4))\n"
-                            f"raise RuntimeError({CUBLAS!r})")
+        plain = _report(
+            kc,
+            "import os\nfrom gpu_double import assertion_lines\n"
+            "os.write(2, assertion_lines('nll_loss_target_out_of_range', threads=4))\n"
+            f"raise RuntimeError({CUBLAS!r})",
+        )
     assert "GPU context dead · class label out of range" in plain
     assert FOLLOW_ON_NOTE.format(error="RuntimeError: " + CUBLAS) in plain
 
@@ -35,11 +38,15 @@ def test_a_cublas_error_after_an_assertion_line_gets_the_assertions_cause_and_sa
 def test_spliced_worker_lines_in_a_cell_are_read_for_their_whole_condition():
     with running_kernel() as kc:
         execute(kc, "%load_ext cudaassert")
-        plain = _report(kc, f"import os\nos.write(2, b'{SPLICED}' * 2)\n"
-                            "raise RuntimeError('CUDA error: device-side assert triggered')")
+        plain = _report(
+            kc,
+            f"import os\nos.write(2, b'{SPLICED}' * 2)\nraise RuntimeError('CUDA error: device-side assert triggered')",
+        )
     assert "GPU context dead · gather/scatter index out of bounds" in plain
-    assert ('(location lost in interleaved output): `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` '
-            "failed 2 times") in plain
+    assert (
+        '(location lost in interleaved output): `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` '
+        "failed 2 times"
+    ) in plain
 
 
 # cuBLAS's format (aten/src/ATen/cuda/Exceptions.h), seen after asserts; on its own it says nothing about a dead
@@ -53,8 +60,11 @@ def test_a_library_error_that_is_not_ours_alone_is_explained_when_an_assertion_l
         execute(kc, "%load_ext cudaassert")
         _, msgs = execute(kc, f"raise RuntimeError({NOT_INITIALIZED!r})")
         assert not [m for m in msgs if m["type"] == "display_data"], "alone, it is left exactly as it was"
-        plain = _report(kc, "import os\nfrom gpu_double import assertion_lines\n"
-                            "os.write(2, assertion_lines('nll_loss_target_out_of_range', threads=4))\n"
-                            f"raise RuntimeError({NOT_INITIALIZED!r})")
+        plain = _report(
+            kc,
+            "import os\nfrom gpu_double import assertion_lines\n"
+            "os.write(2, assertion_lines('nll_loss_target_out_of_range', threads=4))\n"
+            f"raise RuntimeError({NOT_INITIALIZED!r})",
+        )
     assert "GPU context dead · class label out of range" in plain
     assert FOLLOW_ON_NOTE.format(error="RuntimeError: " + NOT_INITIALIZED) in plain

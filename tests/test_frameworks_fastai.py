@@ -22,8 +22,10 @@ from cudaassert_ipy.view.report import to_text
 
 pytestmark = pytest.mark.frameworks
 
-FASTAI_FIX = ("the dataset lists 4 classes but the model outputs 3: build the Learner's model with 4 outputs "
-              "(learn.model outputs 3; vision_learner(dls, ...) sizes the head from dls.c, or pass n_out=4)")
+FASTAI_FIX = (
+    "the dataset lists 4 classes but the model outputs 3: build the Learner's model with 4 outputs "
+    "(learn.model outputs 3; vision_learner(dls, ...) sizes the head from dls.c, or pass n_out=4)"
+)
 PREFIX = "Exception occured in `ProgressCallback` when calling event `after_batch`:\n\t"
 
 SETUP = """
@@ -62,8 +64,10 @@ def test_fit_on_the_cpu_with_a_4th_class_gets_the_learners_model_fix_and_the_lea
     assert isinstance(result.error_in_exec, IndexError)
     out = capsys.readouterr().out
     assert "[cudaassert] CPU error · class label out of range in cross_entropy" in out
-    assert ("Cause: cross_entropy got class label 3, but the model's last layer `model.2` has out_features=3, so "
-            "labels must be 0..2.") in out
+    assert (
+        "Cause: cross_entropy got class label 3, but the model's last layer `model.2` has out_features=3, so "
+        "labels must be 0..2."
+    ) in out
     assert f"Likely fix: {FASTAI_FIX}." in out
     assert "  learn.dls: c=4" in out
     assert "  learn.dls.vocab: 4 entries: ['mixed', 'negative', 'neutral', 'positive']" in out
@@ -89,7 +93,8 @@ def test_a_gpu_failure_in_the_progress_callback_reads_through_fastais_prefix(fa,
 
 
 def test_validate_whose_after_epoch_callback_touches_the_dead_gpu_names_that_callback(fa, capfd):
-    fa.run_cell("""
+    fa.run_cell(
+        """
 from fastai.callback.core import Callback
 
 class WeightNorm(Callback):
@@ -97,22 +102,27 @@ class WeightNorm(Callback):
     def after_epoch(self):
         self.norm = self.learn.model[2].weight.norm()
 
-""", store_history=True)
+""",
+        store_history=True,
+    )
     # validate() has no sync per batch (fastai's _maybe_item swallows the one in after_validate): the error surfaces
     # at the batch's next call after the loss (``loss_grad.clone()``), as with CUDA_LAUNCH_BLOCKING=1
-    error, d = diagnose_cell(fa, "with DeadGpu(surfaces={torch.Tensor.clone}):\n    learn.validate(cbs=[WeightNorm()])",
-                             capfd)
+    error, d = diagnose_cell(
+        fa, "with DeadGpu(surfaces={torch.Tensor.clone}):\n    learn.validate(cbs=[WeightNorm()])", capfd
+    )
     assert str(error).startswith("Exception occured in `WeightNorm` when calling event `after_epoch`:\n\tCUDA error")
     assert str(error.__context__).startswith("CUDA error")  # the first error (in ``_do_one_batch``), under the second
     assert len(d.follow_ons) == 1 and d.follow_ons[0].startswith(
         "fastai's `WeightNorm.after_epoch` callback (run by `Learner.__exit__` as the failure unwound) touched the "
-        "dead GPU; the failure was in `")
+        "dead GPU; the failure was in `"
+    )
     assert d.cause_id == "nll_loss_target_out_of_range" and d.likely_fix == FASTAI_FIX
     assert dict(d.facts)["learn"] == "epoch 0, batch 0 of 1 (validation)"
 
 
 def test_an_attribute_that_raises_is_one_could_not_read_line_and_the_rest_stands(fa, loaded, capsys):
-    fa.run_cell("""
+    fa.run_cell(
+        """
 class ServiceLearner(Learner):
     \"\"\"A Learner whose loss is a remote service, closed when training stops.\"\"\"
     closed = False
@@ -134,22 +144,31 @@ class ServiceLearner(Learner):
             self.closed = True
 
 learn = ServiceLearner(dls, model, loss_func=CrossEntropyLossFlat())
-""", store_history=True)
+""",
+        store_history=True,
+    )
     capsys.readouterr()
     result = fa.run_cell("learn.fit(1)", store_history=True)
     assert result.error_in_exec is not None
     out = capsys.readouterr().out
-    assert "Note: Could not read learn.loss_func (RuntimeError: loss service closed); the rest of this report stands." \
+    assert (
+        "Note: Could not read learn.loss_func (RuntimeError: loss service closed); the rest of this report stands."
         in out
+    )
     assert f"Likely fix: {FASTAI_FIX}." in out and "  learn.dls: c=4" in out
 
 
-@pytest.mark.parametrize(("text", "own"), [
-    (PREFIX + "Target 3 is out of bounds.", "Target 3 is out of bounds."),
-    ("Exception occured in `Recorder` when calling event `after_batch`:\n\t" + PREFIX + "CUDA error: x",
-     "CUDA error: x"),
-    ("Target 3 is out of bounds.", None),
-])
+@pytest.mark.parametrize(
+    ("text", "own"),
+    [
+        (PREFIX + "Target 3 is out of bounds.", "Target 3 is out of bounds."),
+        (
+            "Exception occured in `Recorder` when calling event `after_batch`:\n\t" + PREFIX + "CUDA error: x",
+            "CUDA error: x",
+        ),
+        ("Target 3 is out of bounds.", None),
+    ],
+)
 def test_unwrap_strips_each_of_fastais_prefixes_and_leaves_other_texts_alone(text, own):
     assert fastai_adapter.ADAPTER.unwrap is not None
     assert fastai_adapter.ADAPTER.unwrap(RuntimeError(text), text) == own
@@ -159,14 +178,16 @@ def test_a_learner_whose_model_matches_dls_c_gets_the_datablocks_words(fa):
     from cudaassert_ipy.diagnose import hints
     from cudaassert_ipy.frameworks import ClassHead, class_head_of
 
-    fa.run_cell("learn4 = Learner(dls, nn.Sequential(nn.Linear(8, 4)), loss_func=CrossEntropyLossFlat())",
-                store_history=True)
+    fa.run_cell(
+        "learn4 = Learner(dls, nn.Sequential(nn.Linear(8, 4)), loss_func=CrossEntropyLossFlat())", store_history=True
+    )
     head = class_head_of(fa.user_ns["learn4"], "learn4")
     assert head == ClassHead("fastai", now=4, setting="c", owner="learn4.dls")
     words = hints.set_classes(head, 4)
     assert words is not None and words(5) == (
         "give the DataBlock all 5 classes (the CategoryBlock's vocab, or the MaskBlock's codes for masks; dls.c is 4 "
-        "and the Learner's head is built from it)")
+        "and the Learner's head is built from it)"
+    )
 
 
 @pytest.mark.kernel

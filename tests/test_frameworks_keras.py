@@ -26,8 +26,10 @@ from cudaassert_ipy.view.report import to_text
 
 pytestmark = pytest.mark.frameworks
 
-KERAS_FIX = ("the labels reach 3 with 3 classes: if you have 4 classes, make the last layer Dense(4); if labels start "
-             "at 1, subtract 1")
+KERAS_FIX = (
+    "the labels reach 3 with 3 classes: if you have 4 classes, make the last layer Dense(4); if labels start "
+    "at 1, subtract 1"
+)
 FILTERED = hints.FRAMEWORK_ADVICE["keras_filtered"]
 
 SETUP = """
@@ -76,8 +78,10 @@ def test_the_patch_widens_the_last_dense_of_the_sequential_list(loaded, kr):  # 
     kr.run_cell(FIT, store_history=True)
     alt = cudaassert_ipy.proposed_fix().alternatives[0]
     assert alt.key == "widen_head" and alt.title == "make the last layer Dense(4)"
-    assert "+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation=\"relu\"), " \
+    assert (
+        '+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), '
         "keras.layers.Dense(4)])" in alt.patch.diff
+    )
 
 
 def test_a_gpu_failure_recreated_by_dense_call_is_read_through_and_is_not_a_later_error(kr, capfd):
@@ -89,7 +93,8 @@ def test_a_gpu_failure_recreated_by_dense_call_is_read_through_and_is_not_a_late
     assert d.exception_line == "AcceleratorError: CUDA error: device-side assert triggered"
     assert d.follow_ons == ()  # the re-created copy is the same failure
     assert d.specific is not None and d.specific.startswith(
-        "cross_entropy got class label 3, but `model.layers[-1]` has units=3, so labels must be 0..2.")
+        "cross_entropy got class label 3, but `model.layers[-1]` has units=3, so labels must be 0..2."
+    )
     assert d.likely_fix == KERAS_FIX
     assert dict(d.facts)["model.layers[-1]"] == "Dense(units=3, activation=linear)"
     assert FILTERED in d.notes
@@ -107,7 +112,8 @@ def test_with_traceback_filtering_off_the_report_does_not_ask_for_it(kr, capfd):
 
 
 def test_a_model_whose_layers_cannot_be_read_is_one_could_not_read_line_and_the_rest_stands(kr, loaded, capsys):
-    kr.run_cell("""
+    kr.run_cell(
+        """
 class Remote(keras.Sequential):
     \"\"\"A model whose layer list lives on a service that closes when training stops.\"\"\"
     closed = False
@@ -126,23 +132,32 @@ class Remote(keras.Sequential):
 
 model = Remote([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)])
 model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-""", store_history=True)
+""",
+        store_history=True,
+    )
     capsys.readouterr()
     kr.run_cell(FIT, store_history=True)
     out = capsys.readouterr().out
-    assert "Note: Could not read model.layers (RuntimeError: layer service closed); the rest of this report stands." \
-        in out
+    assert (
+        "Note: Could not read model.layers (RuntimeError: layer service closed); the rest of this report stands." in out
+    )
     assert "Cause: cross_entropy got class label 3, but the input has 3 classes (shape (4, 3))" in out
     assert "  model.loss: sparse_categorical_crossentropy(from_logits=True, axis=-1)" in out
 
 
-@pytest.mark.parametrize(("text", "own"), [
-    ("Exception encountered when calling Dense.call().\n\n\x1b[1mCUDA error: device-side assert triggered\x1b[0m\n\n"
-     "Arguments received by Dense.call():\n  • inputs=torch.Tensor(shape=torch.Size([4, 16]), dtype=float32)",
-     "CUDA error: device-side assert triggered"),
-    ("\x1b[1mTarget 3 is out of bounds.\x1b[0m", "Target 3 is out of bounds."),
-    ("Target 3 is out of bounds.", None),
-])
+@pytest.mark.parametrize(
+    ("text", "own"),
+    [
+        (
+            "Exception encountered when calling Dense.call().\n\n"
+            "\x1b[1mCUDA error: device-side assert triggered\x1b[0m\n\n"
+            "Arguments received by Dense.call():\n  • inputs=torch.Tensor(shape=torch.Size([4, 16]), dtype=float32)",
+            "CUDA error: device-side assert triggered",
+        ),
+        ("\x1b[1mTarget 3 is out of bounds.\x1b[0m", "Target 3 is out of bounds."),
+        ("Target 3 is out of bounds.", None),
+    ],
+)
 def test_unwrap_reads_the_original_message_out_of_keras_wrapper(text, own):
     assert keras_adapter.ADAPTER.unwrap is not None
     assert keras_adapter.ADAPTER.unwrap(RuntimeError(text), text) == own

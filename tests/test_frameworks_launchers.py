@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from helpers.kernels import execute, running_kernel, text_of
@@ -28,8 +29,10 @@ from cudaassert_ipy.view.report import to_text
 
 pytestmark = pytest.mark.frameworks
 
-ALIVE = ("which is gone; this process's own GPU context was not touched by it, so no restart is needed here: fix "
-         "the cause, then ")
+ALIVE = (
+    "which is gone; this process's own GPU context was not touched by it, so no restart is needed here: fix "
+    "the cause, then "
+)
 NLL_SITE = "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 2 threads"
 
 LAUNCHER_CELL = """
@@ -68,14 +71,20 @@ def train(*args):
         if bool((labels >= 195).any()) and os.environ.get("RANK", str(args[0] if args else "")) == "1":
             fail_like_gpu("nll_loss_target_out_of_range", threads=2)  # what the loss's kernel does on a GPU
 """
-SAMPLES_CELL = BIRDS_SETUP + """
+SAMPLES_CELL = (
+    BIRDS_SETUP
+    + """
 from accelerate import notebook_launcher
 notebook_launcher(train, num_processes=2, use_port=str(free_port()))
 """
-FORK_SPAWN_CELL = BIRDS_SETUP + """
+)
+FORK_SPAWN_CELL = (
+    BIRDS_SETUP
+    + """
 import torch.multiprocessing as mp
 mp.start_processes(train, nprocs=2, start_method="fork")
 """
+)
 # torchrun from a cell, its ranks watching themselves (helpers/launched_samples.py imports cudaassert_ipy.auto)
 AUTO_TORCHRUN_CELL = """
 import subprocess, sys
@@ -88,9 +97,11 @@ import torch.multiprocessing as mp
 from helpers.spawned_samples import train
 mp.spawn(train, nprocs=2)
 """
-BAD_SAMPLE = re.compile(r"Bad samples:\n  batch (\d+) of epoch 0 from `train_loader`: `birds\[137\]` has class label "
-                        r"195 \(position (\d+) of `labels`; valid: 0\.\.194 or ignore_index=-100\); 1 bad sample in "
-                        r"that batch")
+BAD_SAMPLE = re.compile(
+    r"Bad samples:\n  batch (\d+) of epoch 0 from `train_loader`: `birds\[137\]` has class label "
+    r"195 \(position (\d+) of `labels`; valid: 0\.\.194 or ignore_index=-100\); 1 bad sample in "
+    r"that batch"
+)
 # the healthy rank exits first, with gloo's connection error: torchelastic's root cause is that rank
 RACE_CELL = """
 from accelerate import notebook_launcher
@@ -160,15 +171,20 @@ def _alive(kc: Any) -> None:
 
 def test_notebook_launcher_child_failed_error_names_the_childs_cause_and_its_rank(kernel: Any) -> None:
     plain = _report(kernel, LAUNCHER_CELL, "ChildFailedError")
-    assert plain.startswith("[cudaassert] The GPU context that died was in rank 1 (first observed failure, "
-                            "local_rank 1), " + ALIVE + "launch it again.")
-    assert ("GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in "
-            "cross_entropy") in plain
+    assert plain.startswith(
+        "[cudaassert] The GPU context that died was in rank 1 (first observed failure, "
+        "local_rank 1), " + ALIVE + "launch it again."
+    )
+    assert (
+        "GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in cross_entropy"
+    ) in plain
     assert NLL_SITE in plain  # the kernel lines the child wrote to its inherited fd 2
     assert "Exception: AcceleratorError: CUDA error: device-side assert triggered" in plain
-    assert ("What reached this process is torch.distributed.elastic's `ChildFailedError` (torchrun, accelerate's "
-            "`notebook_launcher` or `launch`): it only says that rank 1 (first observed failure, local_rank 1) "
-            "failed.") in plain
+    assert (
+        "What reached this process is torch.distributed.elastic's `ChildFailedError` (torchrun, accelerate's "
+        "`notebook_launcher` or `launch`): it only says that rank 1 (first observed failure, local_rank 1) "
+        "failed."
+    ) in plain
     assert "(carried by the wrapper)" in plain
     _alive(kernel)
 
@@ -177,11 +193,14 @@ def test_notebook_launcher_ranks_name_the_bad_dataset_sample_from_their_own_reco
     reply, msgs = execute(kernel, SAMPLES_CELL, timeout=120)
     assert reply["status"] == "error" and reply["ename"] == "ChildFailedError", text_of(msgs)[-2000:]
     plain = [m for m in msgs if m["type"] == "display_data"][-1]["content"]["data"]["text/plain"]
-    assert ("GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in "
-            "cross_entropy") in plain
+    assert (
+        "GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in cross_entropy"
+    ) in plain
     assert BAD_SAMPLE.search(plain), plain
-    assert ("Checked by rank 1 (first observed failure, local_rank 1) against its own DataLoader bookmark's last "
-            "batches, before it exited.") in plain
+    assert (
+        "Checked by rank 1 (first observed failure, local_rank 1) against its own DataLoader bookmark's last "
+        "batches, before it exited."
+    ) in plain
     # what the rank printed: its class-label check, tagged for this kernel; no [0, 1] check of the images (no BCE loss)
     printed = [line for line in text_of(msgs).splitlines() if line.startswith("[cudaassert] Bad samples of pid ")]
     assert len(printed) == 1 and "(class label): batch " in printed[0], printed
@@ -219,10 +238,13 @@ def test_a_rank_that_lost_its_peer_first_does_not_hide_the_ranks_cuda_failure(ke
     assert "GPU context dead in a rank other than rank 0 · class label out of range in cross_entropy" in plain
     assert NLL_SITE in plain
     # gloo words it "Connection closed by peer" or "Read error ...: Connection reset by peer", whichever side saw it
-    assert ("its root cause, rank 0 (first observed failure, local_rank 0), failed with a connection error "
-            "(\"Connection ") in plain
-    assert ("by peer\"): it lost its connection to a rank other than rank 0, which was dying of a CUDA error, so "
-            "that connection error is a consequence.") in plain
+    assert (
+        'its root cause, rank 0 (first observed failure, local_rank 0), failed with a connection error ("Connection '
+    ) in plain
+    assert (
+        'by peer"): it lost its connection to a rank other than rank 0, which was dying of a CUDA error, so '
+        "that connection error is a consequence."
+    ) in plain
     _alive(kernel)
 
 
@@ -263,8 +285,9 @@ def test_ultralytics_style_torchrun_command_names_the_rank_from_torchruns_own_ta
 
 def test_torchruns_entry_point_without_an_error_file_is_explained_from_what_the_rank_wrote(kernel: Any) -> None:
     plain = _report(kernel, TORCHRUN_INPROCESS_CELL, "ChildFailedError")
-    assert ("GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in "
-            "cross_entropy") in plain
+    assert (
+        "GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range in cross_entropy"
+    ) in plain
     assert NLL_SITE in plain
     assert "(read from its output, which the fd tap captured)" in plain
     _alive(kernel)
@@ -272,8 +295,11 @@ def test_torchruns_entry_point_without_an_error_file_is_explained_from_what_the_
 
 def test_vllm_engine_dead_error_is_explained_from_the_engine_cores_log_lines(kernel: Any) -> None:
     plain = _report(kernel, ENGINE_CELL, "EngineDeadError")
-    assert plain.startswith("[cudaassert] The GPU context that died was in vLLM's EngineCore process, " + ALIVE +
-                            "create the engine (vLLM's `LLM(...)`) again.")
+    assert plain.startswith(
+        "[cudaassert] The GPU context that died was in vLLM's EngineCore process, "
+        + ALIVE
+        + "create the engine (vLLM's `LLM(...)`) again."
+    )
     assert "GPU context dead in vLLM's EngineCore process · index out of range in an embedding or index_select" in plain
     assert "Indexing.cu:1292 indexSelectLargeIndex: `srcIndex < srcSelectDimSize` failed in 2 threads" in plain
     assert "Exception: AcceleratorError: CUDA error: device-side assert triggered" in plain
@@ -283,8 +309,9 @@ def test_vllm_engine_dead_error_is_explained_from_the_engine_cores_log_lines(ker
 
 def test_a_tensor_parallel_vllm_worker_is_named_by_its_rank(kernel: Any) -> None:
     plain = _report(kernel, TP_ENGINE_CELL, "EngineDeadError")
-    assert plain.startswith("[cudaassert] The GPU context that died was in vLLM's worker rank 1 (VllmWorker rank=1 "
-                            "pid=")
+    assert plain.startswith(
+        "[cudaassert] The GPU context that died was in vLLM's worker rank 1 (VllmWorker rank=1 pid="
+    )
     assert ") · index out of range in an embedding or index_select" in plain
     assert "Indexing.cu:1292 indexSelectLargeIndex: `srcIndex < srcSelectDimSize` failed in 2 threads" in plain
     _alive(kernel)
@@ -292,8 +319,7 @@ def test_a_tensor_parallel_vllm_worker_is_named_by_its_rank(kernel: Any) -> None
 
 def test_captured_stderr_of_a_real_command_is_carried_by_the_called_process_error() -> None:
     try:
-        subprocess.run([sys.executable, "-m", "helpers.launched", "fail"], check=True, capture_output=True,
-                       env=_env())
+        subprocess.run([sys.executable, "-m", "helpers.launched", "fail"], check=True, capture_output=True, env=_env())
     except subprocess.CalledProcessError as error:
         detection, sites = read_failure(error, "")
         assert detection is not None and detection.launch is not None and len(sites) == 1
@@ -306,8 +332,9 @@ def test_captured_stderr_of_a_real_command_is_carried_by_the_called_process_erro
 
 def test_a_command_that_failed_for_another_reason_is_not_ours() -> None:
     try:
-        subprocess.run([sys.executable, "-c", "import sys; sys.exit('no such dataset')"], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", "import sys; sys.exit('no such dataset')"], check=True, capture_output=True
+        )
     except subprocess.CalledProcessError as error:
         assert read_failure(error, error.stderr.decode()) == (None, [])
     else:

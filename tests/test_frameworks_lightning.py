@@ -22,10 +22,13 @@ from cudaassert_ipy.view.report import to_text
 
 pytestmark = pytest.mark.frameworks
 
-PL_FIX = ("the labels reach 3 with 3 classes: if you have 4 classes, build `LitClassifier` with num_classes=4 (its "
-          "hparams.num_classes=3 sizes the last layer); if labels start at 1, subtract 1")
-TEARDOWN = ("Lightning's teardown (moving the model to the CPU) touched the dead GPU; the failure was in "
-            "`training_step`.")
+PL_FIX = (
+    "the labels reach 3 with 3 classes: if you have 4 classes, build `LitClassifier` with num_classes=4 (its "
+    "hparams.num_classes=3 sizes the last layer); if labels start at 1, subtract 1"
+)
+TEARDOWN = (
+    "Lightning's teardown (moving the model to the CPU) touched the dead GPU; the failure was in `training_step`."
+)
 
 SETUP = """
 import logging, warnings
@@ -84,8 +87,10 @@ def test_fit_on_the_cpu_with_a_bad_label_gets_the_num_classes_hparam_fix(lit, lo
     assert isinstance(result.error_in_exec, IndexError)
     out = capsys.readouterr().out
     assert "[cudaassert] CPU error · class label out of range in cross_entropy" in out
-    assert ("Cause: cross_entropy got class label 3, but the model's last layer `model.head` has out_features=3, so "
-            "labels must be 0..2.") in out
+    assert (
+        "Cause: cross_entropy got class label 3, but the model's last layer `model.head` has out_features=3, so "
+        "labels must be 0..2."
+    ) in out
     assert f"Likely fix: {PL_FIX}." in out
     assert "  model.hparams: num_classes=3" in out and "  model.head: out_features=3" in out
     assert "Follow-on" not in out  # on the CPU the teardown works: nothing else failed
@@ -105,21 +110,27 @@ def test_a_gpu_failure_in_the_step_then_lightnings_teardown_reports_the_first_an
     assert facts["model.head"] == "out_features=3" and facts["model.hparams"] == "num_classes=3"
     assert facts["trainer"] == "epoch 0, global step 1, stage train"
     text = to_text(d)
-    assert text.splitlines()[1:3] == ["[cudaassert] GPU context dead · class label out of range in cross_entropy",
-                                      f"Follow-on: {TEARDOWN}"]
+    assert text.splitlines()[1:3] == [
+        "[cudaassert] GPU context dead · class label out of range in cross_entropy",
+        f"Follow-on: {TEARDOWN}",
+    ]
     assert "Your code: line 23: self.losses.append(loss.item())" in text
     assert "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 4 threads" in text
 
 
 def test_a_checkpoint_on_exception_that_touches_the_dead_gpu_is_said_to_be_missing(lit, capfd, tmp_path):
-    result = lit.run_cell(f"from lightning.pytorch.callbacks import OnExceptionCheckpoint\n"
-                          f"trainer = make_trainer(enable_checkpointing=True, "
-                          f"callbacks=[OnExceptionCheckpoint({str(tmp_path)!r})])", store_history=True)
+    result = lit.run_cell(
+        f"from lightning.pytorch.callbacks import OnExceptionCheckpoint\n"
+        f"trainer = make_trainer(enable_checkpointing=True, "
+        f"callbacks=[OnExceptionCheckpoint({str(tmp_path)!r})])",
+        store_history=True,
+    )
     assert result.error_in_exec is None, result.error_in_exec
     _, d = diagnose_cell(lit, "with DeadGpu(surfaces={torch.Tensor.item}):\n    trainer.fit(model, loader)", capfd)
     assert d.follow_ons == (
         "Lightning's checkpoint on exception (`OnExceptionCheckpoint.on_exception`) touched the dead GPU, so the "
-        "checkpoint was not written and is missing; the failure was in `training_step`.",)
+        "checkpoint was not written and is missing; the failure was in `training_step`.",
+    )
     assert not os.listdir(tmp_path)
     assert d.likely_fix == PL_FIX
 
@@ -139,14 +150,17 @@ def test_in_a_real_kernel_the_teardown_is_a_follow_on_and_the_first_error_is_exp
         assert reply["status"] == "ok"
         reply, _ = execute(kc, SETUP, timeout=300)
         assert reply["status"] == "ok", reply
-        reply, msgs = execute(kc, "with DeadGpu(surfaces={torch.Tensor.item}):\n    trainer.fit(model, loader)",
-                              timeout=120)
+        reply, msgs = execute(
+            kc, "with DeadGpu(surfaces={torch.Tensor.item}):\n    trainer.fit(model, loader)", timeout=120
+        )
         assert reply["status"] == "error" and reply["ename"] == "AcceleratorError"
         traceback = "\n".join(m["content"]["traceback"][-1] for m in msgs if m["type"] == "error")
         assert "AcceleratorError" in traceback
         plain = [m for m in msgs if m["type"] == "display_data"][-1]["content"]["data"]["text/plain"]
-        assert plain.splitlines()[1:3] == ["[cudaassert] GPU context dead · class label out of range in cross_entropy",
-                                           f"Follow-on: {TEARDOWN}"]
+        assert plain.splitlines()[1:3] == [
+            "[cudaassert] GPU context dead · class label out of range in cross_entropy",
+            f"Follow-on: {TEARDOWN}",
+        ]
         assert f"Likely fix: {PL_FIX}." in plain
         assert "Your code: line 23: self.losses.append(loss.item())" in plain
         assert "model.hparams: num_classes=3" in plain and "model.head: out_features=3" in plain
@@ -155,22 +169,31 @@ def test_in_a_real_kernel_the_teardown_is_a_follow_on_and_the_first_error_is_exp
 def test_hparams_that_raise_when_read_are_one_could_not_read_line_and_the_rest_stands(lit, loaded, capsys):
     """A read an adapter makes through a call (the hparams container's ``get``) reaches the report's "Could not
     read" line like an attribute that raises (frameworks/lightning.py reads it through ``Reader.call``)."""
-    result = lit.run_cell("""
+    result = lit.run_cell(
+        """
 class ClosedStore(dict):
     def get(self, key, default=None):
         raise RuntimeError("hparams store closed")
 
 model._hparams = ClosedStore(num_classes=3)
-""", store_history=True)
+""",
+        store_history=True,
+    )
     assert result.error_in_exec is None, result.error_in_exec
     capsys.readouterr()
     result = lit.run_cell("trainer.fit(model, loader)", store_history=True)
     assert isinstance(result.error_in_exec, IndexError)
     out = capsys.readouterr().out
-    assert ("Note: Could not read model.hparams (RuntimeError: hparams store closed), trainer.lightning_module.hparams "
-            "(RuntimeError: hparams store closed); the rest of this report stands.") in out
-    assert ("Cause: cross_entropy got class label 3, but the model's last layer `model.head` has out_features=3, so "
-            "labels must be 0..2.") in out
+    assert (
+        "Note: Could not read model.hparams (RuntimeError: hparams store closed), trainer.lightning_module.hparams "
+        "(RuntimeError: hparams store closed); the rest of this report stands."
+    ) in out
+    assert (
+        "Cause: cross_entropy got class label 3, but the model's last layer `model.head` has out_features=3, so "
+        "labels must be 0..2."
+    ) in out
     assert "  model.head: out_features=3" in out and "model.hparams:" not in out
-    assert "Likely fix: the labels reach 3 with 3 classes: if you have 4 classes, make the last layer output 4 " \
-           "logits (out_features=4)" in out  # no hparam read: the generic words
+    assert (
+        "Likely fix: the labels reach 3 with 3 classes: if you have 4 classes, make the last layer output 4 "
+        "logits (out_features=4)" in out
+    )  # no hparam read: the generic words

@@ -13,8 +13,8 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import pytest
 
@@ -76,21 +76,28 @@ def test_a_half_registered_framework_is_caught():
     timm = real["timm"]
     rows = [*ROWS, Row("ghost", ("ghost",), frozenset({"found"}))]
     assert problems(rows, module_files(), table.load) == ["the row 'ghost' has no module frameworks/ghost.py"]
-    assert problems(ROWS, {*module_files(), "newfw"}, table.load) == ["frameworks/newfw.py has no row in "
-                                                                     "frameworks/table.py"]
+    assert problems(ROWS, {*module_files(), "newfw"}, table.load) == [
+        "frameworks/newfw.py has no row in frameworks/table.py"
+    ]
     no_ahead = [Row("timm", timm.packages, timm.hooks - {"ahead"}) if r is timm else r for r in ROWS]
     assert problems(no_ahead, module_files(), table.load) == [
-        "timm: the row names ['found', 'head', 'head_words'], ADAPTER defines ['ahead', 'found', 'head', 'head_words']"]
+        "timm: the row names ['found', 'head', 'head_words'], ADAPTER defines ['ahead', 'found', 'head', 'head_words']"
+    ]
     assert problems([Row("base", (), frozenset())], {"base"}, table.load) == [
-        "frameworks/base.py: TypeError: cudaassert_ipy.frameworks.base defines no ADAPTER = Adapter(...)"]
+        "frameworks/base.py: TypeError: cudaassert_ipy.frameworks.base defines no ADAPTER = Adapter(...)"
+    ]
     with pytest.raises(ValueError, match="unknown hooks"):
         table._row("newfw", ("newfw",), "found", "on_batch")
 
 
 def test_every_hook_a_row_may_name_is_an_adapter_field_read_by_the_generic_code():
     assert set(Adapter.__dataclass_fields__) - {"name", "packages"} == HOOKS
-    read = {node.attr for path in CONSUMERS for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(node, ast.Attribute)}
+    read = {
+        node.attr
+        for path in CONSUMERS
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+    }
     assert HOOKS - read == set(), "a hook kind that no generic code reads is never wired"
 
 
@@ -106,9 +113,14 @@ def test_the_words_of_every_framework_reach_hints_and_no_two_frameworks_share_a_
 def _named_in(source: str, label: str, names: set[str]) -> list[str]:
     """The framework names in ``source``'s code (identifiers, imports, strings), docstrings and comments aside."""
     tree = ast.parse(source)
-    docs = {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
     out = []
     for node in ast.walk(tree):
         words: list[str] = []
@@ -124,35 +136,52 @@ def _named_in(source: str, label: str, names: set[str]) -> list[str]:
             words = [node.name]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
             words = [node.value]
-        out += [f"{label}:{getattr(node, 'lineno', '?')}: {w[:60]!r}" for w in words
-                if names & set(re.findall(r"[a-z0-9]+", w.lower()))]
+        out += [
+            f"{label}:{getattr(node, 'lineno', '?')}: {w[:60]!r}"
+            for w in words
+            if names & set(re.findall(r"[a-z0-9]+", w.lower()))
+        ]
     return out
 
 
 def test_no_framework_is_named_in_hints_or_the_data_path():
     names = {p for r in ROWS for p in r.packages} - NOT_FRAMEWORK_PACKAGES
     assert {"fastai", "ultralytics", "lightning"} <= names
-    assert [hit for path in GENERIC
-            for hit in _named_in(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE)), names)] == []
+    assert [
+        hit
+        for path in GENERIC
+        for hit in _named_in(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE)), names)
+    ] == []
 
 
 def test_the_scan_sees_a_framework_named_in_code_not_in_a_docstring_or_a_comment():
-    source = ('"""fastai in a docstring is fine."""\nfrom x import fastai_loaders  # timm in a comment too\n'
-              'def f(y):\n    """Lightning here too."""\n    return "timm" in y or y.pytorch_lightning\n')
+    source = (
+        '"""fastai in a docstring is fine."""\nfrom x import fastai_loaders  # timm in a comment too\n'
+        'def f(y):\n    """Lightning here too."""\n    return "timm" in y or y.pytorch_lightning\n'
+    )
     assert sorted(_named_in(source, "probe", {"fastai", "timm", "lightning"})) == [
-        "probe:2: 'fastai_loaders'", "probe:5: 'pytorch_lightning'", "probe:5: 'timm'"]
+        "probe:2: 'fastai_loaders'",
+        "probe:5: 'pytorch_lightning'",
+        "probe:5: 'timm'",
+    ]
 
 
 def test_the_table_loads_only_the_modules_of_imported_packages():
-    code = ("import json, sys\nfrom cudaassert_ipy.frameworks import table\nimport cudaassert_ipy.data.loaders\n"
-            "before = sorted(m for m in sys.modules if m.startswith('cudaassert_ipy.frameworks.'))\n"
-            "names = [a.name for a in table.adapters_with('ahead', {'timm': None})]\n"
-            "after = sorted(m for m in sys.modules if m.startswith('cudaassert_ipy.frameworks.'))\n"
-            "print(json.dumps([before, names, after]))")
+    code = (
+        "import json, sys\nfrom cudaassert_ipy.frameworks import table\nimport cudaassert_ipy.data.loaders\n"
+        "before = sorted(m for m in sys.modules if m.startswith('cudaassert_ipy.frameworks.'))\n"
+        "names = [a.name for a in table.adapters_with('ahead', {'timm': None})]\n"
+        "after = sorted(m for m in sys.modules if m.startswith('cudaassert_ipy.frameworks.'))\n"
+        "print(json.dumps([before, names, after]))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     before, names, after = json.loads(done.stdout)
     assert before == ["cudaassert_ipy.frameworks.base", "cudaassert_ipy.frameworks.table"]
     assert names == ["timm"]
-    assert after == ["cudaassert_ipy.frameworks.base", "cudaassert_ipy.frameworks.generic",
-                     "cudaassert_ipy.frameworks.table", "cudaassert_ipy.frameworks.timm"]
+    assert after == [
+        "cudaassert_ipy.frameworks.base",
+        "cudaassert_ipy.frameworks.generic",
+        "cudaassert_ipy.frameworks.table",
+        "cudaassert_ipy.frameworks.timm",
+    ]

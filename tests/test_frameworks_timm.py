@@ -21,10 +21,14 @@ from cudaassert_ipy.view.report import to_text
 
 pytestmark = pytest.mark.frameworks
 
-TIMM_FIX = ("the labels reach 3 with 3 classes: if you have 4 classes, create the model with timm.create_model(..., "
-            "num_classes=4); if labels start at 1, subtract 1")
-SMOOTHING = ("`loss_fn` (LabelSmoothingCrossEntropy) gathers each label's log-probability, so the labels are the "
-             "gather's index: class label 3 is outside 0..2 (the model has 3 classes).")
+TIMM_FIX = (
+    "the labels reach 3 with 3 classes: if you have 4 classes, create the model with timm.create_model(..., "
+    "num_classes=4); if labels start at 1, subtract 1"
+)
+SMOOTHING = (
+    "`loss_fn` (LabelSmoothingCrossEntropy) gathers each label's log-probability, so the labels are the "
+    "gather's index: class label 3 is outside 0..2 (the model has 3 classes)."
+)
 
 SETUP = """
 import torch
@@ -82,8 +86,10 @@ def test_a_gpu_gather_assert_at_loss_item_is_the_label_range_under_label_smoothi
     assert facts["model"] == "num_classes=3, classifier `fc`: Linear(out_features=3)"
     assert facts["labels"] == "1 bad value(s); first: 3 at [3]"
     text = to_text(d)
-    assert ("ScatterGatherKernel.cu:163 operator(): `idx_dim >= 0 && idx_dim < index_size && \"scatter gather kernel "
-            "index out of bounds\"` failed in 4 threads") in text
+    assert (
+        'ScatterGatherKernel.cu:163 operator(): `idx_dim >= 0 && idx_dim < index_size && "scatter gather kernel '
+        'index out of bounds"` failed in 4 threads'
+    ) in text
     assert "Your code: line 21: losses.append(loss.item())" in text
 
 
@@ -95,13 +101,16 @@ def test_without_smoothing_the_nll_assert_gets_the_same_timm_fix(tm, capfd):
 
 
 def test_a_gather_with_no_label_smoothing_loss_around_is_left_to_the_scatter_rule(tm, capfd):
-    tm.run_cell("""
+    tm.run_cell(
+        """
 table = torch.randn(4, 3)
 rows = torch.tensor([[0], [1], [3]])
 def lookup():
     picked = table.gather(1, rows)
     return picked.sum().item()
-""", store_history=True)
+""",
+        store_history=True,
+    )
     tm.user_ns.pop("loss_fn")
     _, d = diagnose_cell(tm, "with DeadGpu(surfaces={torch.Tensor.item}):\n    lookup()", capfd)
     assert d.cause_id == "scatter_gather_index_out_of_range_v2"
@@ -109,22 +118,28 @@ def lookup():
 
 
 def test_a_classifier_that_cannot_be_read_is_one_could_not_read_line_and_the_rest_stands(tm, loaded, capsys):
-    tm.run_cell("""
+    tm.run_cell(
+        """
 def pruned():
     raise RuntimeError("classifier was pruned")
 model.get_classifier = pruned
-""", store_history=True)
+""",
+        store_history=True,
+    )
     capsys.readouterr()
     tm.run_cell("train_one_epoch()", store_history=True)
     out = capsys.readouterr().out
-    assert ("Note: Could not read model.get_classifier() (RuntimeError: classifier was pruned); the rest of this "
-            "report stands.") in out
+    assert (
+        "Note: Could not read model.get_classifier() (RuntimeError: classifier was pruned); the rest of this "
+        "report stands."
+    ) in out
     assert f"Likely fix: {TIMM_FIX}." in out and "  model: num_classes=3" in out
 
 
 def test_the_hf_trainers_label_smoother_gather_is_the_label_range_too(shell, loaded, capsys, tmp_path):
     """The same rule for the HF Trainer's ``LabelSmoother`` (``label_smoothing_factor``): its gather fails on 3."""
-    result = shell.run_cell(f"""
+    result = shell.run_cell(
+        f"""
 import torch
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
@@ -136,17 +151,23 @@ args = TrainingArguments(output_dir={str(tmp_path)!r}, per_device_train_batch_si
                          use_cpu=True, save_strategy="no", logging_strategy="no", disable_tqdm=True,
                          label_smoothing_factor=0.1)
 trainer = Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=data)
-""", store_history=True)
+""",
+        store_history=True,
+    )
     assert result.error_in_exec is None, result.error_in_exec
     capsys.readouterr()
     result = shell.run_cell("trainer.train()", store_history=True)
     assert str(result.error_in_exec) == "index 3 is out of bounds for dimension 1 with size 3"
     out = capsys.readouterr().out
-    assert ("Cause: The Trainer's LabelSmoother gathers each label's log-probability, so the labels are the gather's "
-            "index: class label 3 is outside 0..2 (the model has 3 classes).") in out
-    assert ("Likely fix: the labels reach 3 with 3 classes: if you have 4 classes, load the model with "
-            "from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 "
-            "entries; if labels start at 1, subtract 1.") in out
+    assert (
+        "Cause: The Trainer's LabelSmoother gathers each label's log-probability, so the labels are the gather's "
+        "index: class label 3 is outside 0..2 (the model has 3 classes)."
+    ) in out
+    assert (
+        "Likely fix: the labels reach 3 with 3 classes: if you have 4 classes, load the model with "
+        "from_pretrained(..., num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 "
+        "entries; if labels start at 1, subtract 1."
+    ) in out
 
 
 def test_with_plain_cross_entropy_one_fix_on_every_path(tm, capfd):
@@ -197,7 +218,8 @@ def test_under_label_smoothing_the_validators_gather_stop_words_the_same_label_f
 
 
 def test_mixups_one_hot_scatter_under_soft_target_loss_is_the_label_range_too(tm, loaded, capsys):
-    tm.run_cell("""
+    tm.run_cell(
+        """
 from timm.data import Mixup
 from timm.loss import SoftTargetCrossEntropy
 
@@ -209,13 +231,17 @@ def train_mixup():
         input, target = mixup_fn(input, target)
         loss = loss_fn(model(input), target)
         losses.append(loss.item())
-""", store_history=True)
+""",
+        store_history=True,
+    )
     capsys.readouterr()
     result = tm.run_cell("train_mixup()", store_history=True)
     assert str(result.error_in_exec) == "index 3 is out of bounds for dimension 1 with size 3"  # one_hot's scatter_
     out = capsys.readouterr().out
-    assert ("Cause: `loss_fn` (SoftTargetCrossEntropy) takes one-hot (Mixup) targets, so the labels are one_hot's "
-            "scatter index: class label 3 is outside 0..2 (the model has 3 classes).") in out
+    assert (
+        "Cause: `loss_fn` (SoftTargetCrossEntropy) takes one-hot (Mixup) targets, so the labels are one_hot's "
+        "scatter index: class label 3 is outside 0..2 (the model has 3 classes)."
+    ) in out
     assert f"Likely fix: {TIMM_FIX}." in out
     assert "  mixup_fn: Mixup(num_classes=3): labels >= num_classes fail in one_hot's scatter" in out
 

@@ -21,9 +21,11 @@ from cudaassert_ipy.view.report import to_text
 
 pytestmark = pytest.mark.frameworks
 
-HF_FIX = ("the labels reach 3 with 3 classes: if you have 4 classes, load the model with from_pretrained(..., "
-          "num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 entries; if labels start "
-          "at 1, subtract 1")
+HF_FIX = (
+    "the labels reach 3 with 3 classes: if you have 4 classes, load the model with from_pretrained(..., "
+    "num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 entries; if labels start "
+    "at 1, subtract 1"
+)
 
 # The model is built inside a function: neither it nor its config is in the notebook's namespace, only the
 # Trainer is (as in a notebook whose setup cell returns the trainer).
@@ -66,21 +68,34 @@ def run_report(shell: Any, code: str, capsys: Any) -> str:
 
 def test_a_3_label_bert_fed_label_3_through_labels_gets_the_from_pretrained_fix(hf, loaded, capsys):
     hf.run_cell("model = make_trainer(OUT).model\nbatch = train_data[:4]", store_history=True)
-    out = run_report(hf, "out = model(input_ids=torch.stack([b['input_ids'] for b in batch]),\n"
-                         "            labels=torch.stack([b['labels'] for b in batch]))", capsys)
+    out = run_report(
+        hf,
+        "out = model(input_ids=torch.stack([b['input_ids'] for b in batch]),\n"
+        "            labels=torch.stack([b['labels'] for b in batch]))",
+        capsys,
+    )
     assert "[cudaassert] CPU error · class label out of range in cross_entropy" in out
-    assert ("Cause: cross_entropy got class label 3, but the model's last layer `model.classifier` has "
-            "out_features=3, so labels must be 0..2.") in out
+    assert (
+        "Cause: cross_entropy got class label 3, but the model's last layer `model.classifier` has "
+        "out_features=3, so labels must be 0..2."
+    ) in out
     assert f"Likely fix: {HF_FIX}." in out
     assert "  model.config: num_labels=3, problem_type=single_label_classification, id2label: 3 entries" in out
     assert "Exception: IndexError: Target 3 is out of bounds." in out
 
 
 def test_a_users_subclass_of_an_hf_classifier_still_gets_the_from_pretrained_fix(hf, loaded, capsys):
-    hf.run_cell("class ReviewClassifier(BertForSequenceClassification):\n    pass\n\n"
-                "model = ReviewClassifier(make_trainer(OUT).model.config)\nbatch = train_data[:4]", store_history=True)
-    out = run_report(hf, "out = model(input_ids=torch.stack([b['input_ids'] for b in batch]),\n"
-                         "            labels=torch.stack([b['labels'] for b in batch]))", capsys)
+    hf.run_cell(
+        "class ReviewClassifier(BertForSequenceClassification):\n    pass\n\n"
+        "model = ReviewClassifier(make_trainer(OUT).model.config)\nbatch = train_data[:4]",
+        store_history=True,
+    )
+    out = run_report(
+        hf,
+        "out = model(input_ids=torch.stack([b['input_ids'] for b in batch]),\n"
+        "            labels=torch.stack([b['labels'] for b in batch]))",
+        capsys,
+    )
     assert f"Likely fix: {HF_FIX}." in out
 
 
@@ -109,10 +124,12 @@ def test_a_gpu_failure_at_the_trainers_loss_sync_names_num_labels_with_no_model_
     assert d.likely_fix == HF_FIX
     assert d.specific is not None and d.specific.startswith(
         "cross_entropy got class label 3, but the model's last layer `trainer.model.classifier` has out_features=3, "
-        "so labels must be 0..2.")
+        "so labels must be 0..2."
+    )
     facts = dict(d.facts)
-    assert facts["trainer.model.config"] == ("num_labels=3, problem_type=single_label_classification, "
-                                             "id2label: 3 entries")
+    assert facts["trainer.model.config"] == (
+        "num_labels=3, problem_type=single_label_classification, id2label: 3 entries"
+    )
     assert facts["trainer.model.classifier"] == "out_features=3"
     assert any(k == "inputs['labels']" for k in facts)
     text = to_text(d)
@@ -132,30 +149,38 @@ def _stack(tb: Any) -> list[tuple[str, str, str]]:
 
 
 def test_the_datasets_class_label_names_the_4_classes_in_the_fix(hf, loaded, capsys):
-    hf.run_cell("""
+    hf.run_cell(
+        """
 import datasets
 features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int64")),
                               "label": datasets.ClassLabel(names=["negative", "neutral", "positive", "mixed"])})
 train_ds = datasets.Dataset.from_dict({"input_ids": [b["input_ids"].tolist() for b in train_data],
                                        "label": [int(b["labels"]) for b in train_data]}, features=features)
 trainer = make_trainer(OUT, train_dataset=train_ds)
-""", store_history=True)
+""",
+        store_history=True,
+    )
     out = run_report(hf, "trainer.train()", capsys)
-    assert ("Likely fix: the dataset lists 4 classes but the model outputs 3: load the model with from_pretrained(..., "
-            "num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 entries.") in out
+    assert (
+        "Likely fix: the dataset lists 4 classes but the model outputs 3: load the model with from_pretrained(..., "
+        "num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 entries."
+    ) in out
     assert "  train_ds.features['label'].classes: 4 entries" in out
 
 
 def test_a_config_without_num_labels_is_one_could_not_read_line_and_the_rest_stands(hf, loaded, capsys):
-    hf.run_cell("trainer = make_trainer(OUT, train_dataset=train_data)\ntrainer.model.config.id2label = None",
-                store_history=True)
+    hf.run_cell(
+        "trainer = make_trainer(OUT, train_dataset=train_data)\ntrainer.model.config.id2label = None",
+        store_history=True,
+    )
     out = run_report(hf, "trainer.train()", capsys)
     assert "Note: Could not read trainer.model.config.num_labels (none); the rest of this report stands." in out
     assert f"Likely fix: {HF_FIX}." in out and "trainer.model.classifier: out_features=3" in out
 
 
 def test_a_trainer_whose_attribute_raises_is_one_could_not_read_line_and_the_rest_stands(hf, loaded, capsys):
-    hf.run_cell("""
+    hf.run_cell(
+        """
 class ServiceTrainer(Trainer):
     \"\"\"A Trainer whose tokenizer is a remote service, closed when training stops.\"\"\"
     closed = False
@@ -177,10 +202,14 @@ class ServiceTrainer(Trainer):
             self.closed = True
 
 trainer = make_trainer(OUT, trainer_class=ServiceTrainer, train_dataset=train_data)
-""", store_history=True)
+""",
+        store_history=True,
+    )
     out = run_report(hf, "trainer.train()", capsys)
-    assert ("Note: Could not read trainer.processing_class (RuntimeError: tokenizer service closed); the rest of this "
-            "report stands.") in out
+    assert (
+        "Note: Could not read trainer.processing_class (RuntimeError: tokenizer service closed); the rest of this "
+        "report stands."
+    ) in out
     assert f"Likely fix: {HF_FIX}." in out
 
 
@@ -192,10 +221,12 @@ def test_a_trainer_with_no_train_dataset_says_so_in_one_line_and_the_rest_stands
 
 
 def test_token_ids_from_a_grown_tokenizer_get_resize_token_embeddings_from_the_trainers_processing_class(
-        hf, loaded, capsys, tmp_path):
+    hf, loaded, capsys, tmp_path
+):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(65))]))
-    hf.run_cell(f"""
+    hf.run_cell(
+        f"""
 from transformers import BertTokenizer
 
 def tokenized():  # the tokenizer grew to 70 tokens, the model's embedding has 64 rows
@@ -207,11 +238,15 @@ def tokenized():  # the tokenizer grew to 70 tokens, the model's embedding has 6
 tokenizer_, grown = tokenized()
 trainer = make_trainer(OUT, train_dataset=grown, processing_class=tokenizer_)
 del tokenizer_
-""", store_history=True)
+""",
+        store_history=True,
+    )
     out = run_report(hf, "trainer.train()", capsys)
     assert "index out of range in an embedding or index_select" in out
-    assert ("Likely fix: the tokenizer has 70 tokens but the embedding only 64 rows: call "
-            "model.resize_token_embeddings(len(tokenizer)).") in out
+    assert (
+        "Likely fix: the tokenizer has 70 tokens but the embedding only 64 rows: call "
+        "model.resize_token_embeddings(len(tokenizer))."
+    ) in out
     assert "  trainer.processing_class: len = 70" in out
 
 

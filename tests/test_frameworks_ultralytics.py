@@ -25,8 +25,10 @@ from cudaassert_ipy.view.report import to_text
 
 pytestmark = pytest.mark.frameworks
 
-YOLO_FIX = ("the labels reach 3 with 3 classes: if you have 4 classes, set nc: 4 in the data YAML and list 4 names; "
-            "if labels start at 1, subtract 1")
+YOLO_FIX = (
+    "the labels reach 3 with 3 classes: if you have 4 classes, set nc: 4 in the data YAML and list 4 names; "
+    "if labels start at 1, subtract 1"
+)
 FILES = "4 image(s): birds/train/finch/0.jpg, birds/train/robin/0.jpg, birds/train/wren/0.jpg, birds/train/jay/0.jpg"
 
 SETUP = """
@@ -61,8 +63,10 @@ def test_a_batch_with_class_3_on_the_cpu_gets_the_data_yaml_fix_and_the_image_fi
     assert isinstance(result.error_in_exec, IndexError)
     out = capsys.readouterr().out
     assert "[cudaassert] CPU error · class label out of range in cross_entropy" in out
-    assert "Cause: cross_entropy got class label 3, but the model's last layer `model.model.9.linear` has " \
-           "out_features=3, so labels must be 0..2." in out
+    assert (
+        "Cause: cross_entropy got class label 3, but the model's last layer `model.model.9.linear` has "
+        "out_features=3, so labels must be 0..2." in out
+    )
     assert f"Likely fix: {YOLO_FIX}." in out
     assert "  model: nc=3, names: 3 entries: ['0', '1', '2']" in out
     assert f"  batch['im_file']: {FILES}" in out
@@ -103,9 +107,23 @@ def test_a_real_trainers_data_gives_nc_and_names(yolo, tmp_path):
                 Image.new("RGB", (32, 32), (i * 50, 80, 120)).save(folder / f"{i}.jpg")
     from ultralytics.models.yolo.classify import ClassificationTrainer
 
-    trainer = ClassificationTrainer(overrides=dict(
-        model="yolov8n-cls.yaml", data=str(root), device="cpu", imgsz=32, batch=4, workers=0, epochs=1,
-        plots=False, val=False, project=str(tmp_path / "runs"), name="t", exist_ok=True, verbose=False))
+    trainer = ClassificationTrainer(
+        overrides=dict(
+            model="yolov8n-cls.yaml",
+            data=str(root),
+            device="cpu",
+            imgsz=32,
+            batch=4,
+            workers=0,
+            epochs=1,
+            plots=False,
+            val=False,
+            project=str(tmp_path / "runs"),
+            name="t",
+            exist_ok=True,
+            verbose=False,
+        )
+    )
     trainer.model = trainer.get_model(cfg="yolov8n-cls.yaml", verbose=False)
     seen: list[Any] = []
     trainer.add_callback("on_pretrain_routine_start", lambda t: seen.append(_frames(sys._getframe())))
@@ -128,7 +146,8 @@ def _frames(frame: types.FrameType | None) -> tuple[types.FrameType, ...]:
 
 
 def test_a_model_whose_names_raise_is_one_could_not_read_line_and_the_rest_stands(yolo, loaded, capsys):
-    yolo.run_cell("""
+    yolo.run_cell(
+        """
 class LabelledModel(ClassificationModel):
     \"\"\"Class names from a label service that is down.\"\"\"
     @property
@@ -140,7 +159,9 @@ class LabelledModel(ClassificationModel):
         pass
 
 model = LabelledModel("yolov8n-cls.yaml", nc=3, verbose=False)
-""", store_history=True)
+""",
+        store_history=True,
+    )
     capsys.readouterr()
     yolo.run_cell("train_step(batch)", store_history=True)
     out = capsys.readouterr().out

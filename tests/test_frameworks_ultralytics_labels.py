@@ -54,8 +54,7 @@ def yolo(shell: Any, monkeypatch: Any, tmp_path: Any, tmp_path_factory: Any) -> 
     return shell
 
 
-def test_a_class_id_equal_to_nc_names_the_class_id_nc_the_image_and_its_label_file_line(yolo, loaded, capsys,
-                                                                                        tmp_path):
+def test_a_class_id_equal_to_nc_names_the_class_id_nc_the_image_and_its_label_file_line(yolo, loaded, capsys, tmp_path):
     capsys.readouterr()
     result = yolo.run_cell("loss, items = model(batch)  # as BaseTrainer._do_train does", store_history=True)
     assert isinstance(result.error_in_exec, IndexError)
@@ -63,14 +62,17 @@ def test_a_class_id_equal_to_nc_names_the_class_id_nc_the_image_and_its_label_fi
     out = capsys.readouterr().out
     root = tmp_path / "pets"
     label, image = root / "labels" / "train" / "b.txt", root / "images" / "train" / "b.jpg"
-    assert (f"Cause: class id 2 in {label} line 2 (image {image}), but `nc: 2` allows 0..1. Likely fix: add the "
-            "class to the data YAML (nc: 3 and 3 names) or correct that label file (class ids 0..1).") in out
+    assert (
+        f"Cause: class id 2 in {label} line 2 (image {image}), but `nc: 2` allows 0..1. Likely fix: add the "
+        "class to the data YAML (nc: 3 and 3 names) or correct that label file (class ids 0..1)."
+    ) in out
     assert "  model: nc=2, names: 2 entries: ['0', '1']" in out
     assert f"  batch's bad label: class id 2 in {label} line 2 (image {image})" in out
 
 
-def test_the_fix_is_a_patch_of_the_data_yaml_shown_as_a_diff_and_written_only_when_asked(yolo, loaded, capsys,
-                                                                                        tmp_path):
+def test_the_fix_is_a_patch_of_the_data_yaml_shown_as_a_diff_and_written_only_when_asked(
+    yolo, loaded, capsys, tmp_path
+):
     import re
 
     import cudaassert_ipy
@@ -107,11 +109,19 @@ def test_the_runner_shows_the_data_yaml_patch_as_a_diff_against_the_file_and_wri
 
     root = tmp_path / "pets"
     script = tmp_path / "train.py"
-    script.write_text(SETUP.format(root=str(root)) + "model.args.data = str(root / 'data.yaml')\n"
-                      "loss, items = model(batch)  # as BaseTrainer._do_train does\n")
+    script.write_text(
+        SETUP.format(root=str(root)) + "model.args.data = str(root / 'data.yaml')\n"
+        "loss, items = model(batch)  # as BaseTrainer._do_train does\n"
+    )
     env = kernel_env(YOLO_OFFLINE="1", YOLO_CONFIG_DIR=str(tmp_path / "yolo-config"))
-    result = subprocess.run([sys.executable, "-m", "cudaassert_ipy", "--apply-fix", "--report-json", "r.json",
-                             "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", "--apply-fix", "--report-json", "r.json", "train.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     err = result.stderr
     data_yaml = root / "data.yaml"
     assert f"set nc: 3 in the data YAML {data_yaml} and list 3 names" in err, err
@@ -122,8 +132,9 @@ def test_the_runner_shows_the_data_yaml_patch_as_a_diff_against_the_file_and_wri
     assert str(data_yaml) in [a["path"] for a in fix["alternatives"]]
 
 
-def test_label_files_holding_the_class_as_often_as_the_others_make_the_data_yaml_patch_the_default(yolo, loaded,
-                                                                                                   capsys, tmp_path):
+def test_label_files_holding_the_class_as_often_as_the_others_make_the_data_yaml_patch_the_default(
+    yolo, loaded, capsys, tmp_path
+):
     import cudaassert_ipy
 
     root = tmp_path / "pets"

@@ -7,7 +7,8 @@ validator's error and its diagnosis, and preflight / check_labels / check_token_
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -45,8 +46,9 @@ def cpu_twin(call: Callable[[], Any], user_ns: Mapping[str, Any]) -> Diagnosis:
 
 def gpu_double(cause_id: str, user_ns: Mapping[str, Any]) -> Diagnosis:
     """The GPU failure as the extension sees it: a device-side assert, its kernel lines, the namespace."""
-    return post_mortem(make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), user_ns,
-                       assertion_lines(cause_id, threads=4).decode())
+    return post_mortem(
+        make_exception(*DEVICE_ASSERT_WORDINGS["2.9+"]), user_ns, assertion_lines(cause_id, threads=4).decode()
+    )
 
 
 def validator_error(call: Callable[[], Any]) -> ValidationError:
@@ -105,8 +107,10 @@ def test_label_195_with_195_outputs_and_no_dataset_gets_one_fix_on_every_path() 
     def call() -> Any:
         return F.cross_entropy(model(torch.randn(4, 8)), labels)
 
-    expected = ("the labels reach 195 with 195 classes: if you have 196 classes, make the last layer output 196 "
-                "logits (out_features=196); if labels start at 1, subtract 1")
+    expected = (
+        "the labels reach 195 with 195 classes: if you have 196 classes, make the last layer output 196 "
+        "logits (out_features=196); if labels start at 1, subtract 1"
+    )
     error = validator_error(call)
     checked_labels = _raised(lambda: check_labels(labels, 195))
     assert isinstance(checked_labels, ValidationError)
@@ -139,8 +143,10 @@ def test_token_id_50257_with_50257_rows_and_a_50260_token_tokenizer_gets_one_fix
     embed = nn.Embedding(50257, 4)
     tokenizer = GPT2TokenizerFast()
     ns = {"model": embed, "tokenizer": tokenizer, "input_ids": ids}
-    expected = ("the tokenizer has 50260 tokens but the embedding only 50257 rows: call "
-                "model.resize_token_embeddings(len(tokenizer))")
+    expected = (
+        "the tokenizer has 50260 tokens but the embedding only 50257 rows: call "
+        "model.resize_token_embeddings(len(tokenizer))"
+    )
     twin = cpu_twin(lambda: embed(ids), ns)
     gpu = gpu_double("index_select_out_of_range", ns)
     error = validator_error(lambda: embed(ids))
@@ -188,13 +194,22 @@ def test_bce_mask_pixel_targets_get_one_fix_from_the_post_mortem_and_the_validat
     assert cpu_twin(call, {"probs": probs, "masks": masks}).likely_fix == error.hint == expected
 
 
-@pytest.mark.parametrize("labels, fix", [
-    ([0, -1], "negative labels are only allowed as the loss's ignore_index (now -100): if -1 marks padding or "
-              "unlabelled items, pass ignore_index=-1"),
-    ([0, -7], "class labels cannot be negative: find where they become negative"),
-    ([0, 9], "the labels reach 9 with 3 classes: remap the labels to 0..2 (for example torch.unique(labels, "
-             "return_inverse=True)) or make the last layer output 10 logits (out_features=10)"),
-])
+@pytest.mark.parametrize(
+    "labels, fix",
+    [
+        (
+            [0, -1],
+            "negative labels are only allowed as the loss's ignore_index (now -100): if -1 marks padding or "
+            "unlabelled items, pass ignore_index=-1",
+        ),
+        ([0, -7], "class labels cannot be negative: find where they become negative"),
+        (
+            [0, 9],
+            "the labels reach 9 with 3 classes: remap the labels to 0..2 (for example torch.unique(labels, "
+            "return_inverse=True)) or make the last layer output 10 logits (out_features=10)",
+        ),
+    ],
+)
 def test_other_bad_labels_get_one_fix_from_the_post_mortem_and_the_validator(labels: list, fix: str) -> None:
     target = torch.tensor(labels)
     logits = torch.randn(2, 3)

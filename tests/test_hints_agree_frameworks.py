@@ -7,7 +7,8 @@ Real transformers and Lightning on the CPU; the GPU failure is ``gpu_double_asyn
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -19,11 +20,15 @@ from cudaassert_ipy.diagnose.pipeline import diagnose_failure, read_failure
 
 pytestmark = pytest.mark.frameworks
 
-HF_FIX = ("the labels reach 3 with 3 classes: if you have 4 classes, load the model with from_pretrained(..., "
-          "num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 entries; if labels start "
-          "at 1, subtract 1")
-PL_FIX = ("the labels reach 3 with 3 classes: if you have 4 classes, build `LitClassifier` with num_classes=4 (its "
-          "hparams.num_classes=3 sizes the last layer); if labels start at 1, subtract 1")
+HF_FIX = (
+    "the labels reach 3 with 3 classes: if you have 4 classes, load the model with from_pretrained(..., "
+    "num_labels=4, ignore_mismatched_sizes=True) and give it id2label/label2id with 4 entries; if labels start "
+    "at 1, subtract 1"
+)
+PL_FIX = (
+    "the labels reach 3 with 3 classes: if you have 4 classes, build `LitClassifier` with num_classes=4 (its "
+    "hparams.num_classes=3 sizes the last layer); if labels start at 1, subtract 1"
+)
 
 
 def raised(call: Callable[[], Any]) -> BaseException:
@@ -60,12 +65,27 @@ def test_a_bert_classifier_gets_the_from_pretrained_fix_on_every_path(tmp_path, 
     from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=32, num_labels=3)
+    config = BertConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        num_labels=3,
+    )
     model = BertForSequenceClassification(config)
     data = [{"input_ids": torch.randint(5, 64, (8,)), "labels": torch.tensor(i % 4)} for i in range(8)]
-    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, num_train_epochs=1,
-                             report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no", disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_train_epochs=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
     trainer = Trainer(model=model, args=args, train_dataset=data)
     ns = {"model": model, "trainer": trainer, "data": data}
     ids, labels = torch.stack([d["input_ids"] for d in data[:4]]), torch.tensor([0, 1, 2, 3])
@@ -107,8 +127,14 @@ def test_a_lightning_module_gets_the_num_classes_hparam_fix_on_every_path(capfd)
     model = LitClassifier()
 
     def fit() -> None:
-        trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
-                            enable_progress_bar=False, enable_model_summary=False)
+        trainer = L.Trainer(
+            max_epochs=1,
+            accelerator="cpu",
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
         trainer.fit(model, DataLoader(dataset, batch_size=4))
 
     ns = {"model": model, "dataset": dataset}

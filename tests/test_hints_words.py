@@ -35,34 +35,67 @@ HINT_WORDS: dict[str, Words] = {
     "VOC_VOID": says("255", "void", "ignore_index=255", never=("nearest", "out_features", "remap")),
     "DECLARED[dataset]": says("dataset lists {declared} classes"),
     "DECLARED[config]": says("num_labels={declared}"),
-    "DECLARED_CLASSES": says("{declared_text}", "model outputs {n_classes}", "out_features={declared}",
-                             never=("subtract 1", "remap")),
+    "DECLARED_CLASSES": says(
+        "{declared_text}", "model outputs {n_classes}", "out_features={declared}", never=("subtract 1", "remap")
+    ),
     "ONE_MORE_CLASS": says("{more} classes", "out_features={more}", "subtract 1", never=("remap", "ignore_index")),
-    "REMAP_LABELS": says("remap the labels to 0..{last}", "return_inverse=True", "out_features={more}",
-                         never=("subtract 1", "ignore_index")),
-    "NEAREST_RESIZE": says("with nearest-neighbour interpolation", "label masks",
-                           never=("with bilinear", "bilinear interpolation", "nearest invents")),
+    "REMAP_LABELS": says(
+        "remap the labels to 0..{last}",
+        "return_inverse=True",
+        "out_features={more}",
+        never=("subtract 1", "ignore_index"),
+    ),
+    "NEAREST_RESIZE": says(
+        "with nearest-neighbour interpolation",
+        "label masks",
+        never=("with bilinear", "bilinear interpolation", "nearest invents"),
+    ),
     "PADDING_LABEL": says("ignore_index={value}", "padding", never=("cannot be negative",)),
     "NEGATIVE_LABELS": says("cannot be negative", never=("ignore_index", "out_features")),
     "NOT_INTEGER_LABELS": says("whole class ids", "fractions", "NaN", never=("out_features",)),
-    "TOKENIZER_RESIZE": says("{tokenizer_size} tokens", "{num} rows", "resize_token_embeddings(len(tokenizer))",
-                             never=("truncate", "ignore_index")),
-    "CONFIG_VOCAB": says("vocab_size={vocab}", "different checkpoints", "resize_token_embeddings(len(tokenizer))",
-                         never=("ignore_index",)),
-    "EMBEDDING_TOO_BIG": says("num_embeddings={num}", "0..{last}", "num_embeddings={more}",
-                              "resize_token_embeddings(len(tokenizer))", "truncate", never=("ignore_index",)),
+    "TOKENIZER_RESIZE": says(
+        "{tokenizer_size} tokens",
+        "{num} rows",
+        "resize_token_embeddings(len(tokenizer))",
+        never=("truncate", "ignore_index"),
+    ),
+    "CONFIG_VOCAB": says(
+        "vocab_size={vocab}",
+        "different checkpoints",
+        "resize_token_embeddings(len(tokenizer))",
+        never=("ignore_index",),
+    ),
+    "EMBEDDING_TOO_BIG": says(
+        "num_embeddings={num}",
+        "0..{last}",
+        "num_embeddings={more}",
+        "resize_token_embeddings(len(tokenizer))",
+        "truncate",
+        never=("ignore_index",),
+    ),
     "EMBEDDING_MINUS_100": says("-100", "pad_token_id", never=("pass ignore_index", "num_embeddings=")),
     "EMBEDDING_NEGATIVE": says("cannot be negative", "padding_idx", never=("ignore_index",)),
-    "BCE_LOGITS": says("probabilities in [0, 1]", "BCEWithLogitsLoss", "binary_cross_entropy_with_logits",
-                       "torch.sigmoid", never=("CrossEntropyLoss", "learning rate", "255")),
-    "BCE_NAN_INPUT": says("NaN", "lower the learning rate", "clip gradients", "torch.isfinite",
-                          never=("BCEWithLogitsLoss", "sigmoid", "labels")),
+    "BCE_LOGITS": says(
+        "probabilities in [0, 1]",
+        "BCEWithLogitsLoss",
+        "binary_cross_entropy_with_logits",
+        "torch.sigmoid",
+        never=("CrossEntropyLoss", "learning rate", "255"),
+    ),
+    "BCE_NAN_INPUT": says(
+        "NaN",
+        "lower the learning rate",
+        "clip gradients",
+        "torch.isfinite",
+        never=("BCEWithLogitsLoss", "sigmoid", "labels"),
+    ),
     "BCE_MASK_PIXELS": says("0..255", "divide by 255", "(mask > 0).float()", never=("CrossEntropyLoss", "sigmoid")),
     "BCE_MULTICLASS": says("more than two classes", "CrossEntropyLoss", never=("255", "sigmoid", "BCEWithLogits")),
     "BCE_NEGATIVE_TARGETS": says("cannot be negative", "weight", never=("CrossEntropyLoss", "sigmoid")),
     "BCE_SCALE_TARGETS": says("scale the targets into [0, 1]", never=("CrossEntropyLoss", "sigmoid")),
-    "BCE_NAN_TARGET": says("target holds NaN", "labels",
-                           never=("learning rate", "gradients", "logits", "sigmoid", "input")),
+    "BCE_NAN_TARGET": says(
+        "target holds NaN", "labels", never=("learning rate", "gradients", "logits", "sigmoid", "input")
+    ),
     "CTC_BLANK": says("blank label {blank}", "shift 0-based labels by one", never=("ignore_index",)),
     "CTC_TOO_BIG": says("C={n_classes}", "{top}", "plus one for blank", never=("ignore_index",)),
     "CTC_NEGATIVE": says("target_lengths", "beyond each target length"),
@@ -71,50 +104,65 @@ HINT_WORDS: dict[str, Words] = {
     "INDEX_TOO_BIG": says("{where}", "index reaches {top}", "0-based", "largest valid one is {last}"),
     "INDEX_NO_NEGATIVES": says("does not accept negative indices", "idx % size"),
     "INDEX_NEGATIVE_FLOOR": says("negative indices count from the end", "{lowest}"),
-    "PROBS_NONFINITE": says("NaN/inf", "torch.isfinite(logits).all()", "float32", "argmax",
-                            never=("softmax(logits)), not raw logits",)),
+    "PROBS_NONFINITE": says(
+        "NaN/inf", "torch.isfinite(logits).all()", "float32", "argmax", never=("softmax(logits)), not raw logits",)
+    ),
     "PROBS_NEGATIVE": says("cannot be negative", "softmax(logits)", never=("sigmoid", "argmax")),
-    "PROBS_ZERO_ROWS": says("all-zero weights", "at least one candidate per row", "epsilon", "argmax",
-                            never=("softmax(logits)",)),
+    "PROBS_ZERO_ROWS": says(
+        "all-zero weights", "at least one candidate per row", "epsilon", "argmax", never=("softmax(logits)",)
+    ),
     "BERNOULLI_RANGE": says("probabilities in [0, 1]", "torch.sigmoid", "clamp(0, 1)", never=("softmax",)),
     "BERNOULLI_NAN": says("p holds NaN", "torch.isfinite", never=("sigmoid", "clamp")),
     "ONE_HOT_NEGATIVE": says("negative labels", "clamp(min=0)", "(t >= 0)", never=("num_classes=",)),
     "ONE_HOT_TOO_BIG": says("num_classes={num_classes}", "num_classes={more}", "0..{last}", "subtract 1"),
     "REPEATS_NEGATIVE": says("cannot be negative", "clamp(min=0)", never=("output_size",)),
     "OUTPUT_SIZE": says("output_size={required}", "leave it out", never=("clamp",)),
-    "INTERNAL_CHECK": says("{op} on the CPU", "compute-sanitizer", "report it to {name} ({url})", "{line}",
-                           never=("labels", "ignore_index", "tokenizer", "learning rate")),
+    "INTERNAL_CHECK": says(
+        "{op} on the CPU",
+        "compute-sanitizer",
+        "report it to {name} ({url})",
+        "{line}",
+        never=("labels", "ignore_index", "tokenizer", "learning rate"),
+    ),
     "UINT8_LABELS": says("uint8", "labels.long()", "ignore_index", never=("out_features",)),
     "GRAPH_POOLED": says("global_add_pool", "after the last conv", "edge_index", never=("relabel_nodes",)),
     "INT16_WRAPPED": says("{value}", "{wrapped}", "int16", "int64", "torch.long"),
     "SAMPLING_SUM_INF": says("normalize", "finite", "inf", never=("temperature=0",)),
-    "SCATTER_TOO_BIG": says("`{name}` reaches {top}", "`{rows_of}` has {rows} rows", "0..{last}",
-                            "index.max() + 1", never=("negative",)),
+    "SCATTER_TOO_BIG": says(
+        "`{name}` reaches {top}", "`{rows_of}` has {rows} rows", "0..{last}", "index.max() + 1", never=("negative",)
+    ),
     "SCATTER_NEGATIVE": says("negative values (down to {low})", "do not wrap", "mask", never=("index.max()",)),
     "ASYNC_INDEX_PUT": says("min and max", "-size..size-1", "index_put_", never=("ctc_loss",)),
-    "ASYNC_CTC": says("ctc_loss", "input_lengths <= log_probs.size(0)", "target length <= its input length",
-                      never=("index_put_",)),
+    "ASYNC_CTC": says(
+        "ctc_loss", "input_lengths <= log_probs.size(0)", "target length <= its input length", never=("index_put_",)
+    ),
     "ASYNC_OWN": says("your own torch._assert_async", never=("index_put_", "ctc_loss")),
     "SPARSE_ON_CPU": says("on the CPU", "{call}", ".cpu()"),
     "GENERIC_CLASS_WORDS[output]": says("last layer output {n} logits", "out_features={n}"),
     "GENERIC_CLASS_WORDS[set]": says("out_features={n}"),
-    "HEAD_WORDS[transformers]": says("from_pretrained(", "num_labels={n}", "ignore_mismatched_sizes=True",
-                                     "id2label/label2id"),
+    "HEAD_WORDS[transformers]": says(
+        "from_pretrained(", "num_labels={n}", "ignore_mismatched_sizes=True", "id2label/label2id"
+    ),
     "HEAD_WORDS[lightning]": says("`{owner}`", "{setting}={n}", "hparams.{setting}={now}"),
     "HEAD_WORDS[timm]": says("timm.create_model(", "num_classes={n}"),
     "HEAD_WORDS[fastai]": says("DataBlock", "all {n} classes", "vocab", "codes", "dls.c is {now}"),
     "HEAD_WORDS[fastai_model]": says("{n} outputs", "{owner} outputs {now}", "n_out={n}"),
     "HEAD_WORDS[ultralytics]": says("nc: {n}", "data YAML", "{n} names"),
-    "HEAD_WORDS[keras]": says("Dense({n})",),
+    "HEAD_WORDS[keras]": says(
+        "Dense({n})",
+    ),
     "FRAMEWORK_ADVICE[keras_filtered]": says("keras.config.disable_traceback_filtering()"),
-    "CLASS_TEMPLATES_AS[ONE_MORE_CLASS]": says("{more} classes", "{set_classes}", "subtract 1",
-                                               never=("remap", "out_features")),
-    "CLASS_TEMPLATES_AS[REMAP_LABELS]": says("remap the labels to 0..{last}", "{set_classes}",
-                                             never=("subtract 1", "out_features")),
+    "CLASS_TEMPLATES_AS[ONE_MORE_CLASS]": says(
+        "{more} classes", "{set_classes}", "subtract 1", never=("remap", "out_features")
+    ),
+    "CLASS_TEMPLATES_AS[REMAP_LABELS]": says(
+        "remap the labels to 0..{last}", "{set_classes}", never=("subtract 1", "out_features")
+    ),
     "CLASS_TEMPLATES_AS[DECLARED_CLASSES]": says("{declared_text}", "{set_classes}", never=("out_features",)),
     # a label error's own value, with no host facts (a paste, a log)
-    "LABEL_255": says("void", "ignore_index=255", "mask // 255", "nearest-neighbour",
-                      never=("bilinear interpolation",)),
+    "LABEL_255": says(
+        "void", "ignore_index=255", "mask // 255", "nearest-neighbour", never=("bilinear interpolation",)
+    ),
     "LABEL_MASK_PIXELS": says("{value}", "mask", "class index", never=("ignore_index", "out_features")),
     "LABEL_TOO_BIG": says("{value}", "at least {more} classes", "num_classes", "subtract 1", never=("ignore_index",)),
     "LABEL_NEGATIVE": says("ignore_index={value}", "-100", "padding", never=("cannot be negative", "num_classes")),
@@ -128,15 +176,18 @@ HINT_WORDS: dict[str, Words] = {
     # failure points read from a traceback's frames, in the words of the framework the frame is in
     "FRAME_FIXES[truncate]": says("truncat", "max_length", "max_position_embeddings", never=("resize_token",)),
     "FRAME_FIXES[token_type]": says("type_vocab_size", "return_token_type_ids=False", never=("truncat",)),
-    "FRAME_FIXES[token_ids]": says("resize_token_embeddings(len(tokenizer))", "same checkpoint", "pad_token_id",
-                                   never=("truncat", "ignore_index")),
-    "FRAME_FIXES[positions]": says("truncat", "max_length", "max_position_embeddings", "context",
-                                   never=("resize_token",)),
+    "FRAME_FIXES[token_ids]": says(
+        "resize_token_embeddings(len(tokenizer))", "same checkpoint", "pad_token_id", never=("truncat", "ignore_index")
+    ),
+    "FRAME_FIXES[positions]": says(
+        "truncat", "max_length", "max_position_embeddings", "context", never=("resize_token",)
+    ),
     "FRAME_FIXES[st_max_seq_length]": says("max_seq_length", "max_position_embeddings", never=("resize_token",)),
     "FRAME_FIXES[resized_vocab]": says("resize", "ZeRO-3", "output head", "tokenizer", never=("truncat",)),
     "FRAME_FIXES[hf_num_labels]": says("num_labels=", "ignore_mismatched_sizes=True", "id2label", "-100"),
-    "FRAME_FIXES[hf_lm_labels]": says("vocab_size", "-100", "DataCollatorForLanguageModeling",
-                                      "resize_token_embeddings", never=("num_labels",)),
+    "FRAME_FIXES[hf_lm_labels]": says(
+        "vocab_size", "-100", "DataCollatorForLanguageModeling", "resize_token_embeddings", never=("num_labels",)
+    ),
     "FRAME_FIXES[hf_token_labels]": says("num_labels", "-100", "word_ids()"),
     "FRAME_FIXES[generation_probs]": says("NaN", "bfloat16", "temperature", "do_sample=False", never=("num_labels",)),
     "FRAME_FIXES[detection_nc]": says("0..nc-1", "nc:", "data YAML", "label files"),
@@ -144,17 +195,26 @@ HINT_WORDS: dict[str, Words] = {
     "FRAME_FIXES[mmdet_num_classes]": says("num_classes", "bbox_head", "metainfo", "without the background"),
     "FRAME_FIXES[detectron2_num_classes]": says("cfg.MODEL.ROI_HEADS.NUM_CLASSES", "contiguous"),
     "FRAME_FIXES[detr_num_classes]": says("num_classes", "no-object", "largest category id"),
-    "FRAME_FIXES[yolo_num_classes]": says("0..num_classes-1", "classes=", "filters=(classes + 5) * anchors",
-                                          "one-hot", "label files", never=("background",)),
+    "FRAME_FIXES[yolo_num_classes]": says(
+        "0..num_classes-1",
+        "classes=",
+        "filters=(classes + 5) * anchors",
+        "one-hot",
+        "label files",
+        never=("background",),
+    ),
     "FRAME_FIXES[detection_num_classes]": says("num_classes", "contiguous 0-based", "background", never=("nc:",)),
     "FRAME_FIXES[ssd_zero_based]": says("0-based", "background", "+ 1", never=("1..num_classes-1",)),
-    "FRAME_FIXES[maskrcnn_benchmark_num_classes]": says("MODEL.ROI_BOX_HEAD.NUM_CLASSES", "+ 1", "background",
-                                                        "contiguous"),
-    "FRAME_FIXES[yolo_box_coords]": says("normalised to [0, 1]", "grid", "label files", "clamp",
-                                         never=("num_classes", "nc:")),
+    "FRAME_FIXES[maskrcnn_benchmark_num_classes]": says(
+        "MODEL.ROI_BOX_HEAD.NUM_CLASSES", "+ 1", "background", "contiguous"
+    ),
+    "FRAME_FIXES[yolo_box_coords]": says(
+        "normalised to [0, 1]", "grid", "label files", "clamp", never=("num_classes", "nc:")
+    ),
     "FRAME_FIXES[mmseg_labels]": says("num_classes", "decode_head", "255", "ignore_index", "reduce_zero_label"),
-    "FRAME_FIXES[cityscapes_train_ids]": says("labelIds", "labelTrainIds", "trainIds", "ignore_index=255",
-                                              never=("out_features",)),
+    "FRAME_FIXES[cityscapes_train_ids]": says(
+        "labelIds", "labelTrainIds", "trainIds", "ignore_index=255", never=("out_features",)
+    ),
     "FRAME_FIXES[monai_labels]": says("0..out_channels-1", "out_channels", "num_classes", never=("ignore_index",)),
     "FRAME_FIXES[pyg_nodes]": says("edge_index", "num_nodes", "relabel_nodes=True", "validate()", "cached=True"),
     "FRAME_FIXES[dgl_nodes]": says("num_nodes", "g.num_nodes()"),
@@ -175,8 +235,9 @@ HINT_WORDS: dict[str, Words] = {
     "FRAME_FIXES[tabnet_cat_dims]": says("cat_dims", "0..cat_dims[i]-1", "unseen in training", "categorical"),
     "FRAME_FIXES[widedeep_dims]": says("wide_dim", "input_dim", "np.unique", "transform()"),
     "FRAME_FIXES[torchfm_field_dims]": says("field_dims", "0..field_dims[i]-1", "max id + 1", "start at 1"),
-    "FRAME_FIXES[quantized_probs]": says("unquantized", "Triton", "float32 or bfloat16", "do_sample=False",
-                                         never=("temperature=0",)),
+    "FRAME_FIXES[quantized_probs]": says(
+        "unquantized", "Triton", "float32 or bfloat16", "do_sample=False", never=("temperature=0",)
+    ),
     "FRAME_FIXES[layoutlm_bbox]": says("0..1000", "max_2d_position_embeddings", "clamp", "vocab_size"),
     "FRAME_FIXES[scatter_add_index]": says("out.size(dim)", "edge_index", "num_nodes", "remap"),
     "FRAME_FIXES[nnunet_labels]": says("consecutive", "dataset.json", "preprocess"),
@@ -259,23 +320,37 @@ def test_hint_template_says_what_the_user_needs_and_not_the_opposite(name: str) 
 # Fix words shared by the causes that share a fix text (a row below names one per cause id).
 CLASS = says("0..C-1", "out_features", "ignore_index", never=("sigmoid", "resize_token_embeddings", "bilinear"))
 LUA_CLASS = says("0..C-1", "out_features", "ignore_index", "1-based", never=("sigmoid",))
-SEG = says("0..C-1", "ignore_index=255", "nearest-neighbour interpolation", "output channels",
-           never=("bilinear", "sigmoid"))
+SEG = says(
+    "0..C-1", "ignore_index=255", "nearest-neighbour interpolation", "output channels", never=("bilinear", "sigmoid")
+)
 MARGIN = says("0-based", "input.size(1)", "one score per class")
 BCE_IN = says("BCEWithLogitsLoss", "torch.sigmoid", "lower the learning rate", never=("CrossEntropyLoss", "/ 255"))
 BCE_TG = says("[0, 1]", "mask / 255", "CrossEntropyLoss", never=("BCEWithLogitsLoss", "sigmoid", "learning rate"))
-EMB = says("0..num_embeddings-1", "resize_token_embeddings(len(tokenizer))", "same checkpoint", "truncate", "-100",
-           never=("ignore_index",))
+EMB = says(
+    "0..num_embeddings-1",
+    "resize_token_embeddings(len(tokenizer))",
+    "same checkpoint",
+    "truncate",
+    "-100",
+    never=("ignore_index",),
+)
 BAG_IDS = says("0..num_embeddings-1", "modulo", "largest id + 1", "padding_idx", never=("tokenizer",))
 BAG_OFFSETS = says("offsets", "start at 0", "never decrease", "torch.cumsum")
 INDEX_FN = says("0..self.size(dim)-1", "-size..-1")
 ADV = says("idx.min()", "idx.max()", "on the CPU", "off-by-one")
 GATHER = says("token id < num_embeddings", "index < input.size(dim)", "-size <= idx < size")
-TAKE = says("-numel..numel-1",)
+TAKE = says(
+    "-numel..numel-1",
+)
 MASKED_SCATTER = says("source.numel() >= mask.sum()", "placeholder tokens")
 SCATTER = says("0..size-1", "negative values are not allowed", "0 <= label < num_classes")
-MULTI = says("torch.isfinite(logits).all()", "fp32", "greedy decoding", "at least one positive weight",
-             never=("CUDA_LAUNCH_BLOCKING",))
+MULTI = says(
+    "torch.isfinite(logits).all()",
+    "fp32",
+    "greedy decoding",
+    "at least one positive weight",
+    never=("CUDA_LAUNCH_BLOCKING",),
+)
 ZERO = says("at least one positive, finite weight", "epsilon", "greedy decoding")
 ASSERT_ASYNC = says("CUDA_LAUNCH_BLOCKING=1", "on the CPU", "readable message")
 BERNOULLI = says("[0, 1]", "torch.sigmoid", "NaN")
@@ -284,8 +359,13 @@ RI_NEG = says("repeat count >= 0", "clamp(min=0)", never=("output_size",))
 RI_BOTH = says("repeat count >= 0", "output_size=int(repeats.sum())")
 UNPOOL2 = says("MaxPool2d(return_indices=True)", "output_size")
 UNPOOL3 = says("MaxPool3d(return_indices=True)", "output_size")
-INTERNAL = says("on the CPU", "compute-sanitizer", "report it to PyTorch", "torch version",
-                never=("labels", "ignore_index", "tokenizer", "learning rate", "vocabulary"))
+INTERNAL = says(
+    "on the CPU",
+    "compute-sanitizer",
+    "report it to PyTorch",
+    "torch version",
+    never=("labels", "ignore_index", "tokenizer", "learning rate", "vocabulary"),
+)
 MMCV_INTERNAL = says("on the CPU", "compute-sanitizer", "report it to mmcv", never=("labels", "tokenizer", "PyTorch ("))
 COMPILE_INDEX = says("as in eager mode", "without torch.compile", "vocabulary size")
 COMPILE_NEGATIVE = says("without torch.compile", "-1/-100", "mask them out")
@@ -295,8 +375,9 @@ UINT8_MASK = says("labels.long()", "0..C-1", "ignore_index", "255", never=("out_
 UINT8 = says("labels.long()", "0..C-1", "ignore_index", never=("out_features",))
 SPARSE_INDEX = says("-size..size-1", "sparse.size(dim)", "same graph")
 SCATTER_ADD = says("0..self.size(0)-1", "edge_index", "x.size(0)", "index.max() + 1")
-ASSERT_ASYNC_EMPTY = says("on the CPU", "CUDA_LAUNCH_BLOCKING=1", "index_put_", "idx.min()", "ctc_loss",
-                          "target_lengths <= input_lengths")
+ASSERT_ASYNC_EMPTY = says(
+    "on the CPU", "CUDA_LAUNCH_BLOCKING=1", "index_put_", "idx.min()", "ctc_loss", "target_lengths <= input_lengths"
+)
 POISSON = says("clamp_min(0)", "torch.isfinite(rates)", never=("sigmoid",))
 FRAC_NAN = says("NaN or inf", "torch.isfinite", "learning rate")
 FRAC_INDICES = says("indices returned by the same forward call", "torch.isfinite")
@@ -305,13 +386,16 @@ SEGMENT_MEAN = says("lengths >= 0", "data.size(axis)", "offsets")
 GROUPED = says("offs = torch.cumsum(group_sizes, 0)", "non-decreasing", "multiple of 16 bytes")
 SCALED = says("offs", "non-decreasing", "scale block", "MXFP8", "NVFP4")
 SPARSE_CSR = says("on the CPU", ".cpu()", "sort each row's column indices", "coalesce")
-NCCL_NAN = says("NaN", "torch.isfinite", "before the collective",
-                "Unsetting TORCH_NCCL_NAN_CHECK only lets the job run on")
+NCCL_NAN = says(
+    "NaN", "torch.isfinite", "before the collective", "Unsetting TORCH_NCCL_NAN_CHECK only lets the job run on"
+)
 SYMM_MEM = says("sm_90+", "NVLink", "dist.all_reduce")
 ALIGN16 = says("multiple of 16 bytes", "pad each rank's chunk")
 NVSHMEM_SPLITS = says("fewer experts per rank", "one entry per rank")
 NVSHMEM_TEAM = says("symmetric memory for this process group", "every rank")
-NVSHMEM_RANKS = says("smaller groups",)
+NVSHMEM_RANKS = says(
+    "smaller groups",
+)
 NVSHMEM_2D = says("all_to_all_vdev_2d", "every entry >= 0", "one entry per rank")
 NVSHMEM_WARP = says("fewer experts per rank", "all_to_all_vdev_2d")
 NVSHMEM_TILE = says("fewer or smaller chunks", "split the exchange")
@@ -463,10 +547,14 @@ CAUSE_WORDS: dict[str, tuple[str, Words]] = {
     "ctc_loss_target_out_of_range": ("CTC target out of range", CTC),
     # named from a traceback's frames (diagnose/frame_points.py) or a framework's own check of the same data
     "position_ids_out_of_range": ("position id out of range", says("Truncate", "max_length", never=("resize",))),
-    "token_type_ids_out_of_range": ("token type id out of range", says("return_token_type_ids=False",
-                                                                         never=("truncat",))),
-    "detection_class_out_of_range": ("detection class id out of range", says("0..nc-1", "background 0",
-                                                                               never=("ignore_index",))),
+    "token_type_ids_out_of_range": (
+        "token type id out of range",
+        says("return_token_type_ids=False", never=("truncat",)),
+    ),
+    "detection_class_out_of_range": (
+        "detection class id out of range",
+        says("0..nc-1", "background 0", never=("ignore_index",)),
+    ),
     "graph_node_index_out_of_range": ("node id out of range in a graph", says("edge_index", "x.size(0)")),
     "one_hot_class_out_of_range": ("class value out of range in one_hot", says("0..num_classes-1", "void")),
     GENERIC_ID: ("not in the catalogue", GENERIC),
@@ -475,20 +563,30 @@ CAUSE_WORDS: dict[str, tuple[str, Words]] = {
 #: The words for failures that are not a catalogued assertion (texts.py), by name.
 OTHER_TEXTS: dict[str, Text] = {
     **{f"STICKY_TEXTS[{key}]": text for key, text in STICKY_TEXTS.items()},
-    "FOLLOW_ON": FOLLOW_ON, "NO_LINE": NO_LINE, "ROCM_NO_LINE": ROCM_NO_LINE,
+    "FOLLOW_ON": FOLLOW_ON,
+    "NO_LINE": NO_LINE,
+    "ROCM_NO_LINE": ROCM_NO_LINE,
 }
 OTHER_WORDS: dict[str, tuple[str, Words]] = {
     "STICKY_TEXTS[an illegal memory access was encountered]": (
-        "illegal memory access", says("CUDA_LAUNCH_BLOCKING=1", "ctc_loss", "ECC errors")),
+        "illegal memory access",
+        says("CUDA_LAUNCH_BLOCKING=1", "ctc_loss", "ECC errors"),
+    ),
     "STICKY_TEXTS[misaligned address]": ("misaligned memory access", says("CUDA_LAUNCH_BLOCKING=1", ".contiguous()")),
     "STICKY_TEXTS[unspecified launch failure]": ("kernel crashed", says("CUDA_LAUNCH_BLOCKING=1", "ECC errors")),
     "STICKY_TEXTS[an illegal instruction was encountered]": (
-        "illegal instruction", says("CUDA_LAUNCH_BLOCKING=1", "~/.triton", "built for this GPU")),
+        "illegal instruction",
+        says("CUDA_LAUNCH_BLOCKING=1", "~/.triton", "built for this GPU"),
+    ),
     "FOLLOW_ON": ("after an earlier kernel failure", says("CUDA_LAUNCH_BLOCKING=1", "first failing call")),
-    "NO_LINE": ("its line was not captured", says("CUDA_LAUNCH_BLOCKING=1", "validators on", "class labels",
-                                                   "token ids", "BCELoss")),
-    "ROCM_NO_LINE": ("ROCm build", says("on the CPU", "validators on", "AMD_SERIALIZE_KERNEL=3",
-                                        never=("CUDA_LAUNCH_BLOCKING",))),
+    "NO_LINE": (
+        "its line was not captured",
+        says("CUDA_LAUNCH_BLOCKING=1", "validators on", "class labels", "token ids", "BCELoss"),
+    ),
+    "ROCM_NO_LINE": (
+        "ROCm build",
+        says("on the CPU", "validators on", "AMD_SERIALIZE_KERNEL=3", never=("CUDA_LAUNCH_BLOCKING",)),
+    ),
 }
 
 

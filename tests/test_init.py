@@ -27,8 +27,10 @@ def test_every_public_name_resolves_to_what_it_names():
 
 
 def test_dir_and_import_load_neither_torch_nor_ipython_nor_ipywidgets():
-    code = ("import json, sys\nimport cudaassert_ipy\nnames = dir(cudaassert_ipy)\n"
-            "print(json.dumps([len(names), {m: m in sys.modules for m in ('torch', 'IPython', 'ipywidgets')}]))")
+    code = (
+        "import json, sys\nimport cudaassert_ipy\nnames = dir(cudaassert_ipy)\n"
+        "print(json.dumps([len(names), {m: m in sys.modules for m in ('torch', 'IPython', 'ipywidgets')}]))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     count, loaded = json.loads(done.stdout.strip().splitlines()[-1])

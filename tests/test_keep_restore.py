@@ -24,8 +24,10 @@ def test_only_the_same_key_and_restart_stamp_restore_and_a_wrong_stamp_removes_t
     assert keep.keep_dir("kernel-a", tmp_path).exists()
     _, outcomes, note = restore_all(tmp_path, history, key="kernel-a", stamp=STAMP + 1)
     assert outcomes == {}
-    assert note == (f"[cudaassert] The kept values in {keep.keep_dir('kernel-a', tmp_path)} were refused: they "
-                    "were saved for another restart. Nothing was restored from them; the kept cells replay instead.")
+    assert note == (
+        f"[cudaassert] The kept values in {keep.keep_dir('kernel-a', tmp_path)} were refused: they "
+        "were saved for another restart. Nothing was restored from them; the kept cells replay instead."
+    )
     assert not keep.keep_dir("kernel-a", tmp_path).exists()
 
 
@@ -35,9 +37,11 @@ def test_values_in_a_directory_another_user_owns_or_can_write_are_refused_and_le
     path = keep.keep_dir("k1", tmp_path)
     os.chmod(path, 0o770)
     _, outcomes, note = restore_all(tmp_path, history)
-    assert outcomes == {} and note == (f"[cudaassert] The kept values in {path} were refused: it is writable by its "
-                                       "group (mode 770). Nothing was restored from them; the kept cells replay "
-                                       "instead.")
+    assert outcomes == {} and note == (
+        f"[cudaassert] The kept values in {path} were refused: it is writable by its "
+        "group (mode 770). Nothing was restored from them; the kept cells replay "
+        "instead."
+    )
     assert path.exists()
     if os.getuid() == 0:  # as root a real other owner can be made
         os.chmod(path, 0o700)
@@ -82,5 +86,7 @@ def test_a_value_that_fails_to_load_replays_its_cell_and_the_others_still_restor
     with keep.opened("k1", STAMP, {"__name__": "__main__"}, tmp_path) as r:
         got = [r.restore(c.number, c.cell_id, c.source) for c in history]
     assert [g.kept for g in got] == [True, False, True]
-    assert got[1].reason == "`gone_mod` could not be loaded in this kernel (ModuleNotFoundError: No module named " \
-                            "'gone_mod')"
+    assert (
+        got[1].reason == "`gone_mod` could not be loaded in this kernel (ModuleNotFoundError: No module named "
+        "'gone_mod')"
+    )

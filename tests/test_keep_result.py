@@ -1,5 +1,4 @@
-"""restart/keep/result.py: the lines that say what keeping did, per cell and per name.
-"""
+"""restart/keep/result.py: the lines that say what keeping did, per cell and per name."""
 
 from __future__ import annotations
 
@@ -20,8 +19,11 @@ def test_the_kept_line_names_each_value_with_its_size_and_times(tmp_path):
 def test_the_report_lists_each_cell_under_one_header_and_discard_removes_unread_values(tmp_path):
     ns, history = run_cells(("x = 1", True), ("y = (i for i in [])", True))
     result = keep.save("k1", STAMP, history, ns, directory=tmp_path)
-    assert result.report().splitlines() == ["[cudaassert] Kept across the restart:", "  " + result.cells[0].line(),
-                                            "  [2] replayed: `y` holds a generator, whose position cannot be saved"]
+    assert result.report().splitlines() == [
+        "[cudaassert] Kept across the restart:",
+        "  " + result.cells[0].line(),
+        "  [2] replayed: `y` holds a generator, whose position cannot be saved",
+    ]
     assert keep.KeepResult().report() == ""
     keep.discard("k1", tmp_path)
     assert not keep.keep_dir("k1", tmp_path).exists()

@@ -24,8 +24,11 @@ from cudaassert_ipy.restart.keep.result import VALUES
 def test_kept_cells_come_back_equal_and_are_not_run_again(tmp_path):
     ns, history = run_cells(
         ("import pandas as pd, numpy as np, torch\nruns = []", False),
-        ("runs.append('load')\ndf = pd.DataFrame({'a': range(1000), 'b': ['x'] * 1000})\n"
-         "arr = np.arange(10.0)\nt = torch.arange(6).reshape(2, 3)\nvocab = {'<pad>': 0, 'cat': 1}", True),
+        (
+            "runs.append('load')\ndf = pd.DataFrame({'a': range(1000), 'b': ['x'] * 1000})\n"
+            "arr = np.arange(10.0)\nt = torch.arange(6).reshape(2, 3)\nvocab = {'<pad>': 0, 'cat': 1}",
+            True,
+        ),
         ("total = int(df.a.sum())", False),
     )
     result = keep.save("k1", STAMP, history, ns, directory=tmp_path)

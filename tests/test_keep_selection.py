@@ -53,17 +53,31 @@ def test_a_later_kept_cell_that_changes_the_name_keeps_both(tmp_path):
     assert new["xs"] == [1, 2] and new["y"] == 2
 
 
-@pytest.mark.parametrize(("source", "reason"), [
-    ("import os\nos.environ['X'] = '1'\ny = 1", "it changes the module `os`, which restoring values cannot redo"),
-    ("import numpy as np\nnp.random.seed(0)\ny = 1", "it changes the module `np`, which restoring values cannot redo"),
-    ("import torch\ntorch.manual_seed(0)\ny = 1", "it changes the module `torch`, which restoring values cannot redo"),
-    ("import random\nrandom.seed(0)\ny = 1", "it changes the module `random`, which restoring values cannot redo"),
-    ("def set_seed(n):\n    pass\nset_seed(0)\ny = 1",
-     "it does more than bind names (`set_seed(0)`), which restoring values cannot redo"),
-    ("%cd /tmp\ny = 1", "it does more than bind names (`get_ipython().run_line_magic('cd', '/tmp')`), which "
-                        "restoring values cannot redo"),
-    ("y = (", "its code could not be read (SyntaxError: '(' was never closed (<unknown>, line 1))"),
-])
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("import os\nos.environ['X'] = '1'\ny = 1", "it changes the module `os`, which restoring values cannot redo"),
+        (
+            "import numpy as np\nnp.random.seed(0)\ny = 1",
+            "it changes the module `np`, which restoring values cannot redo",
+        ),
+        (
+            "import torch\ntorch.manual_seed(0)\ny = 1",
+            "it changes the module `torch`, which restoring values cannot redo",
+        ),
+        ("import random\nrandom.seed(0)\ny = 1", "it changes the module `random`, which restoring values cannot redo"),
+        (
+            "def set_seed(n):\n    pass\nset_seed(0)\ny = 1",
+            "it does more than bind names (`set_seed(0)`), which restoring values cannot redo",
+        ),
+        (
+            "%cd /tmp\ny = 1",
+            "it does more than bind names (`get_ipython().run_line_magic('cd', '/tmp')`), which "
+            "restoring values cannot redo",
+        ),
+        ("y = (", "its code could not be read (SyntaxError: '(' was never closed (<unknown>, line 1))"),
+    ],
+)
 def test_cells_that_act_beyond_their_names_are_replayed(tmp_path, source, reason):
     ns: dict = {"__name__": "__main__"}
     if not source.startswith(("%", "y = (")):
@@ -84,23 +98,37 @@ def test_the_plan_cells_marked_or_picked_are_kept_and_the_whole_history_is_read(
     from cudaassert_ipy.restart.cell_history import CellRecord
     from cudaassert_ipy.restart.plan import PlanCell
 
-    records = [CellRecord(0, 1, "%load_ext cudaassert\nimport torch", None, True, 0.1),
-               CellRecord(1, 2, "# cudaassert: keep\ndf = 1", "a", True, 3.0),
-               CellRecord(2, 3, "vocab = 2", "b", True, 3.0),
-               CellRecord(3, 4, "df = 3", "c", False, 0.1)]
-    plan = [PlanCell(1, None, "import torch"), PlanCell(2, "a", "# cudaassert: keep\ndf = 1"),
-            PlanCell(3, "b", "vocab = 2")]
+    records = [
+        CellRecord(0, 1, "%load_ext cudaassert\nimport torch", None, True, 0.1),
+        CellRecord(1, 2, "# cudaassert: keep\ndf = 1", "a", True, 3.0),
+        CellRecord(2, 3, "vocab = 2", "b", True, 3.0),
+        CellRecord(3, 4, "df = 3", "c", False, 0.1),
+    ]
+    plan = [
+        PlanCell(1, None, "import torch"),
+        PlanCell(2, "a", "# cudaassert: keep\ndf = 1"),
+        PlanCell(3, "b", "vocab = 2"),
+    ]
     cells = keep.cells_for_plan(records, plan, picked={3})
     assert [(c.number, c.source, c.keep) for c in cells] == [
-        (1, "import torch", False), (2, "# cudaassert: keep\ndf = 1", True), (3, "vocab = 2", True),
-        (4, "df = 3", False)]  # the failed cell [4] is not replayed, but it is read: it changes `df`
+        (1, "import torch", False),
+        (2, "# cudaassert: keep\ndf = 1", True),
+        (3, "vocab = 2", True),
+        (4, "df = 3", False),
+    ]  # the failed cell [4] is not replayed, but it is read: it changes `df`
 
 
 def test_after_a_replay_the_slow_cells_that_bound_only_cpu_values_are_offered_for_keeping():
     ns, _ = run_cells(("import os, torch\nx = torch.ones(2)\nm = torch.nn.Linear(2, 2, device='meta')", False))
-    replayed = [(2, "x = torch.ones(2)", 5.0), (3, "m = torch.nn.Linear(2, 2, device='meta')", 9.0),
-                (4, "import os\nos.chdir('/')", 7.0), (5, "y = 1", 0.5), (6, "x = x + 1", 3.0)]
+    replayed = [
+        (2, "x = torch.ones(2)", 5.0),
+        (3, "m = torch.nn.Linear(2, 2, device='meta')", 9.0),
+        (4, "import os\nos.chdir('/')", 7.0),
+        (5, "y = 1", 0.5),
+        (6, "x = x + 1", 3.0),
+    ]
     assert keep.suggest(replayed, ns) == (
         "[cudaassert] Replaying [2], [6] took 8.0 s, and they bind only CPU values: keep them across the next "
-        "restart with `%cudaassert setup keep 2,6` (or a first line `# cudaassert: keep`).")
+        "restart with `%cudaassert setup keep 2,6` (or a first line `# cudaassert: keep`)."
+    )
     assert keep.suggest([(5, "y = 1", 0.5)], ns) is None

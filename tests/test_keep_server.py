@@ -16,8 +16,11 @@ pytestmark = pytest.mark.kernel
 SETUP = [
     ("c1", "%load_ext cudaassert"),
     ("c2", "# cudaassert: keep\nimport pandas as pd\ndf = pd.DataFrame({'a': range(1000)})\nprint('c2 ran')"),
-    ("c3", "import torch\nfrom fake_cuda_session import make_batch, cross_entropy\nlogits, labels = make_batch()\n"
-           "print('c3 ran')"),
+    (
+        "c3",
+        "import torch\nfrom fake_cuda_session import make_batch, cross_entropy\nlogits, labels = make_batch()\n"
+        "print('c3 ran')",
+    ),
     ("c4", "# cudaassert: keep\nfeatures = torch.ones(2, device='meta')\nprint('c4 ran')"),
 ]
 FAILING = ("c5", "loss = cross_entropy(logits, labels)")

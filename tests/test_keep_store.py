@@ -19,10 +19,13 @@ from cudaassert_ipy.restart.keep import KeepBudget
 def test_notebook_functions_see_the_new_kernels_globals_and_classes_stay_one_class(tmp_path):
     ns, history = run_cells(
         ("scale = 2", False),
-        ("class Vocab:\n    def __init__(self, words):\n        self.words = words\n"
-         "    def size(self):\n        return len(self.words) * scale\n"
-         "def tokenize(s):\n    return [w for w in s.split() if w in vocab.words]\n"
-         "vocab = Vocab(['a', 'b'])", True),
+        (
+            "class Vocab:\n    def __init__(self, words):\n        self.words = words\n"
+            "    def size(self):\n        return len(self.words) * scale\n"
+            "def tokenize(s):\n    return [w for w in s.split() if w in vocab.words]\n"
+            "vocab = Vocab(['a', 'b'])",
+            True,
+        ),
     )
     keep.save("k1", STAMP, history, ns, directory=tmp_path)
     new, outcomes, _ = restore_all(tmp_path, history)
@@ -55,14 +58,17 @@ def test_a_class_kept_before_a_value_that_failed_is_still_the_class_of_instances
     assert outcomes[3].kept and isinstance(new["box"], new["Box"])
 
 
-@pytest.mark.parametrize(("source", "reason"), [
-    ("x = torch.ones(3, device='meta')", "`x` holds a tensor on meta"),
-    ("x = {'w': [torch.ones(2), torch.ones(2, device='meta')]}", "`x` holds a tensor on meta"),
-    ("x = torch.nn.Linear(2, 2, device='meta')", "`x` holds parameters on meta"),
-    ("x = open('/dev/null')", "`x` holds an open file (/dev/null)"),
-    ("x = (i for i in range(3))", "`x` holds a generator, whose position cannot be saved"),
-    ("import threading\nx = threading.Lock()", "`threading` "),
-])
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("x = torch.ones(3, device='meta')", "`x` holds a tensor on meta"),
+        ("x = {'w': [torch.ones(2), torch.ones(2, device='meta')]}", "`x` holds a tensor on meta"),
+        ("x = torch.nn.Linear(2, 2, device='meta')", "`x` holds parameters on meta"),
+        ("x = open('/dev/null')", "`x` holds an open file (/dev/null)"),
+        ("x = (i for i in range(3))", "`x` holds a generator, whose position cannot be saved"),
+        ("import threading\nx = threading.Lock()", "`threading` "),
+    ],
+)
 def test_values_that_cannot_be_kept_replay_their_cell_with_the_reason(tmp_path, source, reason):
     ns, history = run_cells(("import torch", False), (source, True))
     result = keep.save("k1", STAMP, history, ns, directory=tmp_path)

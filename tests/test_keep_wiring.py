@@ -60,8 +60,10 @@ def test_each_setup_cell_has_a_keep_toggle_that_flips_keep(diagnosis):  # noqa: 
     root = panel.build(diagnosis, [], None, choices)
     toggles = find(root, widgets.ToggleButton, description="keep")
     assert [t.value for t in toggles] == [True, False]
-    assert toggles[0].tooltip == ("Keep this cell's values across the restart (restored, not re-run); values that "
-                                  "hold CUDA tensors are replayed instead")
+    assert toggles[0].tooltip == (
+        "Keep this cell's values across the restart (restored, not re-run); values that "
+        "hold CUDA tensors are replayed instead"
+    )
     toggles[0].value, toggles[1].value = False, True
     assert [c.keep for c in choices] == [False, True]
 

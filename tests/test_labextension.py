@@ -23,8 +23,9 @@ def test_the_built_extension_is_this_checkouts_frontend_at_the_packages_version(
     source = json.loads((ROOT / "frontend" / "package.json").read_text())
     built = json.loads((BUILT / "package.json").read_text())
     assert source["version"] == built["version"] == cudaassert_ipy.__version__  # a version bump rebuilds it
-    assert {k: v for k, v in built.items() if k != "jupyterlab"} == {k: v for k, v in source.items()
-                                                                      if k != "jupyterlab"}
+    assert {k: v for k, v in built.items() if k != "jupyterlab"} == {
+        k: v for k, v in source.items() if k != "jupyterlab"
+    }
     load = BUILT / built["jupyterlab"]["_build"]["load"]
     assert load.is_file()
     bundle = "".join(p.read_text() for p in (BUILT / "static").glob("*.js"))
@@ -34,8 +35,13 @@ def test_the_built_extension_is_this_checkouts_frontend_at_the_packages_version(
 
 def test_pip_install_puts_every_built_file_where_jupyterlab_looks():
     data_files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
-    listed = {ROOT / f for pattern in [p for files in data_files.values() for p in files] for f in
-              [str(q.relative_to(ROOT)) for q in ROOT.glob(pattern)]}
+    listed = {
+        ROOT / f
+        for pattern in [p for files in data_files.values() for p in files]
+        for f in [str(q.relative_to(ROOT)) for q in ROOT.glob(pattern)]
+    }
     assert {p for p in BUILT.rglob("*") if p.is_file()} <= listed
-    assert set(data_files) == {"share/jupyter/labextensions/cudaassert-ipy",
-                               "share/jupyter/labextensions/cudaassert-ipy/static"}
+    assert set(data_files) == {
+        "share/jupyter/labextensions/cudaassert-ipy",
+        "share/jupyter/labextensions/cudaassert-ipy/static",
+    }

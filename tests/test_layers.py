@@ -87,15 +87,20 @@ def imports_in(source: str, package: str) -> list[tuple[int, str]]:
             origin = ".".join([*base, node.module] if node.module else base)
             for alias in node.names:  # `from cudaassert_ipy import view` imports the view package
                 sub = PACKAGE.parent / f"{origin}.{alias.name}".replace(".", "/")
-                found.append((node.lineno, f"{origin}.{alias.name}" if sub.with_suffix(".py").exists()
-                              or sub.is_dir() else origin))
+                found.append(
+                    (
+                        node.lineno,
+                        f"{origin}.{alias.name}" if sub.with_suffix(".py").exists() or sub.is_dir() else origin,
+                    )
+                )
     return sorted({(line, m) for line, m in found if m == "cudaassert_ipy" or m.startswith("cudaassert_ipy.")})
 
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
     module = module_name(path)
-    return imports_in(path.read_text(encoding="utf-8"), module if path.name == "__init__.py" else
-                      module.rpartition(".")[0])
+    return imports_in(
+        path.read_text(encoding="utf-8"), module if path.name == "__init__.py" else module.rpartition(".")[0]
+    )
 
 
 def embedded_of(path: Path) -> list[tuple[str, int, str]]:
@@ -104,8 +109,12 @@ def embedded_of(path: Path) -> list[tuple[str, int, str]]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str) and isinstance(node.targets[0], ast.Name)):
+        if not (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and isinstance(node.targets[0], ast.Name)
+        ):
             continue
         try:
             imported = imports_in(node.value.value, package)
@@ -118,7 +127,8 @@ def embedded_of(path: Path) -> list[tuple[str, int, str]]:
 def graph() -> list[tuple[str, int, str]]:
     files = sorted(PACKAGE.rglob("*.py"))
     return [(module_name(p), line, target) for p in files for line, target in imports_of(p)] + [
-        edge for p in files for edge in embedded_of(p)]
+        edge for p in files for edge in embedded_of(p)
+    ]
 
 
 def runtime_source(source: str) -> str:
@@ -140,8 +150,9 @@ def runtime_graph() -> dict[str, set[str]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         module = module_name(path)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        out[module] = {t for _, t in imports_in(runtime_source(path.read_text(encoding="utf-8")), package)
-                       if t != module}
+        out[module] = {
+            t for _, t in imports_in(runtime_source(path.read_text(encoding="utf-8")), package) if t != module
+        }
     return out
 
 
@@ -192,8 +203,7 @@ def violations(edges: list[tuple[str, int, str]]) -> list[str]:
 
 def fresh_python(code: str) -> dict[str, bool]:
     """Run ``code`` in a new interpreter; it prints a JSON dict of which modules ended up loaded."""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
-                          cwd=PACKAGE.parent)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, cwd=PACKAGE.parent)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -206,10 +216,15 @@ def test_the_import_graph_is_read_from_every_module_including_imports_inside_fun
 
 
 def test_type_only_and_relative_imports_count_as_imports():
-    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cudaassert_ipy.shell.extension import "
-              "Extension\n\ndef f():\n    from ..shell import magics\n    from . import report\n")
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cudaassert_ipy.shell.extension import "
+        "Extension\n\ndef f():\n    from ..shell import magics\n    from . import report\n"
+    )
     assert imports_in(source, "cudaassert_ipy.view") == [
-        (3, "cudaassert_ipy.shell.extension"), (6, "cudaassert_ipy.shell.magics"), (7, "cudaassert_ipy.view.report")]
+        (3, "cudaassert_ipy.shell.extension"),
+        (6, "cudaassert_ipy.shell.magics"),
+        (7, "cudaassert_ipy.view.report"),
+    ]
 
 
 def test_code_written_for_another_process_is_read_as_an_entry_point_of_its_own():
@@ -222,7 +237,8 @@ def test_code_written_for_another_process_is_read_as_an_entry_point_of_its_own()
 
 def test_the_top_level_holds_only_the_entry_points_beside_the_layers_and_base():
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == ENTRY_POINTS, (
-        "a module beside the layers: move it into the lowest layer that uses it (base/ if every layer may)")
+        "a module beside the layers: move it into the lowest layer that uses it (base/ if every layer may)"
+    )
     packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
     assert packages == sorted([*ORDER, *BASE])
     assert {layer_of(f"cudaassert_ipy.{name[:-3]}") for name in ENTRY_POINTS if name != "__init__.py"} == {TOP}
@@ -236,14 +252,18 @@ def test_the_table_allows_no_edge_nobody_uses():
 
 def test_the_table_only_points_down_the_layer_order():
     assert sorted(ORDER) == sorted(MAY_IMPORT)
-    upward = sorted((have, want) for have, wants in MAY_IMPORT.items() for want in wants
-                    if ORDER.index(want) >= ORDER.index(have))
+    upward = sorted(
+        (have, want) for have, wants in MAY_IMPORT.items() for want in wants if ORDER.index(want) >= ORDER.index(have)
+    )
     assert upward == []
 
 
 def test_no_module_below_the_shell_imports_the_shell():
-    wrong = [f"{s}:{line} imports {t}" for s, line, t in graph()
-             if layer_of(s) not in {"shell", TOP} and layer_of(t) == "shell"]
+    wrong = [
+        f"{s}:{line} imports {t}"
+        for s, line, t in graph()
+        if layer_of(s) not in {"shell", TOP} and layer_of(t) == "shell"
+    ]
     assert wrong == [], "only shell/ wires the layers together:\n" + "\n".join(wrong)
 
 
@@ -255,12 +275,15 @@ def test_each_layer_imports_only_the_layers_below_it():
 def test_no_modules_import_each_other_at_run_time():
     circles = cycles(runtime_graph())
     assert circles == [], "modules that import each other (a function-level import counts):\n" + "\n".join(
-        " <-> ".join(c) for c in circles)
+        " <-> ".join(c) for c in circles
+    )
 
 
 def test_the_cycle_check_sees_imports_inside_functions_and_skips_type_only_ones():
-    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cudaassert_ipy.run.guard import Guard\n"
-              "def f():\n    from cudaassert_ipy.run import rerun\n")
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cudaassert_ipy.run.guard import Guard\n"
+        "def f():\n    from cudaassert_ipy.run import rerun\n"
+    )
     assert [m for _, m in imports_in(runtime_source(source), "cudaassert_ipy.run")] == ["cudaassert_ipy.run.rerun"]
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e2"}, "e2": {"e"}}
     assert cycles(edges) == [["a", "b", "c"], ["e", "e2"]]
@@ -268,17 +291,20 @@ def test_the_cycle_check_sees_imports_inside_functions_and_skips_type_only_ones(
 
 
 def test_the_layer_rules_catch_a_view_importing_restart_an_entry_point_or_a_package_without_a_place():
-    edges = [("cudaassert_ipy.view.panel", 3, "cudaassert_ipy.restart.request"),
-             ("cudaassert_ipy.restart.replay", 4, "cudaassert_ipy.view.replay_view"),
-             ("cudaassert_ipy.capture.fd_tap", 5, "cudaassert_ipy"),
-             ("cudaassert_ipy.plugins.x", 6, "cudaassert_ipy.view.report"),
-             ("cudaassert_ipy.auto", 7, "cudaassert_ipy.shell.extension"),
-             ("cudaassert_ipy.view.panel", 8, "cudaassert_ipy.__main__")]
+    edges = [
+        ("cudaassert_ipy.view.panel", 3, "cudaassert_ipy.restart.request"),
+        ("cudaassert_ipy.restart.replay", 4, "cudaassert_ipy.view.replay_view"),
+        ("cudaassert_ipy.capture.fd_tap", 5, "cudaassert_ipy"),
+        ("cudaassert_ipy.plugins.x", 6, "cudaassert_ipy.view.report"),
+        ("cudaassert_ipy.auto", 7, "cudaassert_ipy.shell.extension"),
+        ("cudaassert_ipy.view.panel", 8, "cudaassert_ipy.__main__"),
+    ]
     assert violations(edges) == [
         "cudaassert_ipy.view.panel:3 imports cudaassert_ipy.restart.request (view may not import restart)",
         "cudaassert_ipy.capture.fd_tap:5 imports cudaassert_ipy (capture may not import <top>)",
         "cudaassert_ipy.plugins.x: package 'plugins' has no place in MAY_IMPORT",
-        "cudaassert_ipy.view.panel:8 imports cudaassert_ipy.__main__ (view may not import <top>)"]
+        "cudaassert_ipy.view.panel:8 imports cudaassert_ipy.__main__ (view may not import <top>)",
+    ]
 
 
 def test_capture_diagnose_the_text_report_run_and_logs_import_neither_ipython_nor_ipywidgets():
@@ -290,12 +316,14 @@ def test_capture_diagnose_the_text_report_run_and_logs_import_neither_ipython_no
     assert "cudaassert_ipy.diagnose.causes.rules" in names and "cudaassert_ipy.view.report" in names
     loaded = fresh_python(
         f"import importlib, json, sys\nfor name in {names!r}:\n    importlib.import_module(name)\n"
-        f"print(json.dumps({{m: m in sys.modules for m in {WIDGET_WORLD!r}}}))")
+        f"print(json.dumps({{m: m in sys.modules for m in {WIDGET_WORLD!r}}}))"
+    )
     assert loaded == {m: False for m in WIDGET_WORLD}
 
 
 def test_importing_the_package_imports_neither_torch_nor_ipywidgets_nor_ipython():
     names = ["torch", *WIDGET_WORLD]
-    loaded = fresh_python(f"import json, sys\nimport cudaassert_ipy\nprint(json.dumps({{m: m in sys.modules "
-                          f"for m in {names!r}}}))")
+    loaded = fresh_python(
+        f"import json, sys\nimport cudaassert_ipy\nprint(json.dumps({{m: m in sys.modules for m in {names!r}}}))"
+    )
     assert loaded == {m: False for m in names}

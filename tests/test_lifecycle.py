@@ -28,8 +28,12 @@ def _snapshot(ip):
 
 
 def _count_hooks(ip):
-    return sum(1 for cbs in ip.events.callbacks.values() for c in cbs
-               if getattr(getattr(c, "__self__", None), "__module__", "").startswith("cudaassert_ipy"))
+    return sum(
+        1
+        for cbs in ip.events.callbacks.values()
+        for c in cbs
+        if getattr(getattr(c, "__self__", None), "__module__", "").startswith("cudaassert_ipy")
+    )
 
 
 def test_load_then_unload_leaves_ipython_exactly_as_found(shell):
@@ -139,14 +143,17 @@ def test_off_and_on_toggle_reports(loaded, shell, capsys):
     assert capsys.readouterr().out.splitlines() == ["cudaassert reports are off.", "cudaassert reports are on."]
 
 
-@pytest.mark.parametrize("line, fix", [
-    ("", "the following arguments are required: verb"),
-    ("frobnicate", "invalid choice: 'frobnicate'"),
-    ("status on", "`%cudaassert status` takes no value; did you mean `%cudaassert validators on`?"),
-    ("validators", "Say which: `%cudaassert validators on` or `%cudaassert validators off`."),
-    ("validators maybe", "`%cudaassert validators maybe`: say `on` or `off`."),
-    ("status --cpu", "--cpu only goes with `%cudaassert restart`."),
-])
+@pytest.mark.parametrize(
+    "line, fix",
+    [
+        ("", "the following arguments are required: verb"),
+        ("frobnicate", "invalid choice: 'frobnicate'"),
+        ("status on", "`%cudaassert status` takes no value; did you mean `%cudaassert validators on`?"),
+        ("validators", "Say which: `%cudaassert validators on` or `%cudaassert validators off`."),
+        ("validators maybe", "`%cudaassert validators maybe`: say `on` or `off`."),
+        ("status --cpu", "--cpu only goes with `%cudaassert restart`."),
+    ],
+)
 def test_misuse_raises_usage_error_with_the_fix(loaded, shell, line, fix):
     with pytest.raises(UsageError) as err:
         shell.run_line_magic("cudaassert", line)
@@ -240,9 +247,11 @@ print(json.dumps(diff(before, snapshot(skip_env=("CUDA_LAUNCH_BLOCKING", "CUDAAS
 def test_unload_leaves_ipython_exactly_as_found_with_the_tap_on_also_in_a_resumed_kernel(tmp_path, case):
     from helpers import TESTS, kernel_env
 
-    env = kernel_env(JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"), IPYTHONDIR=str(tmp_path / "ipython"),
-                     CUDAASSERT_TEST_PRETEND_GPU="1")
-    out = subprocess.run([sys.executable, "-c", FOOTPRINT, case], capture_output=True, text=True, timeout=180,
-                         env=env, cwd=TESTS)
+    env = kernel_env(
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"), IPYTHONDIR=str(tmp_path / "ipython"), CUDAASSERT_TEST_PRETEND_GPU="1"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", FOOTPRINT, case], capture_output=True, text=True, timeout=180, env=env, cwd=TESTS
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "{}", out.stdout[-3000:]

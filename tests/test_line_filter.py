@@ -31,8 +31,9 @@ def interleaved() -> tuple[bytes, list[bytes]]:
 
 
 def more(count: str, site: str, singular: bool = False) -> str:
-    return MORE_LINES.format(prefix=PREFIX, count=count, lines="line" if singular else "lines", site=site,
-                             were="was" if singular else "were")
+    return MORE_LINES.format(
+        prefix=PREFIX, count=count, lines="line" if singular else "lines", site=site, were="was" if singular else "were"
+    )
 
 
 def test_the_first_three_lines_of_each_site_and_every_ordinary_line_pass_in_order() -> None:
@@ -56,7 +57,8 @@ def test_thousands_are_written_with_separators_as_in_the_issue() -> None:
     flt = LineFilter(3)
     assert flt.feed(lines) == b"".join(lines.splitlines(keepends=True)[:3])
     assert flt.summary() == (
-        f"{PREFIX} … 9,997 more lines of this assertion (Loss.cu:250) were written to the kernel's log.\n")
+        f"{PREFIX} … 9,997 more lines of this assertion (Loss.cu:250) were written to the kernel's log.\n"
+    )
 
 
 def test_split_at_any_byte_the_output_is_the_same_as_fed_whole() -> None:

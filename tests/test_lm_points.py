@@ -14,12 +14,18 @@ from helpers.pastes import first as _first
 from cudaassert_ipy.capture.tracebacks import frames_in_text
 from cudaassert_ipy.diagnose.causes.cpu_twins import match_cpu_twin
 
-LOOKUP_LINE = ("/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectLargeIndex: block: [17,0,0], "
-               "thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n")
-NLL_LINE = ("/opt/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: "
-            "[0,0,0], thread: [3,0,0] Assertion `t >= 0 && t < n_classes` failed.\n")
-WARNING = ("Token indices sequence length is longer than the specified maximum sequence length for this model "
-           "(877 > 512). Running this sequence through the model will result in indexing errors\n")
+LOOKUP_LINE = (
+    "/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectLargeIndex: block: [17,0,0], "
+    "thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+)
+NLL_LINE = (
+    "/opt/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: "
+    "[0,0,0], thread: [3,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+)
+WARNING = (
+    "Token indices sequence length is longer than the specified maximum sequence length for this model "
+    "(877 > 512). Running this sequence through the model will result in indexing errors\n"
+)
 
 
 def _said(d) -> str:
@@ -51,8 +57,7 @@ def test_a_resize_log_line_names_token_ids_and_the_resize_that_did_not_reach_the
 
 
 def test_tokens_added_in_the_pasted_code_name_token_ids() -> None:
-    text = ("tok.add_special_tokens({'pad_token': '<pad>'})\nout = model(**tok(batch, return_tensors='pt'))\n"
-            + ASSERT)
+    text = "tok.add_special_tokens({'pad_token': '<pad>'})\nout = model(**tok(batch, return_tensors='pt'))\n" + ASSERT
     d = _first(text)
     assert d.cause_id == "index_select_out_of_range"
     assert "resize_token_embeddings(len(tokenizer))" in (d.likely_fix or "")
@@ -62,16 +67,23 @@ def test_tokens_added_in_the_pasted_code_name_token_ids() -> None:
 
 
 def test_an_old_lookup_error_prints_the_last_row_and_a_position_sized_table_means_positions() -> None:
-    twin = match_cpu_twin(("RuntimeError",), "index out of range: Tried to access index 1030 out of table with "
-                                             "1023 rows. at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:2")
+    twin = match_cpu_twin(
+        ("RuntimeError",),
+        "index out of range: Tried to access index 1030 out of table with "
+        "1023 rows. at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:2",
+    )
     assert twin is not None and twin.size == 1024 and twin.value == 1030
-    d = _first("RuntimeError: index out of range: Tried to access index 1030 out of table with 1023 rows. at "
-               "/pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:237\n")
+    d = _first(
+        "RuntimeError: index out of range: Tried to access index 1030 out of table with 1023 rows. at "
+        "/pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:237\n"
+    )
     assert d.cause_id == "position_ids_out_of_range"
     assert "max_position_embeddings=1024" in (d.specific or "")
     assert "truncat" in (d.likely_fix or "") and "token ids" in d.candidates[2]
-    vocab = _first("RuntimeError: index out of range: Tried to access index 32003 out of table with 31999 rows. at "
-                   "/pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:237\n")
+    vocab = _first(
+        "RuntimeError: index out of range: Tried to access index 32003 out of table with 31999 rows. at "
+        "/pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:237\n"
+    )
     assert vocab.cause_id == "index_select_out_of_range" and "32000" in (vocab.specific or "")
 
 
@@ -87,8 +99,10 @@ def test_an_index_into_a_vocabulary_sized_dimension_is_a_token_id() -> None:
 
 
 def test_a_line_that_uses_the_position_embedding_names_positions() -> None:
-    text = ('  File "/srv/lm/model/embedding.py", line 88, in forward\n'
-            "    hidden = token_vectors + position_embeddings\n" + ASSERT)
+    text = (
+        '  File "/srv/lm/model/embedding.py", line 88, in forward\n'
+        "    hidden = token_vectors + position_embeddings\n" + ASSERT
+    )
     d = _first(text)
     assert d.cause_id == "position_ids_out_of_range"
     assert d.basis == "a frame: embedding.py:88 in forward"
@@ -98,11 +112,13 @@ def test_a_line_that_uses_the_position_embedding_names_positions() -> None:
     added = _first('  File "/srv/lm/emb.py", line 61, in forward\n    embeddings += position_embeddings\n' + ASSERT)
     assert added.cause_id == "position_ids_out_of_range"
     # a line that looks up both tables, or only passes position_ids on, does not decide
-    both = _first('  File "/srv/lm/gpt.py", line 40, in forward\n    x = self.tok_emb(idx) + self.pos_emb(pos)\n'
-                  + ASSERT)
+    both = _first(
+        '  File "/srv/lm/gpt.py", line 40, in forward\n    x = self.tok_emb(idx) + self.pos_emb(pos)\n' + ASSERT
+    )
     assert both.cause_id != "position_ids_out_of_range"
-    passed = _first('  File "/srv/lm/run.py", line 9, in step\n    out = net(ids, position_ids=position_ids)\n'
-                    + ASSERT)
+    passed = _first(
+        '  File "/srv/lm/run.py", line 9, in step\n    out = net(ids, position_ids=position_ids)\n' + ASSERT
+    )
     assert passed.cause_id != "position_ids_out_of_range"
 
 
@@ -113,20 +129,25 @@ def test_a_lookup_that_nothing_names_ranks_token_ids_then_positions() -> None:
         assert d.candidates[0].startswith("The text does not say which index")
         assert "pad_token_id" in d.candidates[1] and "max_position_embeddings" in d.candidates[2]
         assert "truncat" in _said(d) and "resize_token_embeddings" in _said(d)
-    framed = _first('  File "/usr/lib/python3/site-packages/torch/nn/functional.py", line 2233, in embedding\n'
-                    "    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n"
-                    "IndexError: index out of range in self\n")
+    framed = _first(
+        '  File "/usr/lib/python3/site-packages/torch/nn/functional.py", line 2233, in embedding\n'
+        "    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n"
+        "IndexError: index out of range in self\n"
+    )
     assert framed.cause_id == "index_select_out_of_range" and len(framed.candidates) == 3
     # a frame that names the table decides: no ranking
-    word = _first('  File "/x/site-packages/transformers/models/bert/modeling_bert.py", line 210, in forward\n'
-                  "    inputs_embeds = self.word_embeddings(input_ids)\n" + "IndexError: index out of range in self\n")
+    word = _first(
+        '  File "/x/site-packages/transformers/models/bert/modeling_bert.py", line 210, in forward\n'
+        "    inputs_embeds = self.word_embeddings(input_ids)\n" + "IndexError: index out of range in self\n"
+    )
     assert word.cause_id == "index_select_out_of_range" and word.candidates == ()
 
 
 def test_a_paste_that_starts_inside_a_frame_line_keeps_that_frame() -> None:
     frames = frames_in_text('"/srv/app/model.py", line 31, in forward\n    y = self.proj(x)\n' + ASSERT)
-    assert [(f.path, f.line, f.func, f.code) for f in frames] == [("/srv/app/model.py", 31, "forward",
-                                                                   "y = self.proj(x)")]
+    assert [(f.path, f.line, f.func, f.code) for f in frames] == [
+        ("/srv/app/model.py", 31, "forward", "y = self.proj(x)")
+    ]
 
 
 def test_a_line_that_looks_up_both_tables_ranks_both() -> None:
@@ -136,28 +157,36 @@ def test_a_line_that_looks_up_both_tables_ranks_both() -> None:
 
 
 def test_the_rotary_cache_read_at_the_positions_names_positions() -> None:
-    for code in ("cos_sin = self.cos_sin_cache[positions]", "cos = cos[position_ids].unsqueeze(unsqueeze_dim)",
-                 "freqs_cis = self.freqs_cis[input_pos]"):
+    for code in (
+        "cos_sin = self.cos_sin_cache[positions]",
+        "cos = cos[position_ids].unsqueeze(unsqueeze_dim)",
+        "freqs_cis = self.freqs_cis[input_pos]",
+    ):
         d = _first(f'  File "/srv/llm/layers/rope.py", line 77, in forward\n    {code}\n' + ASSERT)
         assert d.cause_id == "position_ids_out_of_range", code
         assert "max_model_len" in (d.likely_fix or "") and d.candidates == ()
 
 
 def test_a_token_embedding_line_outside_transformers_names_token_ids() -> None:
-    d = _first('  File "/srv/llm/models/decoder.py", line 310, in forward\n'
-               "    hidden_states = self.embed_tokens(input_ids)\n" + ASSERT)
+    d = _first(
+        '  File "/srv/llm/models/decoder.py", line 310, in forward\n'
+        "    hidden_states = self.embed_tokens(input_ids)\n" + ASSERT
+    )
     assert d.cause_id == "index_select_out_of_range"
     assert d.basis == "a frame: decoder.py:310 in forward" and d.candidates == ()
     assert "resize_token_embeddings(len(tokenizer))" in (d.likely_fix or "")
-    vllm = _first('  File "/usr/lib/python3/site-packages/vllm/model_executor/layers/vocab_parallel_embedding.py", '
-                  'line 406, in forward\n    output_parallel = self.quant_method.embedding(self, masked_input.long())\n'
-                  + ASSERT)
+    vllm = _first(
+        '  File "/usr/lib/python3/site-packages/vllm/model_executor/layers/vocab_parallel_embedding.py", '
+        "line 406, in forward\n    output_parallel = self.quant_method.embedding(self, masked_input.long())\n" + ASSERT
+    )
     assert vllm.cause_id == "index_select_out_of_range" and "vLLM" in (vllm.specific or "")
 
 
 def test_a_config_whose_special_token_id_is_the_vocabulary_size_names_token_ids() -> None:
-    config = ('LlamaConfig {\n  "bos_token_id": 1,\n  "eos_token_id": 2,\n  "hidden_size": 4096,\n'
-              '  "pad_token_id": 32000,\n  "rms_norm_eps": 1e-06,\n  "vocab_size": 32000\n}\n')
+    config = (
+        'LlamaConfig {\n  "bos_token_id": 1,\n  "eos_token_id": 2,\n  "hidden_size": 4096,\n'
+        '  "pad_token_id": 32000,\n  "rms_norm_eps": 1e-06,\n  "vocab_size": 32000\n}\n'
+    )
     d = _first(config + ASSERT)
     assert d.cause_id == "index_select_out_of_range"
     assert d.basis == "the error text (special_token_id_is_vocab_size)"
@@ -167,28 +196,36 @@ def test_a_config_whose_special_token_id_is_the_vocabulary_size_names_token_ids(
 
 
 def test_the_tokenizers_own_line_about_added_special_tokens_names_token_ids() -> None:
-    d = _first("Special tokens have been added in the vocabulary, make sure the associated word embeddings are "
-               "fine-tuned or trained.\n" + ASSERT)
+    d = _first(
+        "Special tokens have been added in the vocabulary, make sure the associated word embeddings are "
+        "fine-tuned or trained.\n" + ASSERT
+    )
     assert d.cause_id == "index_select_out_of_range"
     assert d.basis == "the error text (added_tokens_in_paste)"
 
 
 def test_generate_and_the_tokenizer_warning_that_the_length_will_pass_the_maximum_name_positions() -> None:
-    d = _first("This is a friendly reminder - the current text generation call will exceed the model's predefined "
-               "maximum length (1024). Depending on the model, you may observe exceptions, performance degradation, "
-               "or nothing at all.\n" + LOOKUP_LINE + ASSERT)
+    d = _first(
+        "This is a friendly reminder - the current text generation call will exceed the model's predefined "
+        "maximum length (1024). Depending on the model, you may observe exceptions, performance degradation, "
+        "or nothing at all.\n" + LOOKUP_LINE + ASSERT
+    )
     assert d.cause_id == "position_ids_out_of_range"
     assert d.basis == "the error text (generation_length_warning)" and "(1024)" in (d.likely_fix or "")
-    no_max = _first("Asking to truncate to max_length but no maximum length is provided and the model has no "
-                    "predefined maximum length. Default to no truncation.\nIndexError: index out of range in self\n")
+    no_max = _first(
+        "Asking to truncate to max_length but no maximum length is provided and the model has no "
+        "predefined maximum length. Default to no truncation.\nIndexError: index out of range in self\n"
+    )
     assert no_max.cause_id == "position_ids_out_of_range"
     assert "names a size" not in (no_max.specific or "")
 
 
 def test_sentence_transformers_encode_ranks_positions_first_with_max_seq_length() -> None:
-    text = ('  File "/home/u/env/lib/python3.11/site-packages/sentence_transformers/SentenceTransformer.py", '
-            "line 512, in encode\n    out_features = self.forward(features)\n"
-            "IndexError: index out of range in self\n")
+    text = (
+        '  File "/home/u/env/lib/python3.11/site-packages/sentence_transformers/SentenceTransformer.py", '
+        "line 512, in encode\n    out_features = self.forward(features)\n"
+        "IndexError: index out of range in self\n"
+    )
     d = _first(text)
     assert d.cause_id == "position_ids_out_of_range"
     assert "max_seq_length" in (d.likely_fix or "")

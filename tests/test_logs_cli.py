@@ -15,8 +15,14 @@ from cudaassert_ipy.logs.render import NOTHING_FOUND
 
 
 def explain(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cudaassert_ipy", "explain", *args], input=stdin,
-                          capture_output=True, cwd=ROOT, env=kernel_env(), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", "explain", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env=kernel_env(),
+        timeout=120,
+    )
 
 
 def test_a_saved_torchrun_log_is_explained_with_status_0(tmp_path: Path):
@@ -61,5 +67,4 @@ def test_a_directory_is_one_line_on_stderr_and_status_2(tmp_path: Path):
 def test_no_log_argument_is_a_usage_error_with_the_usage_line():
     done = explain()
     assert done.returncode == 2
-    assert done.stderr.decode() == (
-        f"{PREFIX} explain: the following arguments are required: log. Usage: {USAGE}\n")
+    assert done.stderr.decode() == (f"{PREFIX} explain: the following arguments are required: log. Usage: {USAGE}\n")

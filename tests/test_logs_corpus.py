@@ -13,7 +13,7 @@ that starts to pass (shrink the set).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 from log_samples import ALL_IDS, ASSERT_24, LOSS, catalogue_lines
@@ -22,16 +22,30 @@ from cudaassert_ipy.diagnose.causes import get_cause, match_assert
 from cudaassert_ipy.logs.explain import explain_text
 
 THREADS = 3
-FLASHMLA = ("tp_vllm_flashmla_my_num_splits", "tp_vllm_flashmla_now_req_idx", "tp_vllm_flashmla_actual_num_splits",
-            "tp_vllm_flashmla_now_idx")
+FLASHMLA = (
+    "tp_vllm_flashmla_my_num_splits",
+    "tp_vllm_flashmla_now_req_idx",
+    "tp_vllm_flashmla_actual_num_splits",
+    "tp_vllm_flashmla_now_idx",
+)
 #: vLLM FlashMLA's printf lines glued to, wrapped or linked with other text: nothing marks their end.
-CAUSE_MISSED = {(e, p) for e in FLASHMLA
-                for p in ("text glued after", "console wrap", "markdown: link around the path")}
+CAUSE_MISSED = {
+    (e, p) for e in FLASHMLA for p in ("text glued after", "console wrap", "markdown: link around the path")
+}
 #: Those, and one line of a 5-character condition (`false`, `b < B`, ...) spliced mid-path by another process.
-NOT_ALL_FOLDED = CAUSE_MISSED | {(e, "spliced head") for e in (
-    "thc_topk_find_pattern_failed", "tp_mmcv_assign_score_withk_b", "tp_mmcv_assign_score_withk_kn",
-    "tp_mmcv_assign_score_withk_cn", "tp_mmcv_assign_score_withk_o", "tp_mmcv_assign_score_withk_n", *FLASHMLA,
-    "tp_vllm_deepselect_nan")}
+NOT_ALL_FOLDED = CAUSE_MISSED | {
+    (e, "spliced head")
+    for e in (
+        "thc_topk_find_pattern_failed",
+        "tp_mmcv_assign_score_withk_b",
+        "tp_mmcv_assign_score_withk_kn",
+        "tp_mmcv_assign_score_withk_cn",
+        "tp_mmcv_assign_score_withk_o",
+        "tp_mmcv_assign_score_withk_n",
+        *FLASHMLA,
+        "tp_vllm_deepselect_nan",
+    )
+}
 OTHER = LOSS.format(b=9, t=9)  # the other process's line
 
 
@@ -59,7 +73,7 @@ def _splice_head(text: str) -> str:
 
 def _wrap(text: str) -> str:
     """A console 80 columns wide (S3)."""
-    return "\n".join(line[i:i + 80] for line in _lines(text) for i in range(0, len(line), 80)) + "\n"
+    return "\n".join(line[i : i + 80] for line in _lines(text) for i in range(0, len(line), 80)) + "\n"
 
 
 def _hip(line: str) -> str:
@@ -103,8 +117,9 @@ PHENOMENA: dict[str, Callable[[str], str]] = {
     "ROCm/HIP": _each(_hip),
     "markdown: quote marks": _each(lambda line: "> " + line),
     "markdown: lost backticks": _each(_no_ticks),
-    "markdown: doubled backticks": _each(lambda line: line.replace("Assertion `", "Assertion ``").replace(
-        "` failed", "`` failed")),
+    "markdown: doubled backticks": _each(
+        lambda line: line.replace("Assertion `", "Assertion ``").replace("` failed", "`` failed")
+    ),
     "markdown: link around the path": _each(_link),
     "markdown: HTML entities": _each(_entities),
     "markdown: lost line number": _each(_no_line_number),
@@ -160,8 +175,10 @@ def test_corpus_figures_lines_folded_to_a_known_site_and_causes_right(capsys):
         if known != lines:
             not_folded.add((entry_id, phenomenon))
     with capsys.disabled():
-        print(f"\ncorpus: {len(CASES)} logs, {total} assertion lines; folded to a known site {folded / total:.1%}; "
-              f"causes right {right / len(CASES):.1%}")
+        print(
+            f"\ncorpus: {len(CASES)} logs, {total} assertion lines; folded to a known site {folded / total:.1%}; "
+            f"causes right {right / len(CASES):.1%}"
+        )
         for phenomenon, (ok, n) in per.items():
             print(f"  {phenomenon:32s} causes right {ok}/{n}")
     assert wrong == CAUSE_MISSED

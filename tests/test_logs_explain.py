@@ -36,12 +36,20 @@ def test_torchrun_untagged_assertion_lines_go_under_the_only_rank_that_asserted(
     assert group.label == "rank 0"
     assert d.cause_id == "nll_loss_target_out_of_range" and d.context_dead and d.status == LOG_STATUS
     assert d.assert_sites == (
-        "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 1 thread of 1 block",)
+        "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 1 thread of 1 block",
+    )
     assert d.exception_line == "RuntimeError: CUDA error: device-side assert triggered"
     assert UNTAGGED_MOVED.format(label="rank 0") in d.notes
     text = render(ex)
-    assert text.startswith(HEADER.format(prefix=PREFIX, source="log", sites="1 assertion site", errors="1 CUDA error",
-                                         ranks="; grouped by rank (rank 0)"))
+    assert text.startswith(
+        HEADER.format(
+            prefix=PREFIX,
+            source="log",
+            sites="1 assertion site",
+            errors="1 CUDA error",
+            ranks="; grouped by rank (rank 0)",
+        )
+    )
     cut = "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], t[...]"
     assert text.endswith(UNREADABLE.format(count=1, first=cut))
 
@@ -51,7 +59,8 @@ def test_spliced_lines_recover_the_whole_catalogued_condition_inside_them():
     assert d.cause_id == "scatter_gather_index_out_of_range_v1"
     assert d.assert_sites == (
         '(location lost in interleaved output): `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` '
-        "failed 2 times",)
+        "failed 2 times",
+    )
     assert ex.spliced == () and "Could not be read" not in render(ex)
 
 
@@ -97,16 +106,22 @@ def test_pasted_markdown_damage_is_read_through_and_listed():
         "Loss.cu (line number lost) nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 1 "
         "thread of 1 block",
     )
-    assert render(ex).endswith(REPAIRED.format(repairs=(
-        "link markup around paths (1), quote marks (2), HTML entities (4), doubled backticks (1), conditions without "
-        "backticks (1), records without a line number (1)")))
+    assert render(ex).endswith(
+        REPAIRED.format(
+            repairs=(
+                "link markup around paths (1), quote marks (2), HTML entities (4), doubled backticks (1), "
+                "conditions without backticks (1), records without a line number (1)"
+            )
+        )
+    )
 
 
 def test_a_thcunn_line_and_the_dtor_report_glued_to_the_traceback():
     _, _, d = _only(S1)
     assert d.cause_id == "thcunn_bce_input_out_of_range"
     assert d.exception_line == (
-        "log line: CUDA error after cudaEventDestroy in future dtor: device-side assert triggered")
+        "log line: CUDA error after cudaEventDestroy in future dtor: device-side assert triggered"
+    )
 
 
 def test_a_cpp_terminate_without_assertion_lines_names_the_c10_error():
@@ -118,8 +133,9 @@ def test_a_cpp_terminate_without_assertion_lines_names_the_c10_error():
 def test_a_triton_assert_without_debug_info_gets_the_inductor_cause():
     _, _, d = _only(TRITON)
     assert d.cause_id == "inductor_triton_index_out_of_bounds"
-    assert d.assert_sites == ("Triton kernel (no source location): `index out of bounds: 0 <= tmp42 < 1024` failed "
-                              "in 2 threads of 1 block",)
+    assert d.assert_sites == (
+        "Triton kernel (no source location): `index out of bounds: 0 <= tmp42 < 1024` failed in 2 threads of 1 block",
+    )
     assert d.specific is not None and d.specific.startswith("The compiled kernel checked an index against 1024:")
 
 
@@ -141,27 +157,30 @@ def test_untagged_sites_are_shared_when_several_ranks_reported_an_assert():
     assert "=== no rank tag ===" in render(ex)
 
 
-@pytest.mark.parametrize(("line", "label"), [
-    ("[rank3]:x", "rank 3"),
-    ("[rank0]:[CUDA_KERNEL_ASSERT] x", "rank 0"),
-    ("[default2]:x", "rank 2"),
-    ("[1,5]<stderr>:x", "rank 5"),
-    ("(RayTrainWorker pid=611035) x", "RayTrainWorker pid=611035"),
-    ("(RayTrainWorker pid=611035, ip=10.0.0.1) x", "RayTrainWorker pid=611035"),
-    ("(RayWorkerWrapper pid=263, ip=10.0.16.95) ERROR 01-30 worker_base.py:145] x", "RayWorkerWrapper pid=263"),
-    ("(VllmWorker rank=1 pid=219) ERROR 08-31 14:42:32 [multiproc_executor.py:546] x", "rank 1"),
-    ("\x1b[1;36m(VllmWorker rank=0 pid=218)\x1b[0;0m INFO x", "rank 0"),
-    ("(VllmWorker TP1 pid=22110) ERROR 11-14 22:48:02 [multiproc_executor.py:596] x", "TP rank 1"),
-    ("(Worker_TP1 pid=530) INFO 10-06 18:54:29 [gpu_model_runner.py:2641] x", "TP rank 1"),
-    ("(Worker_PP1_TP0 pid=88241) ERROR 08-14 11:24:36 [multiproc_executor.py:1232] x", "PP rank 1, TP rank 0"),
-    ("(EngineCore_DP1 pid=77) ERROR x", "DP rank 1"),
-    ("(EngineCore pid=339) ERROR x", "EngineCore pid=339"),
-    ("(Worker pid=899) (Worker_TP1 pid=899) ERROR 03-31 10:11:24 [multiproc_executor.py:880] x", "TP rank 1"),
-    ("[E509 16:18:30.801728316 ProcessGroupNCCL.cpp:1895] [PG ID 2 PG GUID 3 Rank 1] x", "rank 1"),
-    ("3: x", "task 3"),
-    ("2024-01-01 12:00:00 INFO x", None),
-    ("../aten/src/ATen/native/cuda/Loss.cu:250: f: block: [0,0,0], thread: [0,0,0] Assertion `x` failed.", None),
-])
+@pytest.mark.parametrize(
+    ("line", "label"),
+    [
+        ("[rank3]:x", "rank 3"),
+        ("[rank0]:[CUDA_KERNEL_ASSERT] x", "rank 0"),
+        ("[default2]:x", "rank 2"),
+        ("[1,5]<stderr>:x", "rank 5"),
+        ("(RayTrainWorker pid=611035) x", "RayTrainWorker pid=611035"),
+        ("(RayTrainWorker pid=611035, ip=10.0.0.1) x", "RayTrainWorker pid=611035"),
+        ("(RayWorkerWrapper pid=263, ip=10.0.16.95) ERROR 01-30 worker_base.py:145] x", "RayWorkerWrapper pid=263"),
+        ("(VllmWorker rank=1 pid=219) ERROR 08-31 14:42:32 [multiproc_executor.py:546] x", "rank 1"),
+        ("\x1b[1;36m(VllmWorker rank=0 pid=218)\x1b[0;0m INFO x", "rank 0"),
+        ("(VllmWorker TP1 pid=22110) ERROR 11-14 22:48:02 [multiproc_executor.py:596] x", "TP rank 1"),
+        ("(Worker_TP1 pid=530) INFO 10-06 18:54:29 [gpu_model_runner.py:2641] x", "TP rank 1"),
+        ("(Worker_PP1_TP0 pid=88241) ERROR 08-14 11:24:36 [multiproc_executor.py:1232] x", "PP rank 1, TP rank 0"),
+        ("(EngineCore_DP1 pid=77) ERROR x", "DP rank 1"),
+        ("(EngineCore pid=339) ERROR x", "EngineCore pid=339"),
+        ("(Worker pid=899) (Worker_TP1 pid=899) ERROR 03-31 10:11:24 [multiproc_executor.py:880] x", "TP rank 1"),
+        ("[E509 16:18:30.801728316 ProcessGroupNCCL.cpp:1895] [PG ID 2 PG GUID 3 Rank 1] x", "rank 1"),
+        ("3: x", "task 3"),
+        ("2024-01-01 12:00:00 INFO x", None),
+        ("../aten/src/ATen/native/cuda/Loss.cu:250: f: block: [0,0,0], thread: [0,0,0] Assertion `x` failed.", None),
+    ],
+)
 def test_launcher_tags_name_the_rank(line, label):
     assert rank_label(line) == label
 

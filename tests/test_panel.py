@@ -30,11 +30,23 @@ labels = torch.tensor([3, 195, 7, 195])
 """
 TRAIN = "logits = model(torch.randn(4, 8))\nloss = fail_like_gpu()  # F.cross_entropy(logits, labels) on a GPU\n"
 GPU_LINE = "GPU state unavailable: NVML library not found (no NVIDIA driver on this machine)"
-H100 = GpuState(device_index=0, nvml_index=0, name="NVIDIA H100 80GB HBM3", process_bytes=3 * 2**30,
-                used_bytes=3 * 2**30, total_bytes=80 * 2**30, other_processes=0, ecc_volatile_uncorrected=0,
-                ecc_aggregate_uncorrected=0, remapped_rows_uncorrectable=0, remap_pending=False, remap_failed=False)
-DEAD = ("The GPU context of this kernel is dead. Nothing on the GPU can be used again in this process; "
-        "restart the kernel.")
+H100 = GpuState(
+    device_index=0,
+    nvml_index=0,
+    name="NVIDIA H100 80GB HBM3",
+    process_bytes=3 * 2**30,
+    used_bytes=3 * 2**30,
+    total_bytes=80 * 2**30,
+    other_processes=0,
+    ecc_volatile_uncorrected=0,
+    ecc_aggregate_uncorrected=0,
+    remapped_rows_uncorrectable=0,
+    remap_pending=False,
+    remap_failed=False,
+)
+DEAD = (
+    "The GPU context of this kernel is dead. Nothing on the GPU can be used again in this process; restart the kernel."
+)
 
 
 def _diagnose(shell, cell: str, stderr: str = ""):
@@ -76,10 +88,13 @@ def test_the_panel_tells_the_story_header_cause_fix_your_line_and_evidence(diagn
     assert "out_features=196" in diagnosis.specific
     assert f"<b>Cause:</b> {html.escape(diagnosis.specific)}</p>" in cause.value
     assert "<b>Fix:</b> Make the labels 0-based integers in 0..C-1" in cause.value
-    assert ("<b>Your code</b> (line 2):</p><pre>loss = fail_like_gpu()  # F.cross_entropy(logits, labels) "
-            "on a GPU</pre>") in cause.value
-    assert ("<pre>Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t &gt;= 0 &amp;&amp; t &lt; n_classes` "
-            "failed in 64 threads of 1 block</pre>") in evidence.value
+    assert (
+        "<b>Your code</b> (line 2):</p><pre>loss = fail_like_gpu()  # F.cross_entropy(logits, labels) on a GPU</pre>"
+    ) in cause.value
+    assert (
+        "<pre>Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t &gt;= 0 &amp;&amp; t &lt; n_classes` "
+        "failed in 64 threads of 1 block</pre>"
+    ) in evidence.value
     assert "<li><code>model.2</code>: out_features=195</li>" in evidence.value
     assert "<li><code>train_ds.classes</code>: 196 entries</li>" in evidence.value
     assert "Exception: <code>AcceleratorError: CUDA error: device-side assert triggered</code>" in evidence.value
@@ -113,8 +128,10 @@ def test_clicking_an_enabled_button_calls_the_injected_action_with_that_button(d
 
 def test_a_disabled_action_is_a_disabled_button_with_its_reason_as_tooltip_and_visible_note(diagnosis):
     reason = "VS Code does not restart kernels by itself: press Restart, then run the next cell"
-    actions = [Action("restart_replay", "Restart & replay setup", callback=print),
-               Action("restart_cpu", "Restart on CPU", callback=print, disabled_reason=reason)]
+    actions = [
+        Action("restart_replay", "Restart & replay setup", callback=print),
+        Action("restart_cpu", "Restart on CPU", callback=print, disabled_reason=reason),
+    ]
     root = panel.build(diagnosis, actions)
     (button,) = find(root, widgets.Button, description="Restart on CPU")
     state = button.get_state()
@@ -124,8 +141,10 @@ def test_a_disabled_action_is_a_disabled_button_with_its_reason_as_tooltip_and_v
 
 def test_buttons_that_share_a_reason_share_one_note(diagnosis):
     reason = "This run has no interactive frontend (nbclient), so nothing here can restart the kernel."
-    actions = [Action("restart_replay", "Restart & replay setup", callback=print, disabled_reason=reason),
-               Action("restart_cpu", "Restart on CPU", callback=print, disabled_reason=reason)]
+    actions = [
+        Action("restart_replay", "Restart & replay setup", callback=print, disabled_reason=reason),
+        Action("restart_cpu", "Restart on CPU", callback=print, disabled_reason=reason),
+    ]
     text = html_of(panel.build(diagnosis, actions))
     assert f'<span class="ca-muted">Restart &amp; replay setup, Restart on CPU: {reason}</span>' in text
     assert text.count(reason) == 1
@@ -159,12 +178,18 @@ def test_an_action_that_fails_says_so_in_the_panel_not_in_the_log_console(diagno
 
 
 def test_replay_checkboxes_show_each_setup_cell_and_flip_selected(diagnosis):
-    choices = [ReplayChoice(2, "import torch, torch.nn as nn", 1.234), ReplayChoice(5, "model = Net()", 12.4),
-               ReplayChoice(7, "ds = load_birds()", 300.0, selected=False)]
+    choices = [
+        ReplayChoice(2, "import torch, torch.nn as nn", 1.234),
+        ReplayChoice(5, "model = Net()", 12.4),
+        ReplayChoice(7, "ds = load_birds()", 300.0, selected=False),
+    ]
     root = panel.build(diagnosis, [], None, choices)
     boxes = find(root, widgets.Checkbox)
     assert [b.get_state()["description"] for b in boxes] == [
-        "[2] import torch, torch.nn as nn (1.2 s)", "[5] model = Net() (12 s)", "[7] ds = load_birds() (5.0 min)"]
+        "[2] import torch, torch.nn as nn (1.2 s)",
+        "[5] model = Net() (12 s)",
+        "[7] ds = load_birds() (5.0 min)",
+    ]
     assert [b.value for b in boxes] == [True, True, False]
     assert "Setup cells to replay (untick the ones to skip):" in html_of(root)
     boxes[0].value = False
@@ -197,9 +222,11 @@ def test_a_copy_report_action_supplied_by_the_caller_replaces_the_panels_own(dia
 
 def test_a_gpu_snapshot_is_shown_row_by_row_and_an_absent_one_leaves_the_section_out(diagnosis):
     root = panel.build(diagnosis, [], H100)
-    assert ("NVIDIA H100 80GB HBM3 (GPU 0)<br>this process holds 3.0 GiB of 80.0 GiB<br>no other processes<br>"
-            "ECC uncorrectable 0 since driver load, 0 lifetime, remapped rows 0<br>reading: software fault in your "
-            "code, not the hardware: the GPU reports no uncorrectable memory errors") in html_of(root)
+    assert (
+        "NVIDIA H100 80GB HBM3 (GPU 0)<br>this process holds 3.0 GiB of 80.0 GiB<br>no other processes<br>"
+        "ECC uncorrectable 0 since driver load, 0 lifetime, remapped rows 0<br>reading: software fault in your "
+        "code, not the hardware: the GPU reports no uncorrectable memory errors"
+    ) in html_of(root)
     assert "GPU state" not in html_of(panel.build(diagnosis, [], None))
 
 
@@ -247,8 +274,10 @@ def test_a_shell_without_a_kernel_cannot_show_widgets(shell):
 
 def test_the_headline_is_its_own_output_so_a_missing_widget_model_never_hides_the_diagnosis(diagnosis):
     head = panel.headline_bundle(diagnosis)
-    assert head["text/plain"].splitlines()[:2] == [f"[cudaassert] {diagnosis.status}",
-                                                   f"[cudaassert] {diagnosis.headline}"]
+    assert head["text/plain"].splitlines()[:2] == [
+        f"[cudaassert] {diagnosis.status}",
+        f"[cudaassert] {diagnosis.headline}",
+    ]
     assert f"Cause: {diagnosis.specific}" in head["text/plain"]
     assert diagnosis.headline in head["text/html"] and "Cause:" in head["text/html"]
     root = panel.build(diagnosis, [], header=False)
@@ -264,8 +293,12 @@ def unstyled(text: str) -> str:
 def test_the_html_report_is_the_panels_sections_in_one_box_with_details_collapsed(diagnosis):
     from cudaassert_ipy.view import report
 
-    sections = [report.header_html(diagnosis), report.cause_html(diagnosis), report.evidence_html(diagnosis),
-                report.gpu_html(H100)]
+    sections = [
+        report.header_html(diagnosis),
+        report.cause_html(diagnosis),
+        report.evidence_html(diagnosis),
+        report.gpu_html(H100),
+    ]
     details = f"<details><summary>Details</summary>{report.details_html(diagnosis)}</details>"
     assert unstyled(to_html(diagnosis, H100)) == f'<div class="cudaassert-report">{"".join(sections)}{details}</div>'
     panel_html = html_of(panel.build(diagnosis, [], H100))
@@ -276,9 +309,12 @@ def test_outputs_that_outlive_the_kernel_carry_their_look_inline_and_the_panel_o
     from cudaassert_ipy.view.replay_view import OnBanner
     from cudaassert_ipy.view.report import Banner
 
-    standalone = {"report": to_html(diagnosis, H100), "headline": panel.headline_bundle(diagnosis)["text/html"],
-                  "banner": Banner(diagnosis)._repr_mimebundle_()["text/html"],
-                  "on": OnBanner("debug")._repr_mimebundle_()["text/html"]}
+    standalone = {
+        "report": to_html(diagnosis, H100),
+        "headline": panel.headline_bundle(diagnosis)["text/html"],
+        "banner": Banner(diagnosis)._repr_mimebundle_()["text/html"],
+        "on": OnBanner("debug")._repr_mimebundle_()["text/html"],
+    }
     for name, text in standalone.items():
         assert "<style" not in text, name
         assert text.startswith(f'<div class="cudaassert-{name}" style="border-left:4px solid var(--jp-'), name

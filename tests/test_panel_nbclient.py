@@ -38,11 +38,14 @@ class InteractiveClient(NotebookClient):
 
 def run_story(home: Path, client: type[NotebookClient] = NotebookClient, **env: str) -> nbformat.NotebookNode:
     """Run the story in a fresh kernel whose IPython profile and Jupyter runtime dir are its own."""
-    nb = new_notebook(cells=[
-        new_code_cell("%load_ext cudaassert"),
-        new_code_cell(SETUP),
-        new_code_cell("loss = fail_like_gpu()", metadata={"tags": ["raises-exception"]}),
-    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = new_notebook(
+        cells=[
+            new_code_cell("%load_ext cudaassert"),
+            new_code_cell(SETUP),
+            new_code_cell("loss = fail_like_gpu()", metadata={"tags": ["raises-exception"]}),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
     env = kernel_env(IPYTHONDIR=str(home / "ipython"), JUPYTER_RUNTIME_DIR=str(home / "runtime"), **env)
     client(nb, timeout=120, kernel_name="python3").execute(env=env)
     return nb
@@ -58,8 +61,10 @@ def test_a_failing_cell_holds_the_panel_with_the_full_text_and_html_report(tmp_p
     data = outputs[panels[0]].data
     assert set(data) == {WIDGET_VIEW, "text/plain", "text/html"}
     plain = data["text/plain"]
-    assert plain.startswith("[cudaassert] The GPU context of this kernel is dead. Nothing on the GPU can be used "
-                            "again in this process; restart the kernel.")
+    assert plain.startswith(
+        "[cudaassert] The GPU context of this kernel is dead. Nothing on the GPU can be used "
+        "again in this process; restart the kernel."
+    )
     assert "[cudaassert] GPU context dead · class label out of range in cross_entropy" in plain
     assert "Loss.cu:250 nll_loss_forward_reduce_cuda_kernel_2d: `t >= 0 && t < n_classes` failed in 64 threads" in plain
     assert "\nGPU: " in plain  # the NVML line (or why it is unavailable)
@@ -72,14 +77,22 @@ def test_a_failing_cell_holds_the_panel_with_the_full_text_and_html_report(tmp_p
     buttons = {m["state"]["description"]: m["state"] for m in state.values() if m["model_name"] == "ButtonModel"}
     # the fix section (#26): Apply and Apply, Restart & replay; nbclient is no frontend that edits cells, so the
     # patched cell is offered to copy
-    assert set(buttons) == {"Restart & replay setup", "Restart on CPU", "Copy report", "Apply",
-                            "Apply, Restart & replay", "Copy patched cell"}
+    assert set(buttons) == {
+        "Restart & replay setup",
+        "Restart on CPU",
+        "Copy report",
+        "Apply",
+        "Apply, Restart & replay",
+        "Copy patched cell",
+    }
     assert not buttons["Copy report"]["disabled"] and not buttons["Apply"]["disabled"]
-    assert ("[cudaassert] Proposed fix for `model.2` (decision): the data decides: the data declares 196 classes"
-            in plain)
+    assert (
+        "[cudaassert] Proposed fix for `model.2` (decision): the data decides: the data declares 196 classes" in plain
+    )
     assert "+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 196))" in plain
-    assert ('class="ca-diff-add" style="color:var(--jp-success-color1,#2e7d32)">+model = nn.Sequential'
-            in data["text/html"])  # inline: a saved notebook's HTML keeps the diff's colours
+    assert (
+        'class="ca-diff-add" style="color:var(--jp-success-color1,#2e7d32)">+model = nn.Sequential' in data["text/html"]
+    )  # inline: a saved notebook's HTML keeps the diff's colours
     assert all(b["tooltip"] for b in buttons.values() if b["disabled"]), "a disabled button says why"
 
 
@@ -93,11 +106,16 @@ apply.click()
 
 
 def test_the_apply_button_in_a_real_kernel_patches_the_history_and_its_request_lands_in_the_panel(tmp_path):
-    nb = new_notebook(cells=[new_code_cell("%load_ext cudaassert"), new_code_cell(SETUP),
-                             new_code_cell("loss = fail_like_gpu()", metadata={"tags": ["raises-exception"]}),
-                             new_code_cell(CLICK_APPLY),
-                             new_code_cell("print(cudaassert_ipy.shell.extension.current().history.records[1].source)")],
-                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = new_notebook(
+        cells=[
+            new_code_cell("%load_ext cudaassert"),
+            new_code_cell(SETUP),
+            new_code_cell("loss = fail_like_gpu()", metadata={"tags": ["raises-exception"]}),
+            new_code_cell(CLICK_APPLY),
+            new_code_cell("print(cudaassert_ipy.shell.extension.current().history.records[1].source)"),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
     nb.cells[4].source = "import cudaassert_ipy.shell.extension\n" + nb.cells[4].source
     env = kernel_env(IPYTHONDIR=str(tmp_path / "ipython"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
     InteractiveClient(nb, timeout=120, kernel_name="python3").execute(env=env)

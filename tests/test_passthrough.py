@@ -15,8 +15,9 @@ import sys
 import textwrap
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
@@ -205,6 +206,7 @@ def test_the_bookmark_still_records_the_batch_whose_dataset_raised(bookmark):
 def test_a_module_that_fails_on_import_has_the_same_traceback_with_the_import_hook(tmp_path, monkeypatch):
     (tmp_path / "fails_on_import.py").write_text("x = 1\nraise ImportError('cannot build this module')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+
     def load() -> None:
         __import__("fails_on_import")
 
@@ -223,11 +225,15 @@ def test_a_module_that_fails_on_import_has_the_same_traceback_with_the_import_ho
 
 
 # --- the validators ---------------------------------------------------------------------------
-@pytest.mark.parametrize("call", [
-    lambda: torch.zeros(2).view(3),
-    lambda: torch.zeros(2, 3) @ torch.zeros(2, 3),
-    lambda: F.cross_entropy(torch.zeros(4, 3), torch.zeros(5, dtype=torch.long)),
-], ids=["view", "matmul", "cross_entropy_shapes"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: torch.zeros(2).view(3),
+        lambda: torch.zeros(2, 3) @ torch.zeros(2, 3),
+        lambda: F.cross_entropy(torch.zeros(4, 3), torch.zeros(5, dtype=torch.long)),
+    ],
+    ids=["view", "matmul", "cross_entropy_shapes"],
+)
 @PY310_KEEPS_OUR_FRAME
 def test_torchs_own_errors_under_the_validators_have_no_frame_of_ours(call):
     with cudaassert_ipy.validators():
@@ -328,9 +334,17 @@ if __name__ == "__main__":
 def test_the_runner_prints_dataloader_errors_exactly_as_python_does(tmp_path: Path, data, batch, workers):
     path = tmp_path / "train.py"
     path.write_text(textwrap.dedent(SCRIPT.format(data=data, batch=batch, workers=workers, bad=BAD[workers])))
-    runs = [subprocess.run([sys.executable, *prefix, path.name], cwd=tmp_path, env=kernel_env(),
-                           capture_output=True, text=True, timeout=120)
-            for prefix in ([], ["-m", "cudaassert_ipy"])]
+    runs = [
+        subprocess.run(
+            [sys.executable, *prefix, path.name],
+            cwd=tmp_path,
+            env=kernel_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for prefix in ([], ["-m", "cudaassert_ipy"])
+    ]
     plain, ours = runs
     assert plain.returncode == ours.returncode == 1
     assert "Error" in plain.stderr

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ def labelled_dataset() -> TensorDataset:
 
 
 class TokenStream(IterableDataset):
-    def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         for i in range(50):
             bad = 1000 if i % 7 == 0 else 3
             yield {"input_ids": torch.tensor([1, 2, bad]), "labels": torch.tensor([1, -100, 2])}
@@ -121,8 +122,7 @@ def test_preflight_segmentation_masks_with_void_255() -> None:
     report = preflight(TensorDataset(torch.randn(4, 3, 8, 8), masks), num_classes=21, progress=False)
     assert report.bad_labels == {2: [255]}
     assert "pass ignore_index=255" in report.summary()
-    assert preflight(TensorDataset(torch.randn(4, 3, 8, 8), masks), num_classes=21, ignore_index=255,
-                     progress=False).ok
+    assert preflight(TensorDataset(torch.randn(4, 3, 8, 8), masks), num_classes=21, ignore_index=255, progress=False).ok
 
 
 def test_raise_if_bad_names_the_samples() -> None:

@@ -29,7 +29,8 @@ def test_the_what_is_on_banner_names_each_setting_its_cost_and_the_way_back():
         "  - validators: cross_entropy, indexing, embedding, gather, one_hot … check their inputs before the kernel "
         "launches, so a bad value is a Python error and the GPU stays alive. Cost: one small check and one GPU sync "
         "per checked call (one to a few per training step).\n"
-        "  Back to normal speed: `%cudaassert restart --normal` (restarts and replays your setup without these).")
+        "  Back to normal speed: `%cudaassert restart --normal` (restarts and replays your setup without these)."
+    )
     html = OnBanner("cpu")._repr_mimebundle_()["text/html"]
     assert "<code>%cudaassert restart --normal</code>" in html and "CPU mode: CUDA_VISIBLE_DEVICES= hides" in html
 
@@ -43,4 +44,3 @@ def test_the_widget_label_counts_the_cells_as_they_replay():
         assert p.label.value == "Replaying setup: 2/2"
     p.finish(True)
     assert p.label.value == "Setup replayed: 2/2" and p.bar.bar_style == "success"
-

@@ -27,36 +27,48 @@ def test_label_195_with_195_outputs_names_the_last_linear_layer_and_the_dataset(
     out = capsys.readouterr().out
     assert "[cudaassert] This error was raised on the CPU, so no GPU context was harmed." in out
     assert "[cudaassert] CPU error · class label out of range in cross_entropy" in out
-    assert ("Cause: cross_entropy got class label 195, but the model's last layer `model.2` has out_features=195, "
-            "so labels must be 0..194. 2 value(s) of `labels` are out of range (first: 195 at [1], 195 at [3]). "
-            "Likely fix: the dataset lists 196 classes but the model outputs 195: set out_features=196.") in out
+    assert (
+        "Cause: cross_entropy got class label 195, but the model's last layer `model.2` has out_features=195, "
+        "so labels must be 0..194. 2 value(s) of `labels` are out of range (first: 195 at [1], 195 at [3]). "
+        "Likely fix: the dataset lists 196 classes but the model outputs 195: set out_features=196."
+    ) in out
     assert "Your code: line 1: loss = F.cross_entropy(model(torch.randn(4, 8)), labels)" in out
     assert "  train_ds.classes: 196 entries" in out
     assert "Exception: IndexError: Target 195 is out of bounds." in out
 
 
 def test_voc_void_label_255_suggests_ignore_index(loaded, shell, capsys):
-    _run(shell, "import torch, torch.nn.functional as F\n"
-                "mask = torch.zeros(2, 4, 4, dtype=torch.long); mask[0, 0, 0] = 255\n"
-                "logits = torch.randn(2, 21, 4, 4)")
+    _run(
+        shell,
+        "import torch, torch.nn.functional as F\n"
+        "mask = torch.zeros(2, 4, 4, dtype=torch.long); mask[0, 0, 0] = 255\n"
+        "logits = torch.randn(2, 21, 4, 4)",
+    )
     _run(shell, "F.cross_entropy(logits, mask)")
     out = capsys.readouterr().out
-    assert "cross_entropy got class label 255, but the input has 21 classes (shape (2, 21, 4, 4)), so labels " \
-           "must be 0..20." in out
-    assert "Likely fix: 255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the " \
-           "loss." in out
+    assert (
+        "cross_entropy got class label 255, but the input has 21 classes (shape (2, 21, 4, 4)), so labels "
+        "must be 0..20." in out
+    )
+    assert (
+        "Likely fix: 255 is the 'void' label of VOC-style segmentation masks: pass ignore_index=255 to the loss." in out
+    )
 
 
 def test_negative_padding_label_suggests_matching_ignore_index(loaded, shell, capsys):
     _run(shell, "import torch, torch.nn.functional as F\ny = torch.tensor([1, -1, 2])")
     _run(shell, "F.cross_entropy(torch.randn(3, 5), y)")
     out = capsys.readouterr().out
-    assert "Likely fix: negative labels are only allowed as the loss's ignore_index (now -100): if -1 marks " \
-           "padding or unlabelled items, pass ignore_index=-1." in out
+    assert (
+        "Likely fix: negative labels are only allowed as the loss's ignore_index (now -100): if -1 marks "
+        "padding or unlabelled items, pass ignore_index=-1." in out
+    )
 
 
 def test_token_ids_beyond_the_embedding_suggest_resize_token_embeddings(loaded, shell, capsys):
-    _run(shell, """
+    _run(
+        shell,
+        """
 import torch, torch.nn as nn
 class FakeTokenizer:  # the shape of a Hugging Face tokenizer: len() is the vocabulary size
     def __len__(self): return 120
@@ -69,14 +81,17 @@ class LM(nn.Module):
         return self.embed(ids)
 lm = LM()
 input_ids = torch.tensor([[5, 99, 110, 101]])
-""")
+""",
+    )
     _run(shell, "lm(input_ids)")
     out = capsys.readouterr().out
     assert "[cudaassert] CPU error · index out of range in an embedding or index_select in embedding" in out
     assert "Token ids reach 110, but `lm.embed` has num_embeddings=100 (valid 0..99)." in out
     assert "2 id(s) in `input_ids` are out of range (first: 110 at [0, 2], 101 at [0, 3])." in out
-    assert "Likely fix: the tokenizer has 120 tokens but the embedding only 100 rows: call " \
-           "model.resize_token_embeddings(len(tokenizer))." in out
+    assert (
+        "Likely fix: the tokenizer has 120 tokens but the embedding only 100 rows: call "
+        "model.resize_token_embeddings(len(tokenizer))." in out
+    )
     assert "  tokenizer: len = 120" in out
 
 
@@ -84,26 +99,35 @@ def test_bce_on_raw_logits_suggests_bce_with_logits(loaded, shell, capsys):
     _run(shell, "import torch, torch.nn.functional as F\nlogits = torch.tensor([-2.5, 0.3, 4.0])")
     _run(shell, "F.binary_cross_entropy(logits, torch.tensor([0., 1., 1.]))")
     out = capsys.readouterr().out
-    assert "The input ranges from -2.5 to 4: these look like raw logits. Likely fix: the input must be " \
-           "probabilities in [0, 1], not logits: pass the raw logits to nn.BCEWithLogitsLoss / " \
-           "F.binary_cross_entropy_with_logits (numerically stable), or apply torch.sigmoid first." in out
+    assert (
+        "The input ranges from -2.5 to 4: these look like raw logits. Likely fix: the input must be "
+        "probabilities in [0, 1], not logits: pass the raw logits to nn.BCEWithLogitsLoss / "
+        "F.binary_cross_entropy_with_logits (numerically stable), or apply torch.sigmoid first." in out
+    )
 
 
 def test_device_assert_marks_the_context_dead_and_later_failures_get_one_banner(loaded, shell, capsys):
     _run(shell, "from gpu_double import fail_like_gpu")
     _run(shell, "fail_like_gpu()")
     first = capsys.readouterr().out
-    assert first.count("[cudaassert] The GPU context of this kernel is dead. Nothing on the GPU can be used again "
-                       "in this process; restart the kernel.") == 1
+    assert (
+        first.count(
+            "[cudaassert] The GPU context of this kernel is dead. Nothing on the GPU can be used again "
+            "in this process; restart the kernel."
+        )
+        == 1
+    )
     assert loaded.state.dead
     _run(shell, "fail_like_gpu()")
     _run(shell, "raise RuntimeError('CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul')")
     later = capsys.readouterr().out
     cell = loaded.state.dead_since.cell
     assert isinstance(cell, int)
-    banner = (f"[cudaassert] This failure is a consequence of the dead GPU context (since cell [{cell}]: a kernel "
-              "assertion failed (its line was not captured)). Restart the kernel; `%cudaassert explain` shows the "
-              "original diagnosis.")
+    banner = (
+        f"[cudaassert] This failure is a consequence of the dead GPU context (since cell [{cell}]: a kernel "
+        "assertion failed (its line was not captured)). Restart the kernel; `%cudaassert explain` shows the "
+        "original diagnosis."
+    )
     assert later.count(banner) == 2
     assert "What it means" not in later  # no new wall of text
 
@@ -124,8 +148,10 @@ def test_displaying_a_device_tensor_while_dead_shows_shape_and_dtype_and_unload_
     _run(shell, "from gpu_double import fail_like_gpu\nfail_like_gpu()")
     capsys.readouterr()
     _run(shell, "t")
-    assert "<CUDA tensor shape=(2, 3) dtype=torch.float32 device=meta: not shown, the GPU context is dead>" \
+    assert (
+        "<CUDA tensor shape=(2, 3) dtype=torch.float32 device=meta: not shown, the GPU context is dead>"
         in capsys.readouterr().out
+    )
     _run(shell, "torch.tensor([1, 2])")
     assert "tensor([1, 2])" in capsys.readouterr().out  # CPU tensors still display normally
     shell.run_line_magic("unload_ext", "cudaassert")
@@ -134,12 +160,15 @@ def test_displaying_a_device_tensor_while_dead_shows_shape_and_dtype_and_unload_
 
 
 def test_an_error_raised_while_displaying_the_result_is_diagnosed(loaded, shell, capsys):
-    _run(shell, """
+    _run(
+        shell,
+        """
 from gpu_double import make_exception, DEVICE_ASSERT_WORDINGS
 class GpuThing:
     def __repr__(self):
         raise make_exception(*DEVICE_ASSERT_WORDINGS["2.4-2.7"])
-""")
+""",
+    )
     result = _run(shell, "GpuThing()")
     assert result.error_in_exec is None
     out = capsys.readouterr().out
@@ -172,6 +201,7 @@ def test_a_custom_exception_handler_like_colabs_keeps_working(loaded, shell, cap
 
 def test_rich_traceback_keeps_working(loaded, shell, capsys):
     from rich import traceback as rich_traceback
+
     before = shell.showtraceback
     rich_traceback.install()
     try:
@@ -191,8 +221,10 @@ def test_a_failing_diagnosis_leaves_the_traceback_plus_one_line_and_the_hooks(lo
     result = _run(shell, "from gpu_double import fail_like_gpu\nfail_like_gpu()")
     err = capsys.readouterr().err
     assert type(result.error_in_exec).__name__ == "AcceleratorError"
-    assert "[cudaassert] The diagnosis itself failed (ZeroDivisionError: boom); the traceback above is unchanged. " \
-           "Please report this with `%cudaassert status`." in err
+    assert (
+        "[cudaassert] The diagnosis itself failed (ZeroDivisionError: boom); the traceback above is unchanged. "
+        "Please report this with `%cudaassert status`." in err
+    )
     assert extension.current(shell) is loaded
     assert loaded.watcher.post_run_cell in shell.events.callbacks["post_run_cell"]
 
@@ -269,8 +301,10 @@ def test_hugging_face_style_config_vocab_size_is_used_for_out_of_vocabulary_ids(
     _run(shell, "hf_model(ids)")
     out = capsys.readouterr().out
     assert "Token ids reach 50300, but `hf_model.wte` has num_embeddings=50257 (valid 0..50256)." in out
-    assert "Likely fix: the model's config has vocab_size=50257: the ids come from a larger vocabulary than the " \
-           "model's" in out
+    assert (
+        "Likely fix: the model's config has vocab_size=50257: the ids come from a larger vocabulary than the "
+        "model's" in out
+    )
     assert "hf_model.config: vocab_size=50257" in out
 
 
@@ -278,8 +312,10 @@ def test_hugging_face_style_num_labels_is_named_for_class_labels(loaded, shell, 
     _run(shell, HF_STYLE + "ids = torch.tensor([[1, 2]])\ny = torch.tensor([2])")
     _run(shell, "F.cross_entropy(hf_model(ids), y)")
     out = capsys.readouterr().out
-    assert "cross_entropy got class label 2, but the model's last layer `hf_model.score` has out_features=2, " \
-           "so labels must be 0..1." in out
+    assert (
+        "cross_entropy got class label 2, but the model's last layer `hf_model.score` has out_features=2, "
+        "so labels must be 0..1." in out
+    )
     assert "Likely fix: the model's config has num_labels=3 but the model outputs 2: set out_features=3." in out
     assert "hf_model.config: num_labels=3" in out
 
@@ -298,9 +334,11 @@ def test_a_validator_error_gets_the_same_diagnosis_and_says_the_gpu_is_alive(loa
     assert "[cudaassert] GPU alive · class label out of range in cross_entropy" in out
     assert "valid range: 0..194" in out
     # the same cause and fix as the post-mortem of the CPU error (test above): one wording on both paths
-    assert ("Cause: cross_entropy got class label 195, but the model's last layer `model.2` has out_features=195, "
-            "so labels must be 0..194. 2 value(s) of `labels` are out of range (first: 195 at [1], 195 at [3]). "
-            "Likely fix: the dataset lists 196 classes but the model outputs 195: set out_features=196.") in out
+    assert (
+        "Cause: cross_entropy got class label 195, but the model's last layer `model.2` has out_features=195, "
+        "so labels must be 0..194. 2 value(s) of `labels` are out of range (first: 195 at [1], 195 at [3]). "
+        "Likely fix: the dataset lists 196 classes but the model outputs 195: set out_features=196."
+    ) in out
     assert not loaded.state.dead
 
 

@@ -43,14 +43,17 @@ def test_a_runtime_file_of_another_server_is_not_ours(in_kernel, shell, tmp_path
     assert fe.kind == "kernel" and fe.detail.startswith("jpserver-4242.json, ") and str(tmp_path) in fe.detail
 
 
-@pytest.mark.parametrize(("setup", "kind"), [
-    (lambda m, ns: m.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch"), "headless"),
-    (lambda m, ns: m.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive"), "server"),
-    (lambda m, ns: m.setitem(sys.modules, "google.colab", object()), "server"),
-    (lambda m, ns: m.setitem(ns, "__vsc_ipynb_file__", "/nb/a.ipynb"), "vscode"),
-    (lambda m, ns: m.setenv("VSCODE_PID", "1"), "vscode"),
-    (lambda m, ns: None, "kernel"),
-])
+@pytest.mark.parametrize(
+    ("setup", "kind"),
+    [
+        (lambda m, ns: m.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch"), "headless"),
+        (lambda m, ns: m.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive"), "server"),
+        (lambda m, ns: m.setitem(sys.modules, "google.colab", object()), "server"),
+        (lambda m, ns: m.setitem(ns, "__vsc_ipynb_file__", "/nb/a.ipynb"), "vscode"),
+        (lambda m, ns: m.setenv("VSCODE_PID", "1"), "vscode"),
+        (lambda m, ns: None, "kernel"),
+    ],
+)
 def test_who_restarts_the_kernel_is_read_from_the_environment(in_kernel, shell, monkeypatch, setup, kind):
     setup(monkeypatch, shell.user_ns)
     assert in_kernel.detect(shell).kind == kind
@@ -104,4 +107,3 @@ def test_the_server_reference_shows_its_url_only_and_reads_the_token_just_for_th
     assert ref.read_token() == "s3cr3t-t0ken"
     runtime_file.unlink()
     assert ref.read_token() == ""  # the server is gone: no token, and no error
-

@@ -78,8 +78,10 @@ def test_a_plan_whose_writer_still_runs_is_left_for_its_restart(plan_dir):
     write_plan(plan_for("k1"), plan_dir)  # written by this very (live) process
     c = claim("k1", plan_dir)
     assert c.plan is None
-    assert c.notes == [f"[cudaassert] A resume plan for this kernel was written by process {os.getpid()}, which is "
-                       "still running; it was left for that restart."]
+    assert c.notes == [
+        f"[cudaassert] A resume plan for this kernel was written by process {os.getpid()}, which is "
+        "still running; it was left for that restart."
+    ]
     assert (plan_dir / "plan-k1.json").exists()
 
 
@@ -96,8 +98,9 @@ def test_an_expired_plan_is_removed_and_replays_nothing(plan_dir):
     assert len(c.notes) == 1
     assert c.notes[0].startswith("[cudaassert] A resume plan from ")
     assert " expired at " in c.notes[0]
-    assert c.notes[0].endswith("and was removed; nothing was replayed. Run `%cudaassert restart` again if you still "
-                               "want the replay.")
+    assert c.notes[0].endswith(
+        "and was removed; nothing was replayed. Run `%cudaassert restart` again if you still want the replay."
+    )
 
 
 def test_a_plan_edited_into_invalid_json_is_kept_aside_not_lost(plan_dir):
@@ -106,8 +109,10 @@ def test_a_plan_edited_into_invalid_json_is_kept_aside_not_lost(plan_dir):
     c = claim("k1", plan_dir)
     kept = plan_dir / "plan-k1.json.invalid"
     assert c.plan is None and not path.exists() and kept.read_text() == '{"key": "k1", "cells": ['
-    assert c.notes == [f"[cudaassert] The resume plan {path} is not a valid plan (Expecting value: line 1 column 25 "
-                       f"(char 24)). Nothing was replayed; the file was kept as {kept}."]
+    assert c.notes == [
+        f"[cudaassert] The resume plan {path} is not a valid plan (Expecting value: line 1 column 25 "
+        f"(char 24)). Nothing was replayed; the file was kept as {kept}."
+    ]
     path.write_text("[]")
     assert f"kept as {kept}-" in claim("k1", plan_dir).notes[0]  # a second bad file does not overwrite the first
 
@@ -117,9 +122,11 @@ def test_a_group_writable_plan_is_refused_and_left_alone(plan_dir):
     os.chmod(path, 0o660)
     c = claim("k1", plan_dir)
     assert c.plan is None and path.exists()
-    assert c.notes == [f"[cudaassert] The resume plan {path} was refused: it is writable by its group (mode 660). "
-                       "A plan holds code that would run in this kernel, so only a file owned by you and writable by "
-                       "nobody else is used. Nothing was replayed; the file was left as it is."]
+    assert c.notes == [
+        f"[cudaassert] The resume plan {path} was refused: it is writable by its group (mode 660). "
+        "A plan holds code that would run in this kernel, so only a file owned by you and writable by "
+        "nobody else is used. Nothing was replayed; the file was left as it is."
+    ]
 
 
 def test_a_plan_owned_by_someone_else_is_refused(plan_dir):
@@ -168,7 +175,6 @@ def test_the_log_is_private_and_bounded(plan_dir, monkeypatch):
     log = plan_dir / "resume.log"
     assert mode_of(log) == 0o600
     assert log.stat().st_size < 1200 and "line 099" in log.read_text() and "line 000" not in log.read_text()
-
 
 
 def test_why_unsafe_is_the_one_trust_test_for_plans_and_kept_variables(tmp_path):

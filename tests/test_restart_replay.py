@@ -20,7 +20,8 @@ from cudaassert_ipy.shell.resume import last_report
 
 
 def test_after_the_restart_the_next_cell_replays_the_setup_and_the_validator_catches_the_bad_label(
-        restart_ext, shell, tmp_path, capsys):
+    restart_ext, shell, tmp_path, capsys
+):
     from cudaassert_ipy.checks import ValidationIndexError, validators_enabled
 
     first = run_story(shell)
@@ -36,8 +37,10 @@ def test_after_the_restart_the_next_cell_replays_the_setup_and_the_validator_cat
     assert isinstance(result.error_in_exec, ValidationIndexError)
     assert shell.user_ns["runs"] == 1 and shell.user_ns["BLOCKING_AT_IMPORT"] == "1"
     assert validators_enabled()
-    assert (f"[cudaassert] This kernel was restarted by cudaassert after cell [{first + 4}] failed (" in out
-            and "), with CUDA_LAUNCH_BLOCKING=1 and validators on." in out)
+    assert (
+        f"[cudaassert] This kernel was restarted by cudaassert after cell [{first + 4}] failed (" in out
+        and "), with CUDA_LAUNCH_BLOCKING=1 and validators on." in out
+    )
     assert "[cudaassert] Replaying 3 setup cell(s) first (they took " in out
     assert f"[cudaassert] replay [#..] 1/3: [{first}] import os" in out
     assert f"[cudaassert] replay [###] 3/3: [{first + 2}] runs = globals().get('runs', 0) + 1" in out
@@ -69,17 +72,24 @@ def test_a_setup_cell_that_now_fails_stops_the_replay_and_names_it(restart_ext, 
         shell.run_cell(cell, store_history=True)
     shell.run_line_magic("cudaassert", f"restart --cells {first},{first + 2}")
     plan_path = plan_file(tmp_path)
-    edit(plan_path, cells=[{"number": first, "source": "a = 1", "duration": 0.1},
-                           {"number": first + 1, "source": "raise ValueError('the data moved')", "duration": 0.1},
-                           {"number": first + 2, "source": "b = 2", "duration": 0.1}])
+    edit(
+        plan_path,
+        cells=[
+            {"number": first, "source": "a = 1", "duration": 0.1},
+            {"number": first + 1, "source": "raise ValueError('the data moved')", "duration": 0.1},
+            {"number": first + 2, "source": "b = 2", "duration": 0.1},
+        ],
+    )
     restart_in_process(shell, tmp_path)
     capsys.readouterr()
     result = shell.run_cell("c = 3", store_history=True)
     out = capsys.readouterr().out
     assert result.success and shell.user_ns["a"] == 1 and "b" not in shell.user_ns and shell.user_ns["c"] == 3
-    assert (f"[cudaassert] Replay stopped at cell [{first + 1}] (2 of 3): ValueError: the data moved. Not replayed: "
-            f"[{first + 2}]. Your cell runs next without them: fix that cell and run it (then the rest) yourself, or "
-            "choose the cells with `%cudaassert setup` before the next restart.") in out
+    assert (
+        f"[cudaassert] Replay stopped at cell [{first + 1}] (2 of 3): ValueError: the data moved. Not replayed: "
+        f"[{first + 2}]. Your cell runs next without them: fix that cell and run it (then the rest) yourself, or "
+        "choose the cells with `%cudaassert setup` before the next restart."
+    ) in out
     assert "[cudaassert]   ... failed (" in out
     assert not last_report(shell)["ok"]
     assert session_history(shell)[-1].ok  # the replayed failure is not pinned on the user's own cell
@@ -94,8 +104,10 @@ def test_in_cpu_mode_a_cell_that_asks_for_cuda_gets_the_device_hint(restart_ext,
     capsys.readouterr()
     shell.run_cell("y = 1", store_history=True)
     out = capsys.readouterr().out
-    assert "In CPU mode, code that asks for 'cuda' fails: use `device = 'cuda' if torch.cuda.is_available() else " \
-           "'cpu'`." in out
+    assert (
+        "In CPU mode, code that asks for 'cuda' fails: use `device = 'cuda' if torch.cuda.is_available() else "
+        "'cpu'`." in out
+    )
     assert "CPU mode: CUDA_VISIBLE_DEVICES= hides the GPU, so everything runs on the CPU" in out
 
 
@@ -145,9 +157,15 @@ def test_vscode_claims_by_notebook_path_at_the_first_cell(restart_ext, shell, tm
 
     shell.user_ns["__vsc_ipynb_file__"] = "/home/me/train.ipynb"
     shell.run_cell("x = 41", store_history=True)
-    assert restart.request_restart(restart_ext, frontend.Frontend(
-        FrontendKind.VSCODE, frontend.vscode_key("/home/me/train.ipynb"), "v3aaaa", "/home/me/train.ipynb")
-    ) is RestartOutcome.ARMED
+    assert (
+        restart.request_restart(
+            restart_ext,
+            frontend.Frontend(
+                FrontendKind.VSCODE, frontend.vscode_key("/home/me/train.ipynb"), "v3aaaa", "/home/me/train.ipynb"
+            ),
+        )
+        is RestartOutcome.ARMED
+    )
     monkeypatch.setattr(shell, "kernel", FakeKernel(), raising=False)  # a kernel, keyed otherwise than the plan
     assert not frontend.kernel_key().startswith("vsc-")
     restart_in_process(shell, tmp_path)
@@ -163,8 +181,9 @@ def test_vscode_claims_by_notebook_path_at_the_first_cell(restart_ext, shell, tm
     assert not (tmp_path / "startup" / startup_stub.STUB_NAME).exists()
 
 
-def test_a_replay_that_breaks_itself_is_one_line_and_the_cell_still_runs(restart_ext, shell, tmp_path, monkeypatch,
-                                                                          capsys):
+def test_a_replay_that_breaks_itself_is_one_line_and_the_cell_still_runs(
+    restart_ext, shell, tmp_path, monkeypatch, capsys
+):
     shell.run_cell("x = 1", store_history=True)
     shell.run_line_magic("cudaassert", "restart")
     restart_in_process(shell, tmp_path)
@@ -176,13 +195,15 @@ def test_a_replay_that_breaks_itself_is_one_line_and_the_cell_still_runs(restart
     capsys.readouterr()
     assert shell.run_cell("y = 2", store_history=True).success
     err = capsys.readouterr().err
-    assert err.startswith("[cudaassert] The replay itself failed (OSError: disk on fire); your cell runs as usual. "
-                          "Details: ")
+    assert err.startswith(
+        "[cudaassert] The replay itself failed (OSError: disk on fire); your cell runs as usual. Details: "
+    )
     assert err.rstrip().endswith("resume.log") and shell.user_ns["y"] == 2
 
 
-def test_validators_that_cannot_come_on_leave_a_note_and_the_replay_goes_on(restart_ext, shell, tmp_path, monkeypatch,
-                                                                            capsys):
+def test_validators_that_cannot_come_on_leave_a_note_and_the_replay_goes_on(
+    restart_ext, shell, tmp_path, monkeypatch, capsys
+):
     shell.run_cell("x = 1", store_history=True)
     shell.run_line_magic("cudaassert", "restart")
     restart_in_process(shell, tmp_path)
@@ -194,7 +215,8 @@ def test_validators_that_cannot_come_on_leave_a_note_and_the_replay_goes_on(rest
     capsys.readouterr()
     shell.run_cell("y = x", store_history=True)
     out = capsys.readouterr().out
-    assert ("[cudaassert] The validators could not be turned on (ImportError: No module named 'torch'); the "
-            "environment is set.") in out
+    assert (
+        "[cudaassert] The validators could not be turned on (ImportError: No module named 'torch'); the "
+        "environment is set."
+    ) in out
     assert shell.user_ns["y"] == 1
-

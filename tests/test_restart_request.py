@@ -26,13 +26,17 @@ def test_restart_in_a_terminal_arms_the_plan_and_says_what_to_do(restart_ext, sh
     capsys.readouterr()
     shell.run_line_magic("cudaassert", "restart")
     out = capsys.readouterr().out
-    assert "[cudaassert] Restart with CUDA_LAUNCH_BLOCKING=1 and validators on; 3 setup cell(s) replay before your " \
-           "next cell:" in out
+    assert (
+        "[cudaassert] Restart with CUDA_LAUNCH_BLOCKING=1 and validators on; 3 setup cell(s) replay before your "
+        "next cell:" in out
+    )
     assert f"  [{first}] import os  (" in out and f"  [{first + 2}] runs = globals().get('runs', 0) + 1  (" in out
     assert "labels.shape" not in out
-    assert out.rstrip().endswith("[cudaassert] Plan armed. This IPython cannot restart itself: exit (Ctrl-D), start "
-                                 "`ipython` again in this directory and terminal, and run a command; the setup "
-                                 "replays first.")
+    assert out.rstrip().endswith(
+        "[cudaassert] Plan armed. This IPython cannot restart itself: exit (Ctrl-D), start "
+        "`ipython` again in this directory and terminal, and run a command; the setup "
+        "replays first."
+    )
     path = plan_file(tmp_path)
     assert mode_of(path) == 0o600 and path.name.startswith("plan-term-")
     plan = json.loads(path.read_text())
@@ -48,7 +52,10 @@ def test_restart_options_choose_the_environment_and_the_cells(restart_ext, shell
     first = run_story(shell)
     shell.run_line_magic("cudaassert", "restart --cpu")
     assert json.loads(plan_file(tmp_path).read_text())["env"] == {
-        "CUDA_LAUNCH_BLOCKING": "1", "CUDAASSERT_VALIDATORS": "1", "CUDA_VISIBLE_DEVICES": ""}
+        "CUDA_LAUNCH_BLOCKING": "1",
+        "CUDAASSERT_VALIDATORS": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
     shell.run_line_magic("cudaassert", "restart --normal")
     plan = json.loads(plan_file(tmp_path).read_text())
     assert plan["env"] == {} and not plan["validators"] and plan["mode"] == "normal"
@@ -58,14 +65,24 @@ def test_restart_options_choose_the_environment_and_the_cells(restart_ext, shell
     assert [c["number"] for c in json.loads(plan_file(tmp_path).read_text())["cells"]] == [first, first + 2]
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("restart --cpu --normal", "`--cpu` and `--normal` do not go together: `--normal` restarts without blocking mode "
-                               "and validators; `--cpu` keeps both and hides the GPU."),
-    ("restart --no-replay --cells 2", "`--no-replay` and `--cells` do not go together: `--no-replay` replays "
-                                      "nothing."),
-    ("restart --cells 2,x", "`%cudaassert restart --cells 2,x`: give cell numbers like --cells 2,3,5 (the n of "
-                            "In [n])."),
-])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "restart --cpu --normal",
+            "`--cpu` and `--normal` do not go together: `--normal` restarts without blocking mode "
+            "and validators; `--cpu` keeps both and hides the GPU.",
+        ),
+        (
+            "restart --no-replay --cells 2",
+            "`--no-replay` and `--cells` do not go together: `--no-replay` replays nothing.",
+        ),
+        (
+            "restart --cells 2,x",
+            "`%cudaassert restart --cells 2,x`: give cell numbers like --cells 2,3,5 (the n of In [n]).",
+        ),
+    ],
+)
 def test_restart_misuse_says_how_to_fix_it(restart_ext, shell, line, message):
     with pytest.raises(UsageError) as e:
         shell.run_line_magic("cudaassert", line)
@@ -73,8 +90,11 @@ def test_restart_misuse_says_how_to_fix_it(restart_ext, shell, line, message):
 
 
 def test_restart_with_unknown_cells_lists_the_known_ones(restart_ext, shell):
-    with pytest.raises(UsageError, match=r"`%cudaassert restart --cells 9999`: cell\(s\) 9999 are not in this "
-                                         r"kernel's history \(known: "):
+    with pytest.raises(
+        UsageError,
+        match=r"`%cudaassert restart --cells 9999`: cell\(s\) 9999 are not in this "
+        r"kernel's history \(known: ",
+    ):
         shell.run_line_magic("cudaassert", "restart --cells 9999")
 
 
@@ -96,8 +116,10 @@ def test_an_unwritable_runtime_dir_restarts_nothing(restart_ext, shell, tmp_path
     run_story(shell)
     capsys.readouterr()
     assert restart.request_restart(restart_ext, detect(shell)) is RestartOutcome.FAILED
-    assert f"[cudaassert] Cannot write the resume plan into {tmp_path / 'rtfile' / 'cudaassert'}" in \
-        capsys.readouterr().out
+    assert (
+        f"[cudaassert] Cannot write the resume plan into {tmp_path / 'rtfile' / 'cudaassert'}"
+        in capsys.readouterr().out
+    )
     assert not (tmp_path / "startup" / startup_stub.STUB_NAME).exists()
 
 
@@ -107,8 +129,9 @@ class FakeButton:
 
 
 def server_frontend(key="kid-1", runtime_file="/nonexistent/jpserver-1.json"):
-    return Frontend(FrontendKind.SERVER, key, key, None, ServerRef("http://127.0.0.1:9/", runtime_file),
-                    "http://127.0.0.1:9/")
+    return Frontend(
+        FrontendKind.SERVER, key, key, None, ServerRef("http://127.0.0.1:9/", runtime_file), "http://127.0.0.1:9/"
+    )
 
 
 def answers(verdict, why=""):
@@ -125,16 +148,21 @@ def test_the_button_writes_the_plan_then_shows_restarting_then_shuts_down(restar
     assert [a.label for a in actions] == ["Restart & replay setup", "Restart on CPU"]
     assert all(a.enabled for a in actions)
     choices = actions.replay_choices
-    assert [c.first_line for c in choices] == ["import os", "from fake_cuda_session import make_batch, cross_entropy",
-                                               "runs = globals().get('runs', 0) + 1"]
+    assert [c.first_line for c in choices] == [
+        "import os",
+        "from fake_cuda_session import make_batch, cross_entropy",
+        "runs = globals().get('runs', 0) + 1",
+    ]
     choices[1].selected = False  # the panel's checkbox
     button = FakeButton()
     actions[0].callback(button)
     assert kernel.calls == [("do_shutdown", True)]
     assert (button.description, button.disabled) == ("Restarting…", True)
-    assert button.tooltip.endswith("[cudaassert] Restarting the kernel now; it comes back in a few seconds with the "
-                                   f"same id. Then run a cell (the failing one [{restart_ext.last.cell}]): the setup "
-                                   "replays first, inside that cell.")
+    assert button.tooltip.endswith(
+        "[cudaassert] Restarting the kernel now; it comes back in a few seconds with the "
+        f"same id. Then run a cell (the failing one [{restart_ext.last.cell}]): the setup "
+        "replays first, inside that cell."
+    )
     plan = json.loads((tmp_path / "rt" / "cudaassert" / "plan-kid-1.json").read_text())
     assert [c["first_line"] for c in plan["cells"]] == ["import os", "runs = globals().get('runs', 0) + 1"]
 
@@ -154,26 +182,42 @@ def test_a_server_that_does_not_know_the_kernel_gets_an_armed_plan_and_no_shutdo
     kernel = FakeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
     button = FakeButton()
-    assert restart.request_restart(restart_ext, server_frontend(), button=button,
-                                   checker=answers("unknown", "HTTP 404")) is RestartOutcome.ARMED
+    assert (
+        restart.request_restart(restart_ext, server_frontend(), button=button, checker=answers("unknown", "HTTP 404"))
+        is RestartOutcome.ARMED
+    )
     assert kernel.calls == []
     assert (button.description, button.disabled) == ("Armed: restart the kernel", True)
-    assert button.tooltip.endswith("[cudaassert] The Jupyter server at http://127.0.0.1:9/ does not know this "
-                                   "kernel's id, so it would not restart it. Nothing was restarted. The plan is kept "
-                                   "for 60 min: restart the kernel from your frontend, then run a cell.")
+    assert button.tooltip.endswith(
+        "[cudaassert] The Jupyter server at http://127.0.0.1:9/ does not know this "
+        "kernel's id, so it would not restart it. Nothing was restarted. The plan is kept "
+        "for 60 min: restart the kernel from your frontend, then run a cell."
+    )
 
 
-@pytest.mark.parametrize(("verdict", "why", "text"), [
-    ("refused", "HTTP 403", "[cudaassert] The Jupyter server at http://127.0.0.1:9/ refused the token in its runtime "
-                            "file (HTTP 403), so this kernel's id could not be confirmed; restarting anyway: the "
-                            "server that launched this kernel restarts it when it exits."),
-    ("unreachable", "Connection refused", "[cudaassert] The Jupyter server at http://127.0.0.1:9/ did not answer "
-                                          "(Connection refused), so this kernel's id could not be confirmed; "
-                                          "restarting anyway: the server that launched this kernel restarts it when "
-                                          "it exits."),
-])
-def test_a_server_that_cannot_confirm_still_restarts_its_own_kernel(restart_ext, shell, monkeypatch, capsys, verdict,
-                                                                    why, text):
+@pytest.mark.parametrize(
+    ("verdict", "why", "text"),
+    [
+        (
+            "refused",
+            "HTTP 403",
+            "[cudaassert] The Jupyter server at http://127.0.0.1:9/ refused the token in its runtime "
+            "file (HTTP 403), so this kernel's id could not be confirmed; restarting anyway: the "
+            "server that launched this kernel restarts it when it exits.",
+        ),
+        (
+            "unreachable",
+            "Connection refused",
+            "[cudaassert] The Jupyter server at http://127.0.0.1:9/ did not answer "
+            "(Connection refused), so this kernel's id could not be confirmed; "
+            "restarting anyway: the server that launched this kernel restarts it when "
+            "it exits.",
+        ),
+    ],
+)
+def test_a_server_that_cannot_confirm_still_restarts_its_own_kernel(
+    restart_ext, shell, monkeypatch, capsys, verdict, why, text
+):
     kernel = FakeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
     outcome = restart.request_restart(restart_ext, server_frontend(), checker=answers(verdict, why))
@@ -181,22 +225,38 @@ def test_a_server_that_cannot_confirm_still_restarts_its_own_kernel(restart_ext,
     assert text in capsys.readouterr().out and kernel.calls == [("do_shutdown", True)]
 
 
-@pytest.mark.parametrize(("kind", "detail", "text"), [
-    ("vscode", "VS Code", "[cudaassert] Plan armed. VS Code does not restart this kernel by itself: press Restart in "
-                          "the notebook toolbar, then run a cell; the setup replays first, inside that cell."),
-    ("kernel", "jpserver-1.json in /rt", "[cudaassert] No Jupyter server was found for this kernel (looked for "
-                                         "jpserver-1.json in /rt), so it cannot restart itself. The plan is kept for "
-                                         "60 min: restart the kernel from your frontend, then run a cell; the setup "
-                                         "replays first, inside that cell."),
-    ("headless", "KAGGLE_KERNEL_RUN_TYPE=Batch", "[cudaassert] This run has no interactive frontend "
-                                                 "(KAGGLE_KERNEL_RUN_TYPE=Batch), so nothing here can restart the "
-                                                 "kernel. The plan is kept for 60 min: restart this kernel and run a "
-                                                 "cell to replay the setup, or re-run the notebook with "
-                                                 "CUDA_LAUNCH_BLOCKING=1 and CUDAASSERT_VALIDATORS=1 in its "
-                                                 "environment."),
-])
-def test_frontends_that_do_not_restart_by_themselves_get_an_armed_plan(restart_ext, shell, monkeypatch, capsys, kind,
-                                                                       detail, text):
+@pytest.mark.parametrize(
+    ("kind", "detail", "text"),
+    [
+        (
+            "vscode",
+            "VS Code",
+            "[cudaassert] Plan armed. VS Code does not restart this kernel by itself: press Restart in "
+            "the notebook toolbar, then run a cell; the setup replays first, inside that cell.",
+        ),
+        (
+            "kernel",
+            "jpserver-1.json in /rt",
+            "[cudaassert] No Jupyter server was found for this kernel (looked for "
+            "jpserver-1.json in /rt), so it cannot restart itself. The plan is kept for "
+            "60 min: restart the kernel from your frontend, then run a cell; the setup "
+            "replays first, inside that cell.",
+        ),
+        (
+            "headless",
+            "KAGGLE_KERNEL_RUN_TYPE=Batch",
+            "[cudaassert] This run has no interactive frontend "
+            "(KAGGLE_KERNEL_RUN_TYPE=Batch), so nothing here can restart the "
+            "kernel. The plan is kept for 60 min: restart this kernel and run a "
+            "cell to replay the setup, or re-run the notebook with "
+            "CUDA_LAUNCH_BLOCKING=1 and CUDAASSERT_VALIDATORS=1 in its "
+            "environment.",
+        ),
+    ],
+)
+def test_frontends_that_do_not_restart_by_themselves_get_an_armed_plan(
+    restart_ext, shell, monkeypatch, capsys, kind, detail, text
+):
     kernel = FakeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
     frontend = Frontend(FrontendKind(kind), "k-" + kind, detail=detail)
@@ -214,11 +274,13 @@ def test_every_frontend_kind_has_its_words():
 
 def test_headless_runs_get_disabled_buttons_that_say_why(restart_ext, shell, monkeypatch):
     run_story(shell)
-    actions = restart.actions_for(restart_ext, restart_ext.last,
-                                  Frontend(FrontendKind.HEADLESS, "k", detail="launched by papermill"))
+    actions = restart.actions_for(
+        restart_ext, restart_ext.last, Frontend(FrontendKind.HEADLESS, "k", detail="launched by papermill")
+    )
     assert all(not a.enabled for a in actions)
-    assert actions[0].disabled_reason.startswith("[cudaassert] This run has no interactive frontend (launched by "
-                                                 "papermill)")
+    assert actions[0].disabled_reason.startswith(
+        "[cudaassert] This run has no interactive frontend (launched by papermill)"
+    )
 
 
 def test_no_buttons_while_the_gpu_is_alive_and_no_debug_mode_is_on(restart_ext, shell):
@@ -248,19 +310,24 @@ def test_the_setup_listing_names_the_failing_cell_or_says_none(restart_ext, shel
     first = run_story(shell)
     capsys.readouterr()
     shell.run_line_magic("cudaassert", "setup show")
-    assert (f"[cudaassert] Setup cells a restart replays (default: cells that succeeded before cell [{first + 4}]):"
-            in capsys.readouterr().out)
+    assert (
+        f"[cudaassert] Setup cells a restart replays (default: cells that succeeded before cell [{first + 4}]):"
+        in capsys.readouterr().out
+    )
 
 
 def test_the_buttons_tooltips_say_what_a_click_does(restart_ext, shell, monkeypatch):
     run_story(shell)
     replay_tip, cpu_tip = (a.tooltip for a in restart.actions_for(restart_ext, restart_ext.last, server_frontend()))
-    assert replay_tip == ("Restart the kernel with CUDA_LAUNCH_BLOCKING=1 and validators on; the 3 ticked setup "
-                          "cell(s) replay when you run your next cell.")
-    assert cpu_tip == ("Restart with the GPU hidden (CUDA_VISIBLE_DEVICES=) and validators on; the 3 ticked setup "
-                       "cell(s) replay on the CPU.")
+    assert replay_tip == (
+        "Restart the kernel with CUDA_LAUNCH_BLOCKING=1 and validators on; the 3 ticked setup "
+        "cell(s) replay when you run your next cell."
+    )
+    assert cpu_tip == (
+        "Restart with the GPU hidden (CUDA_VISIBLE_DEVICES=) and validators on; the 3 ticked setup "
+        "cell(s) replay on the CPU."
+    )
     restart_ext.resumed = replay.Resumed(plan_for("k1", mode=Mode.DEBUG))
     restart_ext.state.reset()
     (normal,) = restart.actions_for(restart_ext, None, server_frontend())
     assert normal.tooltip == ("Restart without blocking mode and validators; the 3 ticked setup cell(s) replay.")
-

@@ -32,9 +32,11 @@ SETUP = [
     ("c5", "labels.shape"),
 ]
 FAILING = ("c6", "loss = cross_entropy(logits, labels)")
-CHECK = ("import os\nfrom cudaassert_ipy.checks import validators_enabled\n"
-         "print(runs, BLOCKING_AT_IMPORT, os.environ['CUDA_LAUNCH_BLOCKING'], validators_enabled(), "
-         "repr(os.environ.get('CUDA_VISIBLE_DEVICES')))")
+CHECK = (
+    "import os\nfrom cudaassert_ipy.checks import validators_enabled\n"
+    "print(runs, BLOCKING_AT_IMPORT, os.environ['CUDA_LAUNCH_BLOCKING'], validators_enabled(), "
+    "repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
+)
 
 
 def run_story(k: WsKernel) -> list[dict]:
@@ -73,8 +75,10 @@ def test_the_magic_restarts_the_same_kernel_id_and_the_next_cell_replays_then_va
         out = text_of(messages)
         assert "[cudaassert] Restart with CUDA_LAUNCH_BLOCKING=1 and validators on; 3 setup cell(s) replay" in out
         assert "  [2] import os  (" in out and "  [4] runs = globals().get('runs', 0) + 1  (" in out
-        assert ("[cudaassert] Restarting the kernel now; it comes back in a few seconds with the same id. Then run a "
-                "cell (the failing one [6]): the setup replays first, inside that cell.") in out
+        assert (
+            "[cudaassert] Restarting the kernel now; it comes back in a few seconds with the same id. Then run a "
+            "cell (the failing one [6]): the setup replays first, inside that cell."
+        ) in out
         assert "refused" not in out and "did not answer" not in out  # the server confirmed the kernel id
         k.wait_for_new_process(pid, seen)
         assert kid in [x["id"] for x in server.rest("GET", "api/kernels")]
@@ -96,10 +100,14 @@ def test_the_panels_restart_on_cpu_button_restarts_and_replays_on_the_cpu(server
         button = widget_id(messages, "ButtonModel", "Restart on CPU")
         pid, seen = k.pid(), k.restarts
         _, click = k.collect(k.click(button), timeout=30, reply_expected=False)
-        updates = [m["content"]["data"]["state"] for m in click
-                   if m["type"] == "comm_msg" and m["content"]["data"].get("method") == "update"]
+        updates = [
+            m["content"]["data"]["state"]
+            for m in click
+            if m["type"] == "comm_msg" and m["content"]["data"].get("method") == "update"
+        ]
         assert {"description": "Restarting…", "disabled": True}.items() <= {
-            key: value for u in updates for key, value in u.items()}.items()  # reached the frontend before exit
+            key: value for u in updates for key, value in u.items()
+        }.items()  # reached the frontend before exit
         k.wait_for_new_process(pid, seen)  # the server's "restarting": Lab's "Kernel Restarting" dialog
         assert_replayed_and_validated(k, server, cpu=True)
         _, messages = k.execute("import torch; print(torch.cuda.is_available())")
@@ -109,10 +117,12 @@ def test_the_panels_restart_on_cpu_button_restarts_and_replays_on_the_cpu(server
         server.rest("DELETE", f"api/kernels/{kid}")
 
 
-ARM = ("from cudaassert_ipy.shell import extension\nfrom cudaassert_ipy.restart import frontend, request\n"
-       "fe = frontend.detect(get_ipython())\nprint(fe.kind.value, fe.key == fe.kernel_id)\n"
-       "request.request_restart(extension.current(), frontend.Frontend(frontend.FrontendKind.VSCODE, fe.key, "
-       "fe.kernel_id))")
+ARM = (
+    "from cudaassert_ipy.shell import extension\nfrom cudaassert_ipy.restart import frontend, request\n"
+    "fe = frontend.detect(get_ipython())\nprint(fe.kind.value, fe.key == fe.kernel_id)\n"
+    "request.request_restart(extension.current(), frontend.Frontend(frontend.FrontendKind.VSCODE, fe.key, "
+    "fe.kernel_id))"
+)
 
 
 def test_two_kernels_in_one_profile_do_not_cross_and_a_plain_crash_replays_nothing(server):
@@ -229,10 +239,13 @@ def test_vscode_arms_the_plan_and_the_next_kernel_of_that_notebook_replays_it(tm
         jc_execute(kc, notebook, silent=True)
         jc_story(kc)
         _, messages = jc_execute(kc, "%cudaassert restart")
-        assert ("[cudaassert] Plan armed. VS Code does not restart this kernel by itself: press Restart in the "
-                "notebook toolbar, then run a cell; the setup replays first, inside that cell.") in jc_text(messages)
+        assert (
+            "[cudaassert] Plan armed. VS Code does not restart this kernel by itself: press Restart in the "
+            "notebook toolbar, then run a cell; the setup replays first, inside that cell."
+        ) in jc_text(messages)
         assert [p.name for p in (tmp_path / "runtime" / "cudaassert").glob("plan-*.json")] == [
-            f"plan-{frontend.vscode_key('/home/me/birds/train.ipynb')}.json"]
+            f"plan-{frontend.vscode_key('/home/me/birds/train.ipynb')}.json"
+        ]
     finally:
         stop(km, kc)
     km, kc = start_kernel(tmp_path, f"kernel-v3{uuid.uuid4().hex}.json")  # Restart: a new connection file
@@ -253,8 +266,10 @@ def test_without_a_server_the_plan_waits_for_a_manual_restart_of_the_same_kernel
         _, messages = jc_execute(kc, "%cudaassert restart --no-replay")
         out = jc_text(messages)
         assert "[cudaassert] No Jupyter server was found for this kernel (looked for jpserver-" in out
-        assert (f"in {tmp_path / 'runtime'}), so it cannot restart itself. The plan is kept for 60 min: restart the "
-                "kernel from your frontend, then run a cell; the setup replays first, inside that cell.") in out
+        assert (
+            f"in {tmp_path / 'runtime'}), so it cannot restart itself. The plan is kept for 60 min: restart the "
+            "kernel from your frontend, then run a cell; the setup replays first, inside that cell."
+        ) in out
         km.restart_kernel(now=False)  # what `jupyter console`'s or a script's restart does: same connection file
         kc.wait_for_ready(timeout=60)
         _, messages = jc_execute(kc, "import os\nprint(os.environ['CUDA_LAUNCH_BLOCKING'], 'runs' in globals())")
@@ -266,16 +281,18 @@ def test_without_a_server_the_plan_waits_for_a_manual_restart_of_the_same_kernel
 
 
 # -- issue #15: the server's token and the kernel's HMAC key stay out of everything we show or write ----------
-REPRS = ("from cudaassert_ipy import last_diagnosis\n"
-         "from cudaassert_ipy.shell import extension\n"
-         "from cudaassert_ipy.restart import frontend, request\n"
-         "ext = extension.current()\nfe = frontend.detect(get_ipython())\n"
-         "plan = request.build_plan(ext, fe, request.Mode.DEBUG, ext.history.plan(request.failing_record(ext)))\n"
-         "for obj in (fe, fe.server, str(fe.server), plan, plan.to_json(), ext, vars(ext), ext.config, ext.state,\n"
-         "            ext.history, ext.watcher, vars(ext.watcher), ext.last, last_diagnosis(), ext.resumed,\n"
-         "            request.actions_for(ext, ext.last, fe)):\n"
-         "    print(repr(obj))\n"
-         "print(fe.kind.value, fe.server is not None)")
+REPRS = (
+    "from cudaassert_ipy import last_diagnosis\n"
+    "from cudaassert_ipy.shell import extension\n"
+    "from cudaassert_ipy.restart import frontend, request\n"
+    "ext = extension.current()\nfe = frontend.detect(get_ipython())\n"
+    "plan = request.build_plan(ext, fe, request.Mode.DEBUG, ext.history.plan(request.failing_record(ext)))\n"
+    "for obj in (fe, fe.server, str(fe.server), plan, plan.to_json(), ext, vars(ext), ext.config, ext.state,\n"
+    "            ext.history, ext.watcher, vars(ext.watcher), ext.last, last_diagnosis(), ext.resumed,\n"
+    "            request.actions_for(ext, ext.last, fe)):\n"
+    "    print(repr(obj))\n"
+    "print(fe.kind.value, fe.server is not None)"
+)
 
 
 def assert_no_secret(text: str, secrets: dict[str, str], where: str) -> None:

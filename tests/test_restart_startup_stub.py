@@ -55,9 +55,11 @@ def test_an_unwritable_profile_is_a_clear_error(tmp_path):
         startup_stub.ensure_stub(FakeShell(tmp_path / "profile" / "startup"))
     path = tmp_path / "profile" / "startup" / startup_stub.STUB_NAME
     assert str(e.value).startswith(f"[cudaassert] Cannot write the startup file {path} (")
-    assert str(e.value).endswith("), so a restarted kernel could not replay your setup. Nothing was restarted. Make "
-                                 "the IPython profile directory writable (or start Jupyter with IPYTHONDIR set to a "
-                                 "writable directory), or restart by hand and re-run your setup cells.")
+    assert str(e.value).endswith(
+        "), so a restarted kernel could not replay your setup. Nothing was restarted. Make "
+        "the IPython profile directory writable (or start Jupyter with IPYTHONDIR set to a "
+        "writable directory), or restart by hand and re-run your setup cells."
+    )
 
 
 STUB_PROBE = r"""
@@ -77,8 +79,9 @@ def run_stub(tmp_path, runtime, source=startup_stub.STUB_SOURCE):
     stub = tmp_path / startup_stub.STUB_NAME
     stub.write_text(source)
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", STUB_PROBE, str(stub)], env=env, capture_output=True, text=True,
-                         timeout=60, check=True).stdout.split(" ", 5)
+    out = subprocess.run(
+        [sys.executable, "-c", STUB_PROBE, str(stub)], env=env, capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split(" ", 5)
     return float(out[0]), out[1] == "True", out[2] == "True", out[3] == "True", out[4], out[5].strip()
 
 

@@ -32,22 +32,30 @@ def test_python_dash_c_with_the_import_gets_the_report_after_the_traceback():
 
 def test_a_script_with_the_import_reports_and_leaves_ordinary_errors_alone(tmp_path):
     (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
-    result = subprocess.run([PY, "train.py"], cwd=tmp_path, env=kernel_env(), capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [PY, "train.py"], cwd=tmp_path, env=kernel_env(), capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 1 and LOSS_LINE in result.stderr
     assert "Your code: line 6: fail_like_gpu(threads=2)" in result.stderr
     (tmp_path / "plain.py").write_text("import cudaassert_ipy.auto\nraise ValueError('plain')\n")
     ours = subprocess.run([PY, "plain.py"], cwd=tmp_path, env=kernel_env(), capture_output=True, text=True, timeout=60)
     (tmp_path / "plain.py").write_text("import sys\nraise ValueError('plain')\n")
-    theirs = subprocess.run([PY, "plain.py"], cwd=tmp_path, env=kernel_env(), capture_output=True, text=True,
-                            timeout=60)
+    theirs = subprocess.run(
+        [PY, "plain.py"], cwd=tmp_path, env=kernel_env(), capture_output=True, text=True, timeout=60
+    )
     assert ours.returncode == theirs.returncode == 1 and ours.stderr == theirs.stderr
 
 
 def test_ipython_running_a_script_with_the_import_gets_the_report_after_ipythons_traceback(tmp_path):
     (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
-    result = subprocess.run([IPYTHON, "--no-banner", "--colors=NoColor", "train.py"], cwd=tmp_path,
-                            env=kernel_env(), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [IPYTHON, "--no-banner", "--colors=NoColor", "train.py"],
+        cwd=tmp_path,
+        env=kernel_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = result.stdout + result.stderr
     assert "AcceleratorError" in out and "[cudaassert] GPU context dead · class label out of range" in result.stderr
     assert LOSS_LINE in result.stderr

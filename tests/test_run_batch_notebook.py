@@ -31,11 +31,14 @@ labels = torch.tensor([3, 195, 7, 195])
 
 
 def notebook() -> nbformat.NotebookNode:
-    return new_notebook(cells=[
-        new_code_cell("%load_ext cudaassert"),
-        new_code_cell(SETUP),
-        new_code_cell("loss = fail_like_gpu()", metadata={"tags": ["raises-exception"]}),
-    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    return new_notebook(
+        cells=[
+            new_code_cell("%load_ext cudaassert"),
+            new_code_cell(SETUP),
+            new_code_cell("loss = fail_like_gpu()", metadata={"tags": ["raises-exception"]}),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:
@@ -62,16 +65,23 @@ def test_a_batch_run_stores_the_whole_report_as_text_and_html_without_a_widget(t
     assert "[cudaassert] GPU context dead · class label out of range in cross_entropy" in plain
     assert FIX in plain and LOSS_LINE in plain and "Evidence:" in plain
     assert FIX in page and html.escape(LOSS_LINE) in page
-    assert "widgets" not in nb.metadata or not nb.metadata.widgets.get("application/vnd.jupyter.widget-state+json",
-                                                                       {}).get("state")
+    assert "widgets" not in nb.metadata or not nb.metadata.widgets.get(
+        "application/vnd.jupyter.widget-state+json", {}
+    ).get("state")
 
 
 def test_nbconvert_execute_to_html_shows_the_fix_and_the_folded_assertion_line(tmp_path):
     path = tmp_path / "story.ipynb"
     nbformat.write(notebook(), path)
     jupyter = str(Path(sys.executable).with_name("jupyter"))
-    result = subprocess.run([jupyter, "nbconvert", "--to", "html", "--execute", "--allow-errors", str(path)],
-                            cwd=tmp_path, env=env_for(tmp_path), capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [jupyter, "nbconvert", "--to", "html", "--execute", "--allow-errors", str(path)],
+        cwd=tmp_path,
+        env=env_for(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "story.html").read_text()
     assert "Fix:" in page and FIX in page

@@ -42,8 +42,14 @@ fail_like_gpu(threads=3)
 def run_script(tmp_path: Path, text: str, *options: str, **env: str) -> subprocess.CompletedProcess:
     path = tmp_path / "train.py"
     path.write_text(textwrap.dedent(text))
-    return subprocess.run([PY, "-m", "cudaassert_ipy", *options, str(path)], cwd=tmp_path, env=kernel_env(**env),
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [PY, "-m", "cudaassert_ipy", *options, str(path)],
+        cwd=tmp_path,
+        env=kernel_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def site_dirs() -> dict[str, list[str]]:
@@ -66,10 +72,11 @@ def test_a_relaunched_child_reports_its_own_failure_through_the_startup_hook(tmp
     result = run_script(tmp_path, RELAUNCH)
     assert result.stdout == "parent saw 1\n" and result.returncode == 1
     err = result.stderr
-    assert err.index("torch.AcceleratorError: CUDA error: device-side assert triggered") < \
-           err.index("[cudaassert] GPU context dead · class label out of range")
+    assert err.index("torch.AcceleratorError: CUDA error: device-side assert triggered") < err.index(
+        "[cudaassert] GPU context dead · class label out of range"
+    )
     assert "Your code: line 11: fail_like_gpu(threads=3)" in err and LOSS_LINE in err
-    report = err[err.index("[cudaassert]"):]
+    report = err[err.index("[cudaassert]") :]
     assert "`labels`" in report and "195" in report, "the child's own globals are its evidence"
     assert err.count("[cudaassert] GPU context dead") == 1, "the parent exited by sys.exit: no second report"
 
@@ -93,6 +100,11 @@ def test_the_hook_chains_to_an_existing_sitecustomize_and_nothing_is_installed_a
     result = run_script(tmp_path, child, **env)
     assert result.stdout == "True True\n", result.stderr
     assert site_dirs() == before
-    plain = subprocess.run([PY, "-c", "import sys; print('cudaassert_ipy.run.hook' in sys.modules)"],
-                           env=kernel_env(), capture_output=True, text=True, timeout=60)
+    plain = subprocess.run(
+        [PY, "-c", "import sys; print('cudaassert_ipy.run.hook' in sys.modules)"],
+        env=kernel_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert plain.stdout == "False\n", "outside a run, nothing starts the hook"

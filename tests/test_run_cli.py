@@ -37,19 +37,23 @@ def script(tmp_path: Path, text: str, name: str = "train.py") -> Path:
     return path
 
 
-def run(args: list[str], cwd: Path, runner: bool = True, timeout: float = 120,
-        **kw: object) -> subprocess.CompletedProcess:
+def run(
+    args: list[str], cwd: Path, runner: bool = True, timeout: float = 120, **kw: object
+) -> subprocess.CompletedProcess:
     cmd = [PY, "-m", "cudaassert_ipy", *args] if runner else [PY, *args]
     env = kernel_env(**kw.pop("env", {}))  # type: ignore[arg-type]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
 
 
 def test_a_script_sees_the_argv_main_file_and_path_that_plain_python_gives_it(tmp_path):
-    s = script(tmp_path, """
+    s = script(
+        tmp_path,
+        """
         import sys
         print(sys.argv, __name__, __file__, sys.path[0], sys.modules["__main__"].__file__)
         print(input())
-    """)
+    """,
+    )
     plain = run([s.name, "--lr", "3"], tmp_path, runner=False, input="typed\n")
     ours = run([s.name, "--lr", "3"], tmp_path, input="typed\n")
     assert ours.returncode == plain.returncode == 0
@@ -90,8 +94,10 @@ def test_a_syntax_error_is_printed_exactly_as_python_prints_it(tmp_path):
 def test_a_missing_script_gets_pythons_message_and_exit_code_2(tmp_path):
     result = run(["nope.py"], tmp_path)
     assert result.returncode == 2
-    assert result.stderr == f"python -m cudaassert_ipy: can't open file '{tmp_path / 'nope.py'}': " \
-                            "[Errno 2] No such file or directory\n"
+    assert (
+        result.stderr == f"python -m cudaassert_ipy: can't open file '{tmp_path / 'nope.py'}': "
+        "[Errno 2] No such file or directory\n"
+    )
 
 
 def test_a_missing_module_gets_no_module_named_and_exit_code_1(tmp_path):
@@ -102,15 +108,26 @@ def test_a_missing_module_gets_no_module_named_and_exit_code_1(tmp_path):
 def test_no_script_is_a_usage_error_that_says_what_to_give(tmp_path):
     result = run(["--blocking"], tmp_path)
     assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == ("python -m cudaassert_ipy: error: no script to run; give a script "
-                                              "(train.py ARGS...) or -m module ARGS...")
+    assert result.stderr.splitlines()[-1] == (
+        "python -m cudaassert_ipy: error: no script to run; give a script (train.py ARGS...) or -m module ARGS..."
+    )
 
 
 def test_help_documents_every_option_and_torchrun(tmp_path):
     result = run(["--help"], tmp_path)
     assert result.returncode == 0
-    for word in ("--validators", "--blocking", "--report-json", "--quiet", "--rerun-on-failure", "--no-children",
-                 "--apply-fix", "torchrun --nproc-per-node", "TORCHELASTIC_ERROR_FILE", "import cudaassert_ipy.auto"):
+    for word in (
+        "--validators",
+        "--blocking",
+        "--report-json",
+        "--quiet",
+        "--rerun-on-failure",
+        "--no-children",
+        "--apply-fix",
+        "torchrun --nproc-per-node",
+        "TORCHELASTIC_ERROR_FILE",
+        "import cudaassert_ipy.auto",
+    ):
         assert word in result.stdout
 
 
@@ -134,8 +151,10 @@ def test_a_device_assert_gets_the_report_after_the_unchanged_traceback(tmp_path)
     assert LOSS_LINE in err
     assert "Your code: line 6: fail_like_gpu()" in err
     assert "Fix: Make the labels 0-based integers" in err
-    assert ("[cudaassert] To stop the bad call before it launches, run it again with --rerun-on-failure (or "
-            f"--blocking --validators): python -m cudaassert_ipy --rerun-on-failure {s.name}") in err
+    assert (
+        "[cudaassert] To stop the bad call before it launches, run it again with --rerun-on-failure (or "
+        f"--blocking --validators): python -m cudaassert_ipy --rerun-on-failure {s.name}"
+    ) in err
 
 
 def test_the_cpu_twin_of_a_bad_label_names_the_label_and_the_layer(tmp_path):
@@ -150,7 +169,7 @@ def test_the_cpu_twin_of_a_bad_label_names_the_label_and_the_layer(tmp_path):
 def test_quiet_prints_only_the_headline_and_the_fix(tmp_path):
     s = script(tmp_path, DOUBLE)
     result = run(["--quiet", s.name], tmp_path)
-    tail = result.stderr[result.stderr.index("[cudaassert]"):]
+    tail = result.stderr[result.stderr.index("[cudaassert]") :]
     assert tail.splitlines()[0] == "[cudaassert] GPU context dead · class label out of range in cross_entropy"
     assert tail.splitlines()[1].startswith("Fix: Make the labels 0-based integers") and len(tail.splitlines()) == 2
 
@@ -174,19 +193,24 @@ def test_report_json_in_an_unwritable_place_warns_before_the_run_and_keeps_the_e
     target = tmp_path / "missing" / "r.json"
     result = run(["--report-json", str(target), s.name], tmp_path)
     assert (result.returncode, result.stdout) == (3, "ran\n")
-    assert f"[cudaassert] --report-json {target}: the directory {target.parent} does not exist; the run goes on " \
-           "and the report goes to stderr only." in result.stderr
-    assert f"[cudaassert] cannot write the JSON report to {target} (No such file or directory); the report on " \
-           "stderr is complete." in result.stderr
+    assert (
+        f"[cudaassert] --report-json {target}: the directory {target.parent} does not exist; the run goes on "
+        "and the report goes to stderr only." in result.stderr
+    )
+    assert (
+        f"[cudaassert] cannot write the JSON report to {target} (No such file or directory); the report on "
+        "stderr is complete." in result.stderr
+    )
 
 
 def test_torchelastic_error_file_pointing_nowhere_costs_one_line_and_nothing_else(tmp_path):
     s = script(tmp_path, DOUBLE)
     result = run([s.name], tmp_path, env={"TORCHELASTIC_ERROR_FILE": str(tmp_path / "no" / "error.json")})
     assert result.returncode == 1 and LOSS_LINE in result.stderr
-    assert f"[cudaassert] cannot write torchelastic's error file {tmp_path / 'no' / 'error.json'} (No such file or " \
-           "directory); torchrun's summary will show only the exception, the report above has the cause." \
-           in result.stderr
+    assert (
+        f"[cudaassert] cannot write torchelastic's error file {tmp_path / 'no' / 'error.json'} (No such file or "
+        "directory); torchrun's summary will show only the exception, the report above has the cause." in result.stderr
+    )
 
 
 def test_the_error_file_has_the_structure_record_exception_writes_with_the_report_in_the_callstack(tmp_path):
@@ -236,18 +260,26 @@ def test_the_cudaassert_run_console_script_takes_the_same_arguments(tmp_path):
     wrapper.write_text(f"#!{PY}\nimport sys\nfrom {entry[1]} import {entry[2]}\nsys.exit({entry[2]}())\n")
     wrapper.chmod(0o755)
     s = script(tmp_path, DOUBLE)
-    result = subprocess.run([str(wrapper), "--quiet", s.name], cwd=tmp_path, env=kernel_env(), capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [str(wrapper), "--quiet", s.name], cwd=tmp_path, env=kernel_env(), capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 1
     assert "[cudaassert] GPU context dead · class label out of range in cross_entropy" in result.stderr
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "train.py").write_text("import sys\nprint(sys.argv[1:])\n")
-    module = subprocess.run([str(wrapper), "-m", "pkg.train", "x"], cwd=tmp_path, env=kernel_env(),
-                            capture_output=True, text=True, timeout=60)
+    module = subprocess.run(
+        [str(wrapper), "-m", "pkg.train", "x"],
+        cwd=tmp_path,
+        env=kernel_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (module.returncode, module.stdout) == (0, "['x']\n"), module.stderr
-    missing = subprocess.run([str(wrapper), "nope.py"], cwd=tmp_path, env=kernel_env(), capture_output=True,
-                             text=True, timeout=60)
+    missing = subprocess.run(
+        [str(wrapper), "nope.py"], cwd=tmp_path, env=kernel_env(), capture_output=True, text=True, timeout=60
+    )
     assert missing.returncode == 2 and missing.stderr.startswith("cudaassert-run: can't open file")
 
 
@@ -258,7 +290,9 @@ def test_an_option_missing_its_value_is_an_argparse_error(tmp_path, option):
 
 
 def test_a_bad_label_from_a_dataloader_is_traced_to_its_dataset_index(tmp_path):
-    s = script(tmp_path, """
+    s = script(
+        tmp_path,
+        """
         import torch, torch.nn.functional as F
         from torch.utils.data import DataLoader, TensorDataset
         y = torch.tensor([0, 1, 2, 3, 4, 0, 1, 9, 2, 3, 4, 0])
@@ -266,7 +300,8 @@ def test_a_bad_label_from_a_dataloader_is_traced_to_its_dataset_index(tmp_path):
         model = torch.nn.Linear(4, 5)
         for xb, yb in loader:
             loss = F.cross_entropy(model(xb), yb)
-    """)
+    """,
+    )
     result = run([s.name], tmp_path)
     assert result.returncode == 1
     assert "batch 1 of epoch 0 from `loader`: `loader.dataset[7]` has class label 9" in result.stderr

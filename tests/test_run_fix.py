@@ -66,8 +66,14 @@ def files(tmp_path: Path, script: str) -> Path:
 
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cudaassert_ipy", *args], cwd=tmp_path, env=kernel_env(),
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", *args],
+        cwd=tmp_path,
+        env=kernel_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_a_safe_patch_is_shown_as_a_diff_against_the_script_and_carried_by_report_json(tmp_path):
@@ -94,8 +100,9 @@ def test_apply_fix_writes_the_patch_the_data_decides_for_and_the_script_then_run
     result = run(tmp_path, "--apply-fix", "train.py")
     assert "[1] (the data decides for this one) drop the 2 bad row(s) of `data` (5, 17)" in result.stderr
     assert "[cudaassert] Patched train.py (drop the 2 bad row(s)" in result.stderr
-    assert "data = torch.utils.data.Subset(data, [i for i in range(len(data)) if i not in {5, 17}])" in \
-        script.read_text()
+    assert (
+        "data = torch.utils.data.Subset(data, [i for i in range(len(data)) if i not in {5, 17}])" in script.read_text()
+    )
     again = run(tmp_path, "train.py")
     assert (again.returncode, again.stdout, again.stderr) == (0, "trained\n", "")
 
@@ -117,7 +124,8 @@ def test_a_head_written_in_the_users_module_gets_a_patch_of_that_module_that_is_
 
 def test_an_ordinary_error_gets_no_patch_and_stays_as_python_prints_it(tmp_path):
     files(tmp_path, "from nets import Net\nNet()(1)\n")
-    plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=kernel_env(), capture_output=True,
-                           text=True, timeout=120)
+    plain = subprocess.run(
+        [sys.executable, "train.py"], cwd=tmp_path, env=kernel_env(), capture_output=True, text=True, timeout=120
+    )
     ours = run(tmp_path, "--apply-fix", "train.py")
     assert ours.stderr == plain.stderr and "cudaassert" not in ours.stderr

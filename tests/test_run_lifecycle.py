@@ -42,7 +42,7 @@ finally:
 # batch 1 of the seeded shuffle holds sample 41 at position 28 (as in tests/test_bookmark_validators.py)
 LINE = "From the DataLoader: target[28]=195 → `train_ds[41]` (batch 1 of epoch 0 from `train_loader`)."
 
-FOOTPRINT = r'''
+FOOTPRINT = r"""
 import atexit, json, os, sys, threading
 import torch, torch.utils.data.dataloader as dl
 # what registers a process event when it is imported, imported first: only what the run starts is compared
@@ -99,7 +99,7 @@ folder, names = open(os.environ["FOLDER_OUT"]).read().split("\n")
 print(json.dumps({"code": code, "kind": outcome.diagnosis and outcome.diagnosis.kind, "names": names,
                   "folder_left": os.path.exists(folder), "diff": {k: (before[k], after[k]) for k in before
                                                                     if before[k] != after[k]}}))
-'''
+"""
 
 
 def test_close_gives_back_the_fds_hooks_patches_threads_helpers_environment_and_job_folder(tmp_path):
@@ -108,8 +108,14 @@ def test_close_gives_back_the_fds_hooks_patches_threads_helpers_environment_and_
     env = kernel_env(FOLDER_OUT=str(tmp_path / "folder.txt"))
     for key in ("CUDAASSERT_RING_DIR", "RANK", "LOCAL_RANK", "CUDAASSERT_RUN", "CUDA_LAUNCH_BLOCKING"):
         env.pop(key, None)
-    out = subprocess.run([PY, "-c", FOOTPRINT, str(script), str(tmp_path / "report.json")], capture_output=True,
-                         text=True, timeout=240, env=env, cwd=TESTS)
+    out = subprocess.run(
+        [PY, "-c", FOOTPRINT, str(script), str(tmp_path / "report.json")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=TESTS,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert LINE in out.stderr  # the validator's stop names the sample: the runner installed the lookup
@@ -123,7 +129,13 @@ def test_close_gives_back_the_fds_hooks_patches_threads_helpers_environment_and_
 def test_a_validators_stop_under_the_runner_names_the_sample(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    out = subprocess.run([PY, "-m", "cudaassert_ipy", "--validators", str(script)], capture_output=True, text=True,
-                         timeout=240, env=kernel_env(FOLDER_OUT=str(tmp_path / "folder.txt")), cwd=tmp_path)
+    out = subprocess.run(
+        [PY, "-m", "cudaassert_ipy", "--validators", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=kernel_env(FOLDER_OUT=str(tmp_path / "folder.txt")),
+        cwd=tmp_path,
+    )
     assert out.returncode == 1, out.stderr[-3000:]
     assert "ValidationIndexError" in out.stderr and LINE in out.stderr, out.stderr[-3000:]

@@ -40,10 +40,23 @@ print("rank", rank, "done", flush=True)
 def job(tmp_path: Path, death: str) -> tuple[subprocess.CompletedProcess, dict]:
     (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
     report = tmp_path / "report.json"
-    cmd = [sys.executable, "-m", "cudaassert_ipy", "--report-json", str(report), "-m", "torch.distributed.run",
-           "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "train.py"]
-    result = subprocess.run(cmd, cwd=tmp_path, env=kernel_env(DEATH=death), capture_output=True, text=True,
-                            timeout=240)
+    cmd = [
+        sys.executable,
+        "-m",
+        "cudaassert_ipy",
+        "--report-json",
+        str(report),
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "train.py",
+    ]
+    result = subprocess.run(cmd, cwd=tmp_path, env=kernel_env(DEATH=death), capture_output=True, text=True, timeout=240)
     return result, json.loads(report.read_text())
 
 
@@ -66,15 +79,19 @@ def test_a_rank_aborted_by_its_nccl_watchdog_is_named_with_its_signal_cause_and_
     assert line.startswith("[cudaassert] rank 1 (local_rank 1, pid ")
     # the watchdog's words reach the runner even when abort() came before the rank's own fd tap forwarded them: its
     # rescue helper (capture/rescue.py) forwards what the dead rank's pipe still held
-    watchdog = ") died by SIGABRT (exit code -6) without a Python traceback: its NCCL watchdog thread found the " \
-               "sticky CUDA error and aborted the process, so no excepthook ran (stderr: \"[PG 1 Rank 1] Process " \
-               "group watchdog thread terminated with exception: CUDA error: device-side assert triggered\")."
+    watchdog = (
+        ") died by SIGABRT (exit code -6) without a Python traceback: its NCCL watchdog thread found the "
+        'sticky CUDA error and aborted the process, so no excepthook ran (stderr: "[PG 1 Rank 1] Process '
+        'group watchdog thread terminated with exception: CUDA error: device-side assert triggered").'
+    )
     assert watchdog in line, line
     assert "terminate called after throwing an instance of 'c10::DistBackendError'" in err, "the terminal shows it"
     assert "Assertion `t >= 0 && t < n_classes` failed." in err, "and the kernel's lines before it"
     last = err.split(line, 1)[1].splitlines()[1]
-    assert last == ("[cudaassert]   its last batches, latest first (written by its DataLoader bookmark as it went): "
-                    + "; ".join(expected_batches()))
+    assert last == (
+        "[cudaassert]   its last batches, latest first (written by its DataLoader bookmark as it went): "
+        + "; ".join(expected_batches())
+    )
     # rank 0, waiting in all_reduce, is ended by torchrun's SIGTERM: by the signal itself (then one line says so)
     # or through Python when gloo notices the closed peer first (then its own exit says nothing); never blamed
     rank0 = [x for x in err.splitlines() if x.startswith("[cudaassert] rank 0 ")]
@@ -88,8 +105,10 @@ def test_a_rank_killed_by_sigkill_is_named_with_its_signal_and_last_batches(tmp_
     err = result.stderr
     assert result.returncode == 1, err[-3000:]
     line = next(x for x in err.splitlines() if x.startswith("[cudaassert] rank 1 "))
-    assert ") died by SIGKILL (exit code -9) without a Python traceback: it was killed from outside (Lightning's DDP " \
-           "observer kills every rank within seconds of one failing; the kernel's OOM killer also sends SIGKILL), so " \
-           "no excepthook or atexit ran." in line
+    assert (
+        ") died by SIGKILL (exit code -9) without a Python traceback: it was killed from outside (Lightning's DDP "
+        "observer kills every rank within seconds of one failing; the kernel's OOM killer also sends SIGKILL), so "
+        "no excepthook or atexit ran." in line
+    )
     last = err.split(line, 1)[1].splitlines()[1]
     assert last.endswith("; ".join(expected_batches()))

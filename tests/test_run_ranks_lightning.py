@@ -63,7 +63,7 @@ def expected_batches(rank: int) -> str:
     from torch.utils.data import DistributedSampler
 
     order = list(DistributedSampler(range(64), num_replicas=2, rank=rank, shuffle=True, seed=0))
-    return "; ".join(f"batch {k} of epoch 0: indices {order[4 * k:4 * k + 4]}" for k in (5, 4, 3))
+    return "; ".join(f"batch {k} of epoch 0: indices {order[4 * k : 4 * k + 4]}" for k in (5, 4, 3))
 
 
 def test_a_lightning_rank_aborted_by_its_watchdog_is_explained_although_the_runner_was_sigkilled(tmp_path):
@@ -71,9 +71,14 @@ def test_a_lightning_rank_aborted_by_its_watchdog_is_explained_although_the_runn
     report = tmp_path / "report.json"
     folders = tmp_path / "tmp"
     folders.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "cudaassert_ipy", "--report-json", str(report), "train.py"],
-                            cwd=tmp_path, env=kernel_env(TMPDIR=str(folders)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cudaassert_ipy", "--report-json", str(report), "train.py"],
+        cwd=tmp_path,
+        env=kernel_env(TMPDIR=str(folders)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, err = proc.communicate(timeout=300)  # EOF once the watcher, which holds the runner's stderr, is done
     assert proc.returncode == -9, err[-3000:]  # Lightning's observer killed the runner (rank 0)
     runner = proc.pid
@@ -92,9 +97,10 @@ def test_a_lightning_rank_aborted_by_its_watchdog_is_explained_although_the_runn
     assert ours[2].startswith("[cudaassert] rank 1 (local_rank 1, pid ")
     assert ours[2].endswith(
         ") died by SIGABRT (exit code -6) without a Python traceback: its NCCL watchdog thread found the sticky CUDA "
-        "error and aborted the process, so no excepthook ran (stderr: \"[PG 1 Rank 1] Process group watchdog thread "
+        'error and aborted the process, so no excepthook ran (stderr: "[PG 1 Rank 1] Process group watchdog thread '
         "terminated with exception: CUDA error: device-side assert triggered\"). The kernel's assertion lines above, "
-        "if any, name the failing op."), ours[2]
+        "if any, name the failing op."
+    ), ours[2]
     # the dead rank's own output reached the terminal whole, before the summary
     kernel = [x for x in lines if x.endswith("Assertion `t >= 0 && t < n_classes` failed.")]
     assert len(kernel) == 4 and lines.index(kernel[-1]) < lines.index(ours[0])

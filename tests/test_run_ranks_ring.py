@@ -22,8 +22,9 @@ from cudaassert_ipy.run import ranks
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def rank_process(folder: Path, rank: int, end: str, batches: int = 3,
-                 ahead: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+def rank_process(
+    folder: Path, rank: int, end: str, batches: int = 3, ahead: tuple[int, int] = (0, 0)
+) -> tuple[int, int]:
     """A real process that writes ``batches`` records to its ring, then ends by ``end``; returns its pid and exit
     code."""
     code = textwrap.dedent(f"""
@@ -80,24 +81,30 @@ def test_a_rank_aborted_with_the_watchdog_line_on_stderr_is_explained_from_it(tm
     assert lines == [
         f"[cudaassert] rank 1 (local_rank 1, pid {pid}) died by SIGABRT (exit code -6) without a Python traceback: "
         "its NCCL watchdog thread found the sticky CUDA error and aborted the process, so no excepthook ran (stderr: "
-        "\"[PG 1 Rank 1] Process group watchdog thread terminated with exception: CUDA error: device-side assert "
+        '"[PG 1 Rank 1] Process group watchdog thread terminated with exception: CUDA error: device-side assert '
         "triggered\"). The kernel's assertion lines above, if any, name the failing op.",
         "[cudaassert]   its last batches, latest first (written by its DataLoader bookmark as it went): batch 2 of "
         "epoch 0: indices [8, 9, 10, 11]; batch 1 of epoch 0: indices [4, 5, 6, 7]; batch 0 of epoch 0: indices "
-        "[0, 1, 2, 3]"]
+        "[0, 1, 2, 3]",
+    ]
 
 
 def test_without_the_watchdog_line_an_abort_a_kill_and_the_launchers_sigterm_are_told_apart(tmp_path):
-    aborted, killed, stopped = (rank_process(tmp_path, rank, end) for rank, end in ((1, "abort"), (2, "kill"),
-                                                                                    (0, "term")))
+    aborted, killed, stopped = (
+        rank_process(tmp_path, rank, end) for rank, end in ((1, "abort"), (2, "kill"), (0, "term"))
+    )
     exited = rank_process(tmp_path, 3, "exit")
     assert exited[1] == 0
     lines = ranks.summary(str(tmp_path), failed((1, *aborted), (2, *killed), (0, *stopped)), "")
-    assert lines[0] == (f"[cudaassert] rank 0 (local_rank 0, pid {stopped[0]}) was stopped by the launcher (SIGTERM "
-                        "(exit code -15)) after rank 1 died.")
-    assert lines[1].endswith(") died by SIGABRT (exit code -6) without a Python traceback: abort() ended it (an "
-                             "uncaught C++ exception, as the NCCL watchdog raises for a CUDA error), so no excepthook "
-                             "ran.")
+    assert lines[0] == (
+        f"[cudaassert] rank 0 (local_rank 0, pid {stopped[0]}) was stopped by the launcher (SIGTERM "
+        "(exit code -15)) after rank 1 died."
+    )
+    assert lines[1].endswith(
+        ") died by SIGABRT (exit code -6) without a Python traceback: abort() ended it (an "
+        "uncaught C++ exception, as the NCCL watchdog raises for a CUDA error), so no excepthook "
+        "ran."
+    )
     assert lines[3].startswith(f"[cudaassert] rank 2 (local_rank 2, pid {killed[0]}) died by SIGKILL (exit code -9)")
     assert len(lines) == 5, "rank 3 left through Python: its own report speaks for it"
 
@@ -106,10 +113,13 @@ def test_a_rank_whose_framework_fetched_ahead_is_told_with_the_batch_it_was_proc
     one = rank_process(tmp_path, 1, "kill", batches=6, ahead=(1, 1))
     some = rank_process(tmp_path, 2, "kill", batches=6, ahead=(1, 2))
     lines = ranks.summary(str(tmp_path), failed((1, *one), (2, *some)), "")
-    assert lines[2] == ("[cudaassert]   its loader had fetched 1 batch beyond the one being processed: that one was "
-                        "batch 4 of epoch 0")
-    assert lines[5] == ("[cudaassert]   its loader had fetched 1 to 2 batches beyond the one being processed "
-                        "(gradient accumulation): that one was one of batches 3 to 4 of epoch 0")
+    assert lines[2] == (
+        "[cudaassert]   its loader had fetched 1 batch beyond the one being processed: that one was batch 4 of epoch 0"
+    )
+    assert lines[5] == (
+        "[cudaassert]   its loader had fetched 1 to 2 batches beyond the one being processed "
+        "(gradient accumulation): that one was one of batches 3 to 4 of epoch 0"
+    )
 
 
 def test_a_runner_inside_a_rank_leaves_the_folder_to_the_runner_above(tmp_path):

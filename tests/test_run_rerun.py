@@ -23,15 +23,23 @@ if os.environ.get("CUDA_LAUNCH_BLOCKING") != "1":
     fail_like_gpu(threads=2)
 loss = F.cross_entropy(model(torch.randn(3, 4)), labels)
 """
-BANNER = ("[cudaassert] --rerun-on-failure: running `train.py` again with CUDA_LAUNCH_BLOCKING=1 and validators on, "
-          "to stop the bad call before its kernel launches. This run is slower: each kernel launch waits for the "
-          "previous one, and each checked call adds one small reduction and one device-to-host read.")
+BANNER = (
+    "[cudaassert] --rerun-on-failure: running `train.py` again with CUDA_LAUNCH_BLOCKING=1 and validators on, "
+    "to stop the bad call before its kernel launches. This run is slower: each kernel launch waits for the "
+    "previous one, and each checked call adds one small reduction and one device-to-host read."
+)
 
 
 def rerun(tmp_path: Path, text: str, *options: str) -> subprocess.CompletedProcess:
     (tmp_path / "train.py").write_text(textwrap.dedent(text))
-    return subprocess.run([PY, "-m", "cudaassert_ipy", "--rerun-on-failure", *options, "train.py"], cwd=tmp_path,
-                          env=kernel_env(), capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [PY, "-m", "cudaassert_ipy", "--rerun-on-failure", *options, "train.py"],
+        cwd=tmp_path,
+        env=kernel_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_a_device_assert_reruns_with_checks_and_ends_with_the_validators_finding(tmp_path):
@@ -40,12 +48,13 @@ def test_a_device_assert_reruns_with_checks_and_ends_with_the_validators_finding
     assert result.returncode == 1
     first, banner = err.index("[cudaassert] GPU context dead · class label out of range"), err.index(BANNER)
     finding = err.index("ValidationIndexError: cross_entropy: target has 1 bad value")
-    tail = err[err.index("[cudaassert] First run: "):]
+    tail = err[err.index("[cudaassert] First run: ") :]
     assert first < banner < finding < err.index("[cudaassert] First run: ")
     assert tail.splitlines()[:2] == [
         "[cudaassert] First run: GPU context dead · class label out of range in cross_entropy",
         "[cudaassert] Rerun with CUDA_LAUNCH_BLOCKING=1 and validators: GPU alive · class label out of range in "
-        "cross_entropy"]
+        "cross_entropy",
+    ]
     assert "  call: cross_entropy(target=...)" in tail and "  first: 195 at [1]" in tail
     assert "  Your code: line 9: loss = F.cross_entropy(model(torch.randn(3, 4)), labels)" in tail
     assert "--rerun-on-failure (or --blocking --validators)" not in err, "no hint to do what is being done"
@@ -65,9 +74,13 @@ def test_an_ordinary_exception_is_not_rerun_and_keeps_pythons_output(tmp_path):
 
 
 def test_a_rerun_without_a_finding_says_the_first_diagnosis_stands(tmp_path):
-    text = "from gpu_double import fail_like_gpu\nimport os\nif os.environ.get('CUDA_LAUNCH_BLOCKING') != '1':\n" \
-           "    fail_like_gpu(threads=1)\n"
+    text = (
+        "from gpu_double import fail_like_gpu\nimport os\nif os.environ.get('CUDA_LAUNCH_BLOCKING') != '1':\n"
+        "    fail_like_gpu(threads=1)\n"
+    )
     result = rerun(tmp_path, text)
     assert result.returncode == 0
-    assert result.stderr.rstrip().endswith("[cudaassert] Rerun with CUDA_LAUNCH_BLOCKING=1 and validators: it "
-                                           "succeeded; the first run's diagnosis above stands.")
+    assert result.stderr.rstrip().endswith(
+        "[cudaassert] Rerun with CUDA_LAUNCH_BLOCKING=1 and validators: it "
+        "succeeded; the first run's diagnosis above stands."
+    )

@@ -40,8 +40,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def torchrun(tmp_path: Path, *runner: str, extra: tuple[str, ...] = (),
-             **env: str) -> tuple[subprocess.CompletedProcess, float]:
+def torchrun(
+    tmp_path: Path, *runner: str, extra: tuple[str, ...] = (), **env: str
+) -> tuple[subprocess.CompletedProcess, float]:
     path = tmp_path / "ddp.py"
     path.write_text(textwrap.dedent(DDP))
     launcher = ["-m", "cudaassert_ipy", *runner] if runner != ("plain",) else []
@@ -56,7 +57,7 @@ def torchrun(tmp_path: Path, *runner: str, extra: tuple[str, ...] = (),
 
 
 def root_cause(stderr: str) -> str:
-    return stderr[stderr.index("Root Cause (first observed failure):"):]
+    return stderr[stderr.index("Root Cause (first observed failure):") :]
 
 
 def test_a_bad_label_on_rank_1_reaches_torchruns_root_cause_with_the_rank_cause_and_fix(tmp_path):
@@ -87,12 +88,25 @@ def test_a_device_assert_on_rank_1_reports_the_folded_line_and_the_job_ends(tmp_
 def test_the_runner_launching_torchrun_points_your_code_at_the_script_not_at_torchrun(tmp_path):
     path = tmp_path / "ddp.py"
     path.write_text(textwrap.dedent(DDP))
-    cmd = [sys.executable, "-m", "cudaassert_ipy", "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(path)]
-    result = subprocess.run(cmd, cwd=tmp_path, env=kernel_env(USE_DOUBLE="1"), capture_output=True, text=True,
-                            timeout=240)
+    cmd = [
+        sys.executable,
+        "-m",
+        "cudaassert_ipy",
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        str(path),
+    ]
+    result = subprocess.run(
+        cmd, cwd=tmp_path, env=kernel_env(USE_DOUBLE="1"), capture_output=True, text=True, timeout=240
+    )
     assert result.returncode == 1
-    own = result.stderr[result.stderr.index("[cudaassert] The GPU context that died was in rank 1"):]
+    own = result.stderr[result.stderr.index("[cudaassert] The GPU context that died was in rank 1") :]
     assert "GPU context dead in rank 1 (first observed failure, local_rank 1) · class label out of range" in own
     line = next(n for n, code in enumerate(path.read_text().splitlines(), 1) if "fail_like_gpu()" in code)
     assert f"Your code: line {line}: fail_like_gpu()" in own, "the rank's line, read from its traceback"
@@ -126,11 +140,24 @@ loss = F.cross_entropy(model(torch.randn(3, 4)), labels)
 def worker(tmp_path: Path, rank: int, attempt: int, max_restarts: int = 1) -> subprocess.CompletedProcess:
     """One worker as torchrun's agent starts it (its environment), without the agent: torchrun's own restart of a
     gloo job on CPU failed 3 times in 4 here with or without the runner (docs/platforms.md), too flaky for a test."""
-    env = kernel_env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", TORCHELASTIC_RUN_ID="test-run",
-                     TORCHELASTIC_RESTART_COUNT=str(attempt), TORCHELASTIC_MAX_RESTARTS=str(max_restarts),
-                     TORCHELASTIC_ERROR_FILE=str(tmp_path / f"error-{attempt}-{rank}.json"), TMPDIR=str(tmp_path))
-    return subprocess.run([sys.executable, "-m", "cudaassert_ipy", "--rerun-on-failure", "train.py"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=120)
+    env = kernel_env(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        TORCHELASTIC_RUN_ID="test-run",
+        TORCHELASTIC_RESTART_COUNT=str(attempt),
+        TORCHELASTIC_MAX_RESTARTS=str(max_restarts),
+        TORCHELASTIC_ERROR_FILE=str(tmp_path / f"error-{attempt}-{rank}.json"),
+        TMPDIR=str(tmp_path),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "cudaassert_ipy", "--rerun-on-failure", "train.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_rerun_on_failure_turns_the_checks_on_in_the_restarted_workers_and_shows_both_diagnoses(tmp_path):
@@ -146,8 +173,9 @@ def test_rerun_on_failure_turns_the_checks_on_in_the_restarted_workers_and_shows
     stack = json.loads((tmp_path / "error-1-1.json").read_text())["message"]["extraInfo"]["py_callstack"]
     assert "[cudaassert] GPU alive · class label out of range in cross_entropy" in stack
     assert "  first: 5 at [1]" in stack
-    assert stack.rstrip().endswith("[cudaassert] First run: GPU context dead · class label out of range in "
-                                   "cross_entropy")
+    assert stack.rstrip().endswith(
+        "[cudaassert] First run: GPU context dead · class label out of range in cross_entropy"
+    )
     assert not list(tmp_path.glob("cudaassert-run-*/*")), "each note is used once, then removed"
 
 
@@ -155,5 +183,7 @@ def test_rerun_on_failure_without_restarts_says_to_add_max_restarts(tmp_path):
     (tmp_path / "train.py").write_text(textwrap.dedent(SINGLE))
     result = worker(tmp_path, 1, 0, max_restarts=0)
     assert result.returncode == 1
-    assert ("[cudaassert] --rerun-on-failure under torchrun reruns the job through torchrun's own restart: add "
-            "--max-restarts 1 to the torchrun command.") in result.stderr
+    assert (
+        "[cudaassert] --rerun-on-failure under torchrun reruns the job through torchrun's own restart: add "
+        "--max-restarts 1 to the torchrun command."
+    ) in result.stderr

@@ -5,7 +5,7 @@ Standard library only: the startup path, the script runner and the log explainer
 
 from __future__ import annotations
 
-from typing import Container
+from collections.abc import Container
 
 __all__ = ["PREFIX", "error_line", "is_cell_filename", "plural"]
 

@@ -12,8 +12,8 @@ never as sites. Pure string work: no IPython, no torch.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from cudaassert_ipy.base.wording import plural
 from cudaassert_ipy.capture.assert_records import (
@@ -29,11 +29,20 @@ from cudaassert_ipy.capture.assert_records import (
 )
 
 __all__ = [
-    "AssertLine", "AssertSite", "Orphan", "ScanResult", "fold", "normalise_file", "parse_line", "parse_lines",
-    "scan", "scan_all", "short_function",
+    "AssertLine",
+    "AssertSite",
+    "Orphan",
+    "ScanResult",
+    "fold",
+    "normalise_file",
+    "parse_line",
+    "parse_lines",
+    "scan",
+    "scan_all",
+    "short_function",
 ]
 
-Dim3 = Tuple[int, int, int]
+Dim3 = tuple[int, int, int]
 _FAILED = "` failed"
 _NO_LOCATION = ("unknown", "")
 
@@ -49,11 +58,11 @@ class AssertLine:
     path: str
     file: str
     line: int
-    function: Optional[str]
+    function: str | None
     block: Dim3
     thread: Dim3
     condition: str
-    message: Optional[str]
+    message: str | None
     printf: bool
     raw: str
 
@@ -67,9 +76,9 @@ class AssertSite:
 
     file: str
     line: int
-    function: Optional[str]
+    function: str | None
     condition: str
-    message: Optional[str]
+    message: str | None
     count: int
     threads: int
     blocks: int
@@ -109,21 +118,21 @@ class Orphan:
 
     fragment: str
     raw: str
-    group: Optional[str] = None
+    group: str | None = None
 
 
 @dataclass(frozen=True)
 class ScanResult:
     """Everything a text holds: sites per group (rank), orphan fragments, and lines that could not be read."""
 
-    groups: Dict[Optional[str], List[AssertSite]]
-    orphans: List[Orphan]
-    unreadable: List[Tuple[Optional[str], str]]
+    groups: dict[str | None, list[AssertSite]]
+    orphans: list[Orphan]
+    unreadable: list[tuple[str | None, str]]
     records: int
-    sites: List[AssertSite]  # every group's sites, in first-seen order
+    sites: list[AssertSite]  # every group's sites, in first-seen order
 
 
-def short_function(function: Optional[str]) -> Optional[str]:
+def short_function(function: str | None) -> str | None:
     """The kernel's name without THC return types, parameter lists and ``[with T = ...]`` tails."""
     if not function:
         return function
@@ -146,7 +155,7 @@ def _has_record_word(line: str) -> bool:
     return "ssertion" in line or TRAP_MARK in line
 
 
-def parse_line(text: str) -> Optional[AssertLine]:
+def parse_line(text: str) -> AssertLine | None:
     """The first assertion record in ``text`` (one physical line), or None."""
     if not _has_record_word(text):
         return None
@@ -158,13 +167,14 @@ def _is_candidate(line: str) -> bool:
     return _has_record_word(line) or _FAILED in line or ": block: [" in line
 
 
-def _walk(lines: List[str], indices: Iterable[int],
-          taken: Optional[Set[int]] = None) -> Iterator[Tuple[int, List[Record], List[str]]]:
+def _walk(
+    lines: list[str], indices: Iterable[int], taken: set[int] | None = None
+) -> Iterator[tuple[int, list[Record], list[str]]]:
     """``(index of the first physical line, whole records, orphan fragments)`` for every candidate line
     (``indices``, ascending) that holds any of them; a line with a record marker and neither comes back
     with both empty (unreadable). Lines in ``taken`` were read already and are not rejoined."""
     used = -1  # index of the last physical line that produced records
-    whole: Dict[int, bool] = {}
+    whole: dict[int, bool] = {}
     for i in indices:
         line = lines[i]
         if i <= used:
@@ -190,27 +200,41 @@ def _walk(lines: List[str], indices: Iterable[int],
             yield i, found, fragments
 
 
-def _joins(i: int) -> Tuple[Tuple[int, int], ...]:
-    return ((i - 1, i), (i - 2, i), (i - 3, i), (i - 4, i), (i, i + 1), (i, i + 2), (i - 1, i + 1), (i - 2, i + 1),
-            (i - 1, i + 2), (i, i + 3), (i - 1, i + 3), (i, i + 4), (i - 1, i + 4))  # long conditions wrap further
+def _joins(i: int) -> tuple[tuple[int, int], ...]:
+    return (
+        (i - 1, i),
+        (i - 2, i),
+        (i - 3, i),
+        (i - 4, i),
+        (i, i + 1),
+        (i, i + 2),
+        (i - 1, i + 1),
+        (i - 2, i + 1),
+        (i - 1, i + 2),
+        (i, i + 3),
+        (i - 1, i + 3),
+        (i, i + 4),
+        (i - 1, i + 4),
+    )  # long conditions wrap further
 
 
-def _rejoin(lines: List[str], i: int, used: int, taken: Set[int],
-            whole: Dict[int, bool]) -> Tuple[List[Record], int, int]:
+def _rejoin(
+    lines: list[str], i: int, used: int, taken: set[int], whole: dict[int, bool]
+) -> tuple[list[Record], int, int]:
     """Try ``lines[i]`` glued to up to four previous lines, to up to four next ones, or to both (console wrap).
 
     ``whole`` remembers which lines hold a record on their own (a line is asked by each neighbour's rejoin).
     A record holds a marker (:func:`may_hold`), so a line or a join without one is not parsed; many lines that
     get here (``... to enable device-side assertions.``) have no marker within four lines.
     """
-    if not may_hold("".join(lines[max(0, i - 4):i + 5])):  # every join of ``_joins(i)`` is a part of this text
+    if not may_hold("".join(lines[max(0, i - 4) : i + 5])):  # every join of ``_joins(i)`` is a part of this text
         return [], i, used
     for lo, hi in _joins(i):
         if lo <= used or lo < 0 or hi >= len(lines) or not taken.isdisjoint(range(lo, hi + 1)):
             continue
         if hi > i and any(_whole(lines, n, whole) for n in range(i + 1, hi + 1)):
             continue  # a later line is whole on its own: it is no continuation of this one
-        joined = "".join(lines[lo:hi + 1])
+        joined = "".join(lines[lo : hi + 1])
         if len(joined) > 4096 or not may_hold(joined):
             continue
         found, _ = records(joined)
@@ -219,7 +243,7 @@ def _rejoin(lines: List[str], i: int, used: int, taken: Set[int],
     return [], i, used
 
 
-def _whole(lines: List[str], n: int, seen: Dict[int, bool]) -> bool:
+def _whole(lines: list[str], n: int, seen: dict[int, bool]) -> bool:
     """Whether ``lines[n]`` holds a whole record on its own."""
     known = seen.get(n)
     if known is None:
@@ -227,7 +251,7 @@ def _whole(lines: List[str], n: int, seen: Dict[int, bool]) -> bool:
     return known
 
 
-def parse_lines(text: str) -> List[AssertLine]:
+def parse_lines(text: str) -> list[AssertLine]:
     """Every whole assertion record in a blob of stderr/stdout, in order; junk lines are skipped.
 
     Lines that fail alone but hold part of a record are retried joined with their neighbours,
@@ -253,7 +277,7 @@ class _Entry:
         self.function = first[3]
         self.message = first[7]
         self.count = 0
-        self.dims: Set[str] = set()
+        self.dims: set[str] = set()
         self.order = order
 
 
@@ -261,7 +285,7 @@ class _Folder:
     """Accumulates records into sites keyed by (file, line, condition), remembering first-seen order."""
 
     def __init__(self) -> None:
-        self.acc: Dict[Tuple[str, int, str], _Entry] = {}
+        self.acc: dict[tuple[str, int, str], _Entry] = {}
 
     def add(self, rec: Record, order: int, dims: Iterable[str], count: int) -> None:
         key = (rec[1], rec[2], rec[6])
@@ -275,16 +299,30 @@ class _Folder:
         if entry.message is None and rec[7] is not None:
             entry.message = rec[7]
 
-    def sites(self) -> List[Tuple[int, AssertSite]]:
+    def sites(self) -> list[tuple[int, AssertSite]]:
         out = []
         for (file, lineno, condition), e in self.acc.items():
             blocks = {d.partition("]")[0] for d in e.dims}
-            out.append((e.order, AssertSite(file, lineno, e.function, condition, e.message, e.count, len(e.dims),
-                                            len(blocks), AssertLine(*e.first))))
+            out.append(
+                (
+                    e.order,
+                    AssertSite(
+                        file,
+                        lineno,
+                        e.function,
+                        condition,
+                        e.message,
+                        e.count,
+                        len(e.dims),
+                        len(blocks),
+                        AssertLine(*e.first),
+                    ),
+                )
+            )
         return out
 
 
-def fold(lines: Iterable[AssertLine]) -> List[AssertSite]:
+def fold(lines: Iterable[AssertLine]) -> list[AssertSite]:
     """One ``AssertSite`` per (file, line, condition), in first-seen order."""
     folder = _Folder()
     for n, a in enumerate(lines):
@@ -297,11 +335,11 @@ _THREAD = "], thread: ["
 _DIMS = re.compile(r"\d+, ?\d+, ?\d+\], thread: \[\d+, ?\d+, ?\d+", re.ASCII)
 
 
-def _bulk(lines: List[str]) -> Tuple[Dict[Tuple[str, str], List[int]], List[int]]:
+def _bulk(lines: list[str]) -> tuple[dict[tuple[str, str], list[int]], list[int]]:
     """Split the lines: single-record lines grouped by the text around their dims (a template: only the
     dims differ between a kernel's threads), and the indices of every other candidate line."""
-    templates: Dict[Tuple[str, str], List[int]] = {}
-    rest: List[int] = []
+    templates: dict[tuple[str, str], list[int]] = {}
+    rest: list[int] = []
     mark, thread, failed = _MARK, _THREAD, _FAILED
     for n, line in enumerate(lines):
         i = line.find(mark)
@@ -323,13 +361,13 @@ def _bulk(lines: List[str]) -> Tuple[Dict[Tuple[str, str], List[int]], List[int]
     return templates, rest
 
 
-def _template_record(key: Tuple[str, str], lines: List[str], indices: List[int]) -> Optional[Tuple[Record, List[str]]]:
+def _template_record(key: tuple[str, str], lines: list[str], indices: list[int]) -> tuple[Record, list[str]] | None:
     """The template's record and every line's dims, or None when the template is not one whole record."""
     head, tail = key
     if _MARK in tail or "\x1b" in head or "\x1b" in tail or "Device-side assertion" in head + tail:
         return None
     start, cut = len(head) + len(_MARK), len(tail)
-    dims = [lines[n][start:len(lines[n]) - cut] for n in indices]
+    dims = [lines[n][start : len(lines[n]) - cut] for n in indices]
     if not all(_DIMS.fullmatch(d) for d in set(dims)):
         return None
     found, dropped = records(lines[indices[0]])
@@ -338,12 +376,12 @@ def _template_record(key: Tuple[str, str], lines: List[str], indices: List[int])
     return found[0], [d.replace(" ", "") if " " in d else d for d in dims]
 
 
-def scan(text: str) -> List[AssertSite]:
+def scan(text: str) -> list[AssertSite]:
     """``fold(parse_lines(text))``, without building an ``AssertLine`` for every thread."""
     return scan_all(text).sites
 
 
-def scan_all(text: str, group: Optional[Callable[[str], Optional[str]]] = None) -> ScanResult:
+def scan_all(text: str, group: Callable[[str], str | None] | None = None) -> ScanResult:
     """Sites folded per group (``group(physical line)``, e.g. the rank a launcher prefix names), plus
     orphan fragments and the lines that held a record marker but nothing whole.
 
@@ -352,9 +390,9 @@ def scan_all(text: str, group: Optional[Callable[[str], Optional[str]]] = None) 
     """
     lines = text.splitlines()
     templates, rest = _bulk(lines)
-    folders: Dict[Optional[str], _Folder] = {}
+    folders: dict[str | None, _Folder] = {}
     count = 0
-    taken: Set[int] = set()
+    taken: set[int] = set()
     for key, indices in templates.items():
         parsed = _template_record(key, lines, indices)
         if parsed is None:
@@ -365,8 +403,8 @@ def scan_all(text: str, group: Optional[Callable[[str], Optional[str]]] = None) 
         label = group(lines[indices[0]]) if group is not None else None
         folders.setdefault(label, _Folder()).add(rec, indices[0], dims, len(dims))
         count += len(dims)
-    orphans: List[Orphan] = []
-    unreadable: List[Tuple[Optional[str], str]] = []
+    orphans: list[Orphan] = []
+    unreadable: list[tuple[str | None, str]] = []
     for n, found, fragments in _walk(lines, sorted(rest), taken):
         label = group(lines[n]) if group is not None else None
         if found:

@@ -18,24 +18,27 @@ from __future__ import annotations
 import re
 import string
 from functools import lru_cache
-from typing import ClassVar, Dict, List, Optional, Tuple
+from typing import ClassVar
 
 __all__ = ["NO_DIM", "TRAP_FILE", "TRAP_MARK", "Record", "may_hold", "normalise_file", "orphan_fragments", "records"]
 
-Dim3 = Tuple[int, int, int]
+Dim3 = tuple[int, int, int]
 # (path, file, line, function, block, thread, condition, message, printf, raw)
-Record = Tuple[str, str, int, Optional[str], Dim3, Dim3, str, Optional[str], bool, str]
-_Head = Tuple[str, str, int, Optional[str], int]  # (path, file, line, function, start)
-_Tail = Tuple[str, Optional[str], int, bool]  # (condition, message, raw length, spliced)
+Record = tuple[str, str, int, str | None, Dim3, Dim3, str, str | None, bool, str]
+_Head = tuple[str, str, int, str | None, int]  # (path, file, line, function, start)
+_Tail = tuple[str, str | None, int, bool]  # (condition, message, raw length, spliced)
 # Everything of a record but its dims: (path, file, line, function, condition, message, printf, before, after)
-_Template = Tuple[str, str, int, Optional[str], str, Optional[str], bool, str, str]
+_Template = tuple[str, str, int, str | None, str, str | None, bool, str, str]
 NO_DIM: Dim3 = (-1, -1, -1)  # HIP and printf-then-trap lines print no block or thread
 TRAP_FILE = "<trap>"  # the location of a printf-then-trap line that names no source file
 TRAP_MARK = "Calling `trap;`"  # in the text of a kernel that prints a message and traps on purpose
 _TRAP_ASSERT = "Assertion failed ("
 # FlashMLA-style printf before a trap: "Assertion failed (<file>:<line>): <condition>", to the end of the line.
-_TRAP_RECORD = re.compile(r"Assertion failed \((?P<path>[^()\s]+?\.(?:cuh|cu|hpp|h|cpp|cc)):(?P<line>\d+)\): "
-                          r"(?P<cond>.*\S)", re.ASCII)
+_TRAP_RECORD = re.compile(
+    r"Assertion failed \((?P<path>[^()\s]+?\.(?:cuh|cu|hpp|h|cpp|cc)):(?P<line>\d+)\): "
+    r"(?P<cond>.*\S)",
+    re.ASCII,
+)
 # A known trap message (its whole text is the condition), with any launcher prefix left out.
 # It is whole once its quoted words have closed ('... which will result in "unspecified launch failure"').
 _TRAP_MESSAGE = re.compile(r"\[\w+\] [^\[\]`]*?" + re.escape(TRAP_MARK) + r'[^"\n]*"[^"\n]*"')
@@ -95,11 +98,11 @@ def normalise_file(path: str) -> str:
 class _Caches:
     """Parsed heads, tails and dims, shared by every call (bounded; cleared when full)."""
 
-    heads: ClassVar[Dict[str, Optional[_Head]]] = {}
-    tails: ClassVar[Dict[Tuple[str, bool, str], Optional[_Tail]]] = {}
-    dims: ClassVar[Dict[str, Dim3]] = {}
+    heads: ClassVar[dict[str, _Head | None]] = {}
+    tails: ClassVar[dict[tuple[str, bool, str], _Tail | None]] = {}
+    dims: ClassVar[dict[str, Dim3]] = {}
     # (text before the block dims, text after the thread dims) -> record template, or None: not a whole record
-    lines: ClassVar[Dict[Tuple[str, str], Optional[_Template]]] = {}
+    lines: ClassVar[dict[tuple[str, str], _Template | None]] = {}
 
 
 def _dim3(text: str) -> Dim3:
@@ -117,13 +120,13 @@ def _path_start(head: str, end: int) -> int:
     i = end
     while i > 0 and head[i - 1] in _PATH_CHARS:
         i -= 1
-    drive = i >= 2 and head[i - 1] == ":" and head[i - 2].isalpha() and head[i:i + 1] in ("/", "\\")
+    drive = i >= 2 and head[i - 1] == ":" and head[i - 2].isalpha() and head[i : i + 1] in ("/", "\\")
     if drive and (i == 2 or head[i - 3] not in _PATH_CHARS):
         i -= 2
     return i
 
 
-def _parse_head(head: str) -> Optional[_Head]:
+def _parse_head(head: str) -> _Head | None:
     """``(path, file, line, function, start)`` for the text before the record's marker, or None.
 
     The last location wins: text glued in front (a prefix, another writer's cut path) is left out.
@@ -135,7 +138,7 @@ def _parse_head(head: str) -> Optional[_Head]:
     last = None
     for found in _LOC.finditer(head):
         last = found
-    parsed: Optional[_Head] = None
+    parsed: _Head | None = None
     if last is not None:
         colon = last.start(1) - 1
         if head[colon - 1] == ">":  # <frozen importlib._bootstrap>
@@ -145,7 +148,7 @@ def _parse_head(head: str) -> Optional[_Head]:
         else:
             start = _path_start(head, colon)
         path = head[start:colon]
-        func = head[last.end() + 2:].strip() or None
+        func = head[last.end() + 2 :].strip() or None
         whole = path.replace("\\", "/")
         base = whole.rsplit("/", 1)[-1]
         # A kernel's __FILE__ always has a directory: a bare "ss.cu" is the tail of a path cut by another writer.
@@ -157,14 +160,14 @@ def _parse_head(head: str) -> Optional[_Head]:
     return parsed
 
 
-def _parse_tail(region: str, printf: bool, closer: str) -> Optional[_Tail]:
+def _parse_tail(region: str, printf: bool, closer: str) -> _Tail | None:
     """``(condition, message, raw_length, spliced)`` for the text after the opening backtick, or None."""
     key = (region, printf, closer)
     try:
         return _Caches.tails[key]
     except KeyError:
         pass
-    message: Optional[str] = None
+    message: str | None = None
     closed = False
     if printf:  # "`cond`: message" up to the end of the line; the message may hold backticks too
         text = region.rstrip()
@@ -182,14 +185,14 @@ def _parse_tail(region: str, printf: bool, closer: str) -> Optional[_Tail]:
     condition = " ".join(cond.split())
     # An empty condition counts only when its backticks closed (``Assertion `` failed.``: a check with no message).
     whole = bool(condition) or (not printf and closed) or (printf and message is not None)
-    parsed: Optional[_Tail] = (condition, message, raw_len, bool(_SPLICED.search(condition))) if whole else None
+    parsed: _Tail | None = (condition, message, raw_len, bool(_SPLICED.search(condition))) if whole else None
     if len(_Caches.tails) > _CACHE_LIMIT:
         _Caches.tails.clear()
     _Caches.tails[key] = parsed
     return parsed
 
 
-def _one_record(line: str, i: int, end: int) -> Optional[Record]:
+def _one_record(line: str, i: int, end: int) -> Record | None:
     """The record whose ": block: [" (or HIP marker) is at ``line[i]`` and whose text ends before ``end``."""
     lo = max(0, i - _HEAD_LIMIT)
     head = _parse_head(line[lo:i])
@@ -208,10 +211,10 @@ def _one_record(line: str, i: int, end: int) -> Optional[Record]:
         return None  # cut off, or spliced with another writer's text: not a whole record
     path, file, lineno, function, start = head
     condition, message, raw_len, _ = tail
-    return (path, file, lineno, function, block, thread, condition, message, printf, line[lo + start:body + raw_len])
+    return (path, file, lineno, function, block, thread, condition, message, printf, line[lo + start : body + raw_len])
 
 
-def _marks(line: str) -> List[int]:
+def _marks(line: str) -> list[int]:
     marks = []
     for mark in (_MARK, _HIP_MARK):
         j = line.find(mark)
@@ -224,7 +227,7 @@ def _marks(line: str) -> List[int]:
 _THREAD = "], thread: ["
 
 
-def _fast(line: str, i: int) -> Optional[Tuple[List[Record], int]]:
+def _fast(line: str, i: int) -> tuple[list[Record], int] | None:
     """The common line, one record and nothing else: only its dims differ from the line before,
     so everything else is looked up by the text around them. None when the line is not that simple."""
     k = line.find(_THREAD, i)
@@ -232,7 +235,7 @@ def _fast(line: str, i: int) -> Optional[Tuple[List[Record], int]]:
     if j < 0 or line.find(_MARK, j) >= 0 or "\x1b" in line:
         return None
     key = (line[:i], line[j:])
-    template: Optional[_Template]
+    template: _Template | None
     try:
         template = _Caches.lines[key]
     except KeyError:
@@ -242,14 +245,14 @@ def _fast(line: str, i: int) -> Optional[Tuple[List[Record], int]]:
         else:
             raw = found[9]
             start = i - raw.find(_MARK)  # where the record starts in the line
-            template = (*found[:4], *found[6:9], raw[:i - start], raw[j - start:])
+            template = (*found[:4], *found[6:9], raw[: i - start], raw[j - start :])
         if len(_Caches.lines) > _CACHE_LIMIT:
             _Caches.lines.clear()
         _Caches.lines[key] = template
     if template is None:
         return [], 1
     try:
-        block, thread = _dim3(line[i + len(_MARK):k]), _dim3(line[k + len(_THREAD):j])
+        block, thread = _dim3(line[i + len(_MARK) : k]), _dim3(line[k + len(_THREAD) : j])
     except ValueError:
         return None
     path, file, lineno, function, condition, message, printf, before, after = template
@@ -263,7 +266,7 @@ def may_hold(text: str) -> bool:
     return _MARK in text or _HIP_MARK in text or _TRAP_ASSERT in text or TRAP_MARK in text or "\x1b" in text
 
 
-def records(line: str) -> Tuple[List[Record], int]:
+def records(line: str) -> tuple[list[Record], int]:
     """Every whole record in one physical line (several when threads' output is glued), and how many
     record markers in it gave no whole record (cut off or spliced)."""
     i = line.find(_MARK)
@@ -280,7 +283,7 @@ def records(line: str) -> Tuple[List[Record], int]:
     marks = _marks(line)
     if not marks:
         return _trap_records(line)
-    out: List[Record] = []
+    out: list[Record] = []
     head_start = 0
     for n, k in enumerate(marks):
         closer = _HIP_FAILED if line.startswith(_HIP_MARK, k) else _FAILED
@@ -299,7 +302,7 @@ def records(line: str) -> Tuple[List[Record], int]:
     return out, len(marks) - len(out)
 
 
-def _trap_records(line: str) -> Tuple[List[Record], int]:
+def _trap_records(line: str) -> tuple[list[Record], int]:
     """A printf-then-trap line as a record with no block or thread: ``Assertion failed (<path>:<line>): <cond>``
     (the file named) or a known trap message (no file: :data:`TRAP_FILE`)."""
     if _TRAP_ASSERT in line:
@@ -307,8 +310,18 @@ def _trap_records(line: str) -> Tuple[List[Record], int]:
         if m is None:
             return [], 1
         path, condition = m.group("path"), " ".join(m.group("cond").split())
-        rec = (path, normalise_file(path), int(m.group("line")), None, NO_DIM, NO_DIM, condition, None, True,
-               line[m.start():m.end()])
+        rec = (
+            path,
+            normalise_file(path),
+            int(m.group("line")),
+            None,
+            NO_DIM,
+            NO_DIM,
+            condition,
+            None,
+            True,
+            line[m.start() : m.end()],
+        )
         return [rec], 0
     if TRAP_MARK in line:
         t = _TRAP_MESSAGE.search(line)
@@ -322,7 +335,7 @@ def _trap_records(line: str) -> Tuple[List[Record], int]:
 _FRAGMENT = re.compile(r"(?:Assertion (?:failed: )?`|Device-side assertion `)(.*?)(?:` failed|' failed)")
 
 
-def orphan_fragments(line: str) -> List[str]:
+def orphan_fragments(line: str) -> list[str]:
     """Condition text between an assertion's opening backtick and its ``failed``, with no readable location.
 
     Used for lines that held no whole record: a condition cut and spliced by another writer is

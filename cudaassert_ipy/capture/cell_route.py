@@ -17,7 +17,7 @@ import io
 import os
 import stat
 import sys
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from cudaassert_ipy.capture.line_filter import LineFilter
 
@@ -31,9 +31,9 @@ class CellRoute:
         self.log = log
         self.log_broken = False  # the log refuses bytes; the cell still gets its share
         self._cell = cell
-        self.filter: Optional[LineFilter] = LineFilter(shown)
+        self.filter: LineFilter | None = LineFilter(shown)
         self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
-        self.failure: Optional[BaseException] = None  # what made the filter fall back to pass-through
+        self.failure: BaseException | None = None  # what made the filter fall back to pass-through
 
     def to_cell(self, data: bytes) -> None:
         """Send what the filter keeps of ``data`` to the cell. A filter that fails passes everything from then on."""
@@ -89,7 +89,7 @@ def _abandon(flt: LineFilter) -> bytes:
         return b""
 
 
-def find_route(fd: int, shown: int) -> Optional[CellRoute]:
+def find_route(fd: int, shown: int) -> CellRoute | None:
     """A route when ``fd`` is, right now, the write end of the pipe ipykernel's watcher reads; else None.
 
     Reads ipykernel's ``OutStream._fid`` (the watched read end, private, read only) to be sure the pipe

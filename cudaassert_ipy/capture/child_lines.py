@@ -22,8 +22,18 @@ import re
 
 from cudaassert_ipy.base.wording import PREFIX
 
-__all__ = ["SAMPLES_LINE", "VLLM_WORKER", "child_error", "child_samples", "error_frames", "error_process",
-           "first_failure", "plain_lines", "readable", "worker_label"]
+__all__ = [
+    "SAMPLES_LINE",
+    "VLLM_WORKER",
+    "child_error",
+    "child_samples",
+    "error_frames",
+    "error_process",
+    "first_failure",
+    "plain_lines",
+    "readable",
+    "worker_label",
+]
 
 #: One line of a child's "Bad samples" check, printed on its stderr for the process that launched it
 #: (data/child_samples.py): the child's pid, the kind of value its check was against (a child cannot know its
@@ -38,8 +48,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: ``(Worker_PP1_TP0 pid=88241)``, ``(EngineCore_DP1 pid=77)``: ``Worker`` + ``_DP``/``_PP``/``_PCP``/``_TP``/
 #: ``_DCP``/``_EP`` and the rank in each group whose size is over 1 (multiproc_executor.py's
 #: ``setup_proc_title_and_log_prefix``).
-VLLM_WORKER = (r"\((?:VllmWorker rank=(?P<vllm_rank>\d+)|(?:VllmWorker|Worker|EngineCore)"
-               r"(?P<vllm_groups>(?:[ _](?:DP|PP|PCP|TP|DCP|EP)\d+)+)) pid=\d+\)")
+VLLM_WORKER = (
+    r"\((?:VllmWorker rank=(?P<vllm_rank>\d+)|(?:VllmWorker|Worker|EngineCore)"
+    r"(?P<vllm_groups>(?:[ _](?:DP|PP|PCP|TP|DCP|EP)\d+)+)) pid=\d+\)"
+)
 _WORKER = re.compile(VLLM_WORKER, re.ASCII)
 _GROUP = re.compile(r"([A-Z]+)(\d+)", re.ASCII)
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in ')
@@ -64,18 +76,28 @@ _TYPED = re.compile(r"(?<![\w.:])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Except
 #: "  what():  [PG 1 Rank 1] Process group watchdog thread terminated with exception: CUDA error: ..."
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '([\w:]+)'")
 _WHAT = re.compile(r"what\(\):\s+(.+)")
-_CUDA = re.compile(r"device-side assert|CUDA error|cudaError|illegal memory access|misaligned address|"
-                   r"unspecified launch failure|illegal instruction", re.IGNORECASE)
+_CUDA = re.compile(
+    r"device-side assert|CUDA error|cudaError|illegal memory access|misaligned address|"
+    r"unspecified launch failure|illegal instruction",
+    re.IGNORECASE,
+)
 #: The lines PyTorch adds to a CUDA error's message (c10/cuda/CUDAMiscFunctions.cpp), and nothing else: a
 #: line of another process may follow in a log.
-_MESSAGE_MORE = re.compile(r"^(?:Search for `cuda|CUDA kernel errors might|For debugging consider|"
-                           r"Compile with `TORCH_USE_CUDA_DSA`|For more detailed error information)")
+_MESSAGE_MORE = re.compile(
+    r"^(?:Search for `cuda|CUDA kernel errors might|For debugging consider|"
+    r"Compile with `TORCH_USE_CUDA_DSA`|For more detailed error information)"
+)
 
 # Which process failed first, as launchers print it (each is that launcher's exact wording):
 _FIRST = (
     # torch.distributed.elastic's ChildFailedError table: "Root Cause (first observed failure):\n[0]:\n ... rank : 1"
-    (re.compile(r"Root Cause \(first observed failure\):\s*\[\d+\]:(?:\s*\w+\s*:[^\n]*\n)*?\s*rank\s*: (\d+) "
-                r"\(local_rank: (\d+)\)"), "rank {0} (first observed failure)"),
+    (
+        re.compile(
+            r"Root Cause \(first observed failure\):\s*\[\d+\]:(?:\s*\w+\s*:[^\n]*\n)*?\s*rank\s*: (\d+) "
+            r"\(local_rank: (\d+)\)"
+        ),
+        "rank {0} (first observed failure)",
+    ),
     # elastic's agent: "failed (exitcode: 1) local_rank: 1 (pid: 6944) of fn: train"
     (re.compile(r"failed \(exitcode: -?\d+\) local_rank: (\d+) \(pid: \d+\)"), "local_rank {0}"),
     # torch.multiprocessing.spawn: "-- Process 1 terminated with the following error:"
@@ -177,7 +199,7 @@ def error_frames(text: str) -> list[tuple[str, int, str]]:
             after = lines[i + 1] if i + 1 < len(lines) else ""
             code = "" if _FRAME.match(after) else after.strip()
             frames.append((m.group(1), int(m.group(2)), code))
-        elif frames and _error_in(line, lines[i + 1:], lines[:i]) is not None:
+        elif frames and _error_in(line, lines[i + 1 :], lines[:i]) is not None:
             return frames
     return []
 
@@ -188,10 +210,10 @@ def _first_error(text: str) -> tuple[tuple[str, str], str] | None:
     for i, physical in enumerate(raw):
         if "rror" not in physical and "xception" not in physical and "what()" not in physical:
             continue
-        lines = plain_lines("\n".join(raw[i:i + 8]))  # the line (JSON may hold several) and what follows it
-        earlier = plain_lines("\n".join(raw[max(0, i - 3):i]))
+        lines = plain_lines("\n".join(raw[i : i + 8]))  # the line (JSON may hold several) and what follows it
+        earlier = plain_lines("\n".join(raw[max(0, i - 3) : i]))
         for j, line in enumerate(lines):
-            found = _error_in(line, lines[j + 1:], earlier + lines[:j])
+            found = _error_in(line, lines[j + 1 :], earlier + lines[:j])
             if found is not None:
                 return found, physical
     return None
@@ -203,7 +225,7 @@ def _error_in(line: str, after: list[str], before: list[str]) -> tuple[str, str]
         thrown = next((t.group(1) for t in map(_TERMINATE.search, reversed(before)) if t), "c10::Error")
         return thrown, what.group(1).strip()
     m = _TYPED.search(line)
-    if m is None or not _CUDA.search(m.group(2)) or line.lstrip().startswith(("raise ", "File \"")):
+    if m is None or not _CUDA.search(m.group(2)) or line.lstrip().startswith(("raise ", 'File "')):
         return None
     message = [m.group(2).strip().strip("\"'")]
     for more in after:

@@ -13,15 +13,26 @@ import os
 import selectors
 import sys
 import time
-from typing import Any, Callable, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["HAS_FIONREAD", "PIPE_SIZE", "bytes_waiting", "close", "dup2", "enlarge", "flush_c", "flush_std", "read_all",
-           "write_all"]
+__all__ = [
+    "HAS_FIONREAD",
+    "PIPE_SIZE",
+    "bytes_waiting",
+    "close",
+    "dup2",
+    "enlarge",
+    "flush_c",
+    "flush_std",
+    "read_all",
+    "write_all",
+]
 
 _F_SETPIPE_SZ, _F_GETPIPE_SZ = 1031, 1032  # Linux fcntl.h; absent from the fcntl module before 3.10
 PIPE_SIZE = 1 << 20  # stock 64 KiB pipes hang a kernel when C code writes more with the GIL held
 
-_ioctl: Optional[Callable[[int, int, bytes], bytes]] = None
+_ioctl: Callable[[int, int, bytes], bytes] | None = None
 _FIONREAD = 0
 try:  # Linux and macOS: how many bytes a pipe holds, asked through either end
     import fcntl as _fcntl
@@ -101,7 +112,7 @@ def flush_std() -> None:
 
 
 @functools.cache
-def _c_stdio() -> Tuple[Any, ...]:
+def _c_stdio() -> tuple[Any, ...]:
     """(fflush, stdout, stderr) from libc, looked up once (a cache, not state: the answer never changes); ()
     where they cannot be found."""
     with contextlib.suppress(Exception):  # Windows, odd libcs: Python-level flushing is all we do

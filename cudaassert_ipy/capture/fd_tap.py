@@ -23,7 +23,7 @@ import stat
 import threading
 import time
 import weakref
-from typing import Callable, Iterable, List, Optional, Tuple
+from collections.abc import Callable, Iterable
 
 from cudaassert_ipy.capture.cell_route import CellRoute, find_route
 from cudaassert_ipy.capture.fd_io import (
@@ -49,7 +49,6 @@ _SETTLE_S = 1.0  # settle() waits at most this long for the next reader; one tha
 _RELEASE_S = 0.02  # a partial line held for the filter goes to the cell unfiltered after this much quiet
 
 
-
 class TapError(RuntimeError):
     """fd-level capture cannot be set up here; the caller carries on without it."""
 
@@ -59,7 +58,7 @@ class _Channel:
 
     __slots__ = ("broken", "eof", "fd", "forwarded", "prev", "read", "route", "waits")
 
-    def __init__(self, fd: int, prev: int, read: int, waits: bool = False, route: Optional[CellRoute] = None) -> None:
+    def __init__(self, fd: int, prev: int, read: int, waits: bool = False, route: CellRoute | None = None) -> None:
         self.fd, self.prev, self.read = fd, prev, read
         self.route = route  # under ipykernel: the log gets every byte, the cell a thinned stream (cell_route.py)
         self.eof = False  # every write end is closed
@@ -78,7 +77,7 @@ class FdTap:
     captures the fd; the tail still records every byte.
     """
 
-    def __init__(self, fd: int, tail_bytes: int = 4 * 1024 * 1024, shown_lines: Optional[int] = None) -> None:
+    def __init__(self, fd: int, tail_bytes: int = 4 * 1024 * 1024, shown_lines: int | None = None) -> None:
         self._fd = fd
         self._shown_lines = shown_lines
         self._tail_bytes = max(0, int(tail_bytes))
@@ -90,17 +89,17 @@ class FdTap:
         #: Bytes recorded since construction (the position a ``mark()`` taken now would return, without draining);
         #: a plain attribute, read before every cell. Only the tap writes it.
         self.bytes_seen = 0
-        self._channel: Optional[_Channel] = None  # while started
-        self._thread: Optional[threading.Thread] = None
-        self._selector: Optional[selectors.BaseSelector] = None
-        self._wake: Tuple[int, int] = (-1, -1)
+        self._channel: _Channel | None = None  # while started
+        self._thread: threading.Thread | None = None
+        self._selector: selectors.BaseSelector | None = None
+        self._wake: tuple[int, int] = (-1, -1)
         self._stopping = threading.Event()
         self._active = False
         self._owner_pid = -1
         self._routed = False  # the channel has a CellRoute: the reader then times out to release held lines
-        self.error: Optional[BaseException] = None  # what stopped the reader thread, if anything
+        self.error: BaseException | None = None  # what stopped the reader thread, if anything
         #: where every recorded chunk is also written (rescue.TailFile: the runner's stderr tail on disk), or None
-        self.mirror: Optional[Callable[[bytes], None]] = None
+        self.mirror: Callable[[bytes], None] | None = None
 
     @property
     def active(self) -> bool:
@@ -127,9 +126,9 @@ class FdTap:
         self._stopping.clear()
         self.error = None
         fd = self._fd
-        opened: List[int] = []
+        opened: list[int] = []
         switched = False
-        route: Optional[CellRoute] = None
+        route: CellRoute | None = None
         try:
             wake_r, wake_w = os.pipe()
             opened += [wake_r, wake_w]
@@ -254,7 +253,7 @@ class FdTap:
         """Whether the fd's bytes go to the log whole and to the cell thinned (ipykernel found under it)."""
         return self._channel is not None and self._channel.route is not None
 
-    def channel(self) -> Optional[Tuple[int, int, int]]:
+    def channel(self) -> tuple[int, int, int] | None:
         """(tapped fd, our pipe's read end, the old destination) while started: what rescue.py holds."""
         channel = self._channel
         return None if channel is None else (channel.fd, channel.read, channel.prev)
@@ -264,13 +263,13 @@ class FdTap:
         with self._lock:
             kept = min(len(self._buf), self._tail_bytes, seed)
             try:
-                mirror(bytes(self._buf[len(self._buf) - kept:]))
+                mirror(bytes(self._buf[len(self._buf) - kept :]))
             except Exception:
                 return
             self.mirror = mirror
 
     @property
-    def read_fd(self) -> Optional[int]:
+    def read_fd(self) -> int | None:
         """Our pipe's read end while started (for a caller's ``poll``: readable means bytes wait to be forwarded)."""
         return None if self._channel is None else self._channel.read
 
@@ -339,7 +338,7 @@ class FdTap:
         except Exception as exc:
             self._unroute(channel, exc)
 
-    def _unroute(self, channel: _Channel, failure: Optional[BaseException]) -> None:
+    def _unroute(self, channel: _Channel, failure: BaseException | None) -> None:
         """Back to plain forwarding to ``prev`` for this channel; the route flushes what it holds. Lock held."""
         route, channel.route = channel.route, None
         if route is None:
@@ -349,7 +348,7 @@ class FdTap:
         with contextlib.suppress(Exception):
             route.close()
 
-    def _finish(self, channel: _Channel, deadline: float, idle: Optional[float]) -> bool:
+    def _finish(self, channel: _Channel, deadline: float, idle: float | None) -> bool:
         """After the switch back: read until EOF, until quiet for ``idle`` s, or deadline; whether EOF came."""
         with selectors.DefaultSelector() as selector:
             if not channel.eof:
@@ -419,13 +418,13 @@ class TapSet:
     """
 
     def __init__(
-        self, fds: Iterable[int] = (2, 1), tail_bytes: int = 4 * 1024 * 1024, shown_lines: Optional[int] = None
+        self, fds: Iterable[int] = (2, 1), tail_bytes: int = 4 * 1024 * 1024, shown_lines: int | None = None
     ) -> None:
         self.taps = [FdTap(fd, tail_bytes=tail_bytes, shown_lines=shown_lines) for fd in dict.fromkeys(fds)]
-        self._unread: Optional[select.poll] = None  # a poll over our pipes' read ends while started: one call asks all
+        self._unread: select.poll | None = None  # a poll over our pipes' read ends while started: one call asks all
 
     @property
-    def fds(self) -> Tuple[int, ...]:
+    def fds(self) -> tuple[int, ...]:
         return tuple(tap.fd for tap in self.taps)
 
     @property
@@ -433,7 +432,7 @@ class TapSet:
         return any(tap.active for tap in self.taps)
 
     def start(self) -> None:
-        started: List[FdTap] = []
+        started: list[FdTap] = []
         try:
             for tap in self.taps:
                 tap.start()
@@ -453,14 +452,14 @@ class TapSet:
         for tap in reversed(self.taps):
             tap.stop()
 
-    def mark(self) -> Tuple[int, ...]:
+    def mark(self) -> tuple[int, ...]:
         return tuple([tap.bytes_seen for tap in self.taps])  # per cell: no generator, no property call
 
     def drain(self) -> None:
         for tap in self.taps:
             tap.drain()
 
-    def settle(self, mark: Tuple[int, ...], timeout: float = _SETTLE_S) -> None:
+    def settle(self, mark: tuple[int, ...], timeout: float = _SETTLE_S) -> None:
         """``FdTap.settle`` when anything was written since ``mark``; a quiet cell costs one ``poll()``."""
         # quiet: nothing in our pipes, no reader between taking a chunk out and recording it (it holds its lock
         # meanwhile), and nothing recorded; asked in this order, a chunk in flight is seen by one of them
@@ -481,18 +480,18 @@ class TapSet:
             tap.set_shown_lines(shown)
 
     @property
-    def routed_fds(self) -> Tuple[int, ...]:
+    def routed_fds(self) -> tuple[int, ...]:
         return tuple(tap.fd for tap in self.taps if tap.routed)
 
     @property
-    def waited_fds(self) -> Tuple[int, ...]:
+    def waited_fds(self) -> tuple[int, ...]:
         return tuple(tap.fd for tap in self.taps if tap.waited)
 
-    def channels(self) -> List[Tuple[int, int, int]]:
+    def channels(self) -> list[tuple[int, int, int]]:
         """(tapped fd, our pipe's read end, the old destination) per started tap: what rescue.py holds."""
         return [channel for tap in self.taps if (channel := tap.channel()) is not None]
 
-    def text_since(self, mark: Tuple[int, ...]) -> str:
+    def text_since(self, mark: tuple[int, ...]) -> str:
         parts = [tap.text_since(m) for tap, m in zip(self.taps, mark)]
         return "\n".join(p for p in parts if p)
 

@@ -11,10 +11,23 @@ from __future__ import annotations
 
 import os
 import time
-from typing import MutableMapping, Optional, Tuple
+from collections.abc import MutableMapping
 
-__all__ = ["DEATH_PREFIX", "ENV", "TAIL_NAME", "cleanup", "death_path", "mark_reported", "prepare", "read_death",
-           "reported", "ring_path", "ring_paths", "tail_path", "write_death"]
+__all__ = [
+    "DEATH_PREFIX",
+    "ENV",
+    "TAIL_NAME",
+    "cleanup",
+    "death_path",
+    "mark_reported",
+    "prepare",
+    "read_death",
+    "reported",
+    "ring_path",
+    "ring_paths",
+    "tail_path",
+    "write_death",
+]
 
 ENV = "CUDAASSERT_RING_DIR"  # set by the runner for its children: the job folder
 DEATH_PREFIX = "exit-"  # exit-<pid>: "wait-status death-time", written after the helper drained the pipes
@@ -23,7 +36,7 @@ _RING = ".ring"
 _REPORTED = "reported"
 
 
-def prepare(environ: MutableMapping[str, str]) -> Optional[str]:
+def prepare(environ: MutableMapping[str, str]) -> str | None:
     """A private folder for the children's rings, named in ``environ``; None inside a rank (its launcher's runner
     owns the folder) or where no temporary folder can be made."""
     if environ.get(ENV) or environ.get("RANK") is not None:
@@ -38,7 +51,7 @@ def prepare(environ: MutableMapping[str, str]) -> Optional[str]:
     return folder
 
 
-def cleanup(folder: Optional[str], environ: MutableMapping[str, str]) -> None:
+def cleanup(folder: str | None, environ: MutableMapping[str, str]) -> None:
     """Remove the folder and its name from ``environ`` (if it still names this folder)."""
     if folder:
         import shutil
@@ -66,7 +79,7 @@ def death_path(folder: str, pid: int) -> str:
     return os.path.join(folder, f"{DEATH_PREFIX}{pid}")
 
 
-def write_death(folder: str, pid: int, status: Optional[int]) -> None:
+def write_death(folder: str, pid: int, status: int | None) -> None:
     """The helper saw ``pid`` die: its wait status (None: already collected) and the time, whole or not at all."""
     path = death_path(folder, pid)
     try:
@@ -77,7 +90,7 @@ def write_death(folder: str, pid: int, status: Optional[int]) -> None:
         pass
 
 
-def read_death(folder: str, pid: int) -> Optional[Tuple[Optional[int], float]]:
+def read_death(folder: str, pid: int) -> tuple[int | None, float] | None:
     """(exit code as subprocess gives it, or None when unknown; death time) that a helper wrote for ``pid``."""
     try:
         with open(death_path(folder, pid)) as fp:

@@ -11,7 +11,7 @@ Pure bytes work: no IPython, no torch.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 from cudaassert_ipy.base.wording import PREFIX
 
@@ -26,10 +26,10 @@ _CACHE_LIMIT = 1024
 # What differs between the threads of one site: drop it, and every line of a site has the same key.
 _PER_THREAD = re.compile(rb"block: \[\d+, ?\d+, ?\d+\], thread: \[\d+, ?\d+, ?\d+\]")
 
-Site = Tuple[str, int, str]  # (file, line, condition): how assert_lines.fold groups lines into one site
+Site = tuple[str, int, str]  # (file, line, condition): how assert_lines.fold groups lines into one site
 
 
-def site_of(line: str) -> Optional[Tuple[Site, str]]:
+def site_of(line: str) -> tuple[Site, str] | None:
     """``((file, line, condition), "Loss.cu:250")`` for an assertion line, None for any other line."""
     from cudaassert_ipy.capture.assert_lines import parse_line  # only once a line says "Assertion": load stays light
 
@@ -57,13 +57,13 @@ class LineFilter:
     ``summary()`` the one line per site saying how many lines went only to the log (then counts restart).
     """
 
-    def __init__(self, shown: int = 3, classify: Callable[[str], Optional[Tuple[Site, str]]] = site_of) -> None:
+    def __init__(self, shown: int = 3, classify: Callable[[str], tuple[Site, str] | None] = site_of) -> None:
         self.shown = shown
         self._classify = classify
         self._held = b""  # the start of a line whose newline has not arrived
         self._committed = False  # the current line was already released unfiltered: its rest passes too
-        self._cache: Dict[bytes, Optional[Tuple[Site, str]]] = {}
-        self._counts: Dict[Site, _Tally] = {}  # site -> lines shown, lines hidden, "Loss.cu:250" since summary()
+        self._cache: dict[bytes, tuple[Site, str] | None] = {}
+        self._counts: dict[Site, _Tally] = {}  # site -> lines shown, lines hidden, "Loss.cu:250" since summary()
 
     @property
     def holding(self) -> bool:
@@ -101,14 +101,21 @@ class LineFilter:
         for tally in self._counts.values():
             hidden, site = tally.hidden, tally.label
             if hidden:
-                lines.append(MORE_LINES.format(prefix=PREFIX, count=f"{hidden:,}", lines="line" if hidden == 1 else
-                                               "lines", site=site, were="was" if hidden == 1 else "were"))
+                lines.append(
+                    MORE_LINES.format(
+                        prefix=PREFIX,
+                        count=f"{hidden:,}",
+                        lines="line" if hidden == 1 else "lines",
+                        site=site,
+                        were="was" if hidden == 1 else "were",
+                    )
+                )
         self._counts = {}
         return "".join(lines)
 
     def _thin(self, body: bytes) -> bytes:
         """``body`` (whole lines) without the lines of sites already shown ``shown`` times."""
-        kept: List[bytes] = []
+        kept: list[bytes] = []
         start = 0  # body[start:] is not decided yet
         pos = body.find(_MARKER)
         while pos >= 0:

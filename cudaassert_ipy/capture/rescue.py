@@ -26,7 +26,8 @@ import signal
 import struct
 import sys
 import time
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 __all__ = ["Death", "TailFile", "dismiss", "read_tail", "spawn", "watch"]
 
@@ -53,7 +54,7 @@ class TailFile:
         n, total, size = len(data), self.total, self.size
         at = total % size
         if at + n <= size:  # the usual case: one copy, then the count that makes it visible
-            self.mm[_TAIL_HEADER.size + at:_TAIL_HEADER.size + at + n] = data
+            self.mm[_TAIL_HEADER.size + at : _TAIL_HEADER.size + at + n] = data
             self.total = total + n
             self._pack(self.mm, 0, total + n)
             return
@@ -62,8 +63,8 @@ class TailFile:
             data, n = data[-size:], size
             at = total % size
         first = size - at
-        self.mm[_TAIL_HEADER.size + at:_TAIL_HEADER.size + size] = data[:first]
-        self.mm[_TAIL_HEADER.size:_TAIL_HEADER.size + n - first] = data[first:]
+        self.mm[_TAIL_HEADER.size + at : _TAIL_HEADER.size + size] = data[:first]
+        self.mm[_TAIL_HEADER.size : _TAIL_HEADER.size + n - first] = data[first:]
         self.total = total + n
         self._pack(self.mm, 0, total + n)
 
@@ -82,7 +83,7 @@ def read_tail(path: str) -> bytes:
         (total,) = _TAIL_HEADER.unpack_from(raw, 0)
     except (OSError, struct.error):
         return b""
-    body = raw[_TAIL_HEADER.size:]
+    body = raw[_TAIL_HEADER.size :]
     size = len(body)
     if not size:
         return b""
@@ -92,8 +93,12 @@ def read_tail(path: str) -> bytes:
     return body[cut:] + body[:cut]
 
 
-def spawn(channels: Sequence[Tuple[int, int, int]], ring_dir: Optional[str] = None, program: Optional[str] = None,
-          extra: Sequence[str] = ()) -> Optional[int]:
+def spawn(
+    channels: Sequence[tuple[int, int, int]],
+    ring_dir: str | None = None,
+    program: str | None = None,
+    extra: Sequence[str] = (),
+) -> int | None:
     """Start the helper for this process: ``channels`` are (tapped fd, pipe read end, old destination) triples.
 
     ``program``: a script that calls ``watch`` and then does more with the death (run/watcher.py, for the runner
@@ -104,7 +109,7 @@ def spawn(channels: Sequence[Tuple[int, int, int]], ring_dir: Optional[str] = No
         return None  # Windows; an embedding host whose sys.executable is not an interpreter
     sources = [fd for _, read, prev in channels for fd in (read, prev)]
     base = max(sources) + 1  # above every source: no dup2 overwrites one still to be duplicated
-    actions: List[Tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, n, os.devnull, os.O_RDWR, 0) for n in (0, 1, 2)]
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, n, os.devnull, os.O_RDWR, 0) for n in (0, 1, 2)]
     spec = []
     for i, (fd, read, prev) in enumerate(channels):
         actions += [(os.POSIX_SPAWN_DUP2, read, base + 2 * i), (os.POSIX_SPAWN_DUP2, prev, base + 2 * i + 1)]
@@ -112,8 +117,12 @@ def spawn(channels: Sequence[Tuple[int, int, int]], ring_dir: Optional[str] = No
     # argv: pid, ring folder, the channels' count, fd:read:prev per channel, the program's own (json costs 1.5 ms)
     args = [str(os.getpid()), ring_dir or "", str(len(spec)), *spec, *extra]
     try:
-        return os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", program or os.path.abspath(__file__), *args],
-                              dict(os.environ), file_actions=actions)
+        return os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-I", "-S", program or os.path.abspath(__file__), *args],
+            dict(os.environ),
+            file_actions=actions,
+        )
     except OSError:
         return None
 
@@ -151,7 +160,7 @@ def _wait_for_death(pid: int) -> None:
         os.close(pidfd)
 
 
-def _wait_status(pid: int) -> Optional[int]:
+def _wait_status(pid: int) -> int | None:
     """The dead process's wait status while it is a zombie (/proc/PID/stat field 52, Linux >= 3.5)."""
     try:
         with open(f"/proc/{pid}/stat") as fp:
@@ -195,7 +204,7 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         try:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         except BlockingIOError:
             time.sleep(0.001)
         except OSError:
@@ -223,18 +232,18 @@ class Death(NamedTuple):
     """What the helper saw: the process, its wait status (None: already collected), fd 2's rescued bytes."""
 
     pid: int
-    status: Optional[int]
+    status: int | None
     rescued: bytes
-    folder: Optional[str]  # the ring folder, when it still exists (a runner that left through Python removed it)
-    stderr: Optional[int]  # the descriptor fd 2 forwarded to
+    folder: str | None  # the ring folder, when it still exists (a runner that left through Python removed it)
+    stderr: int | None  # the descriptor fd 2 forwarded to
 
 
-def watch(args: Sequence[str]) -> Tuple[Death, List[str]]:
+def watch(args: Sequence[str]) -> tuple[Death, list[str]]:
     """The helper's work (argv from ``spawn``): wait for the death, forward, record; returns the rest of argv."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a Ctrl-C or the launcher's SIGTERM: drain first
         signal.signal(sig, signal.SIG_IGN)
     pid, folder, count = int(args[0]), args[1] or None, int(args[2])
-    channels = [[int(n) for n in c.split(":")] for c in args[3:3 + count]]
+    channels = [[int(n) for n in c.split(":")] for c in args[3 : 3 + count]]
     _wait_for_death(pid)
     status = _wait_status(pid)
     rescued = _forward(channels)
@@ -243,7 +252,7 @@ def watch(args: Sequence[str]) -> Tuple[Death, List[str]]:
     else:
         folder = None
     stderr = next((prev for fd, _, prev in channels if fd == 2), None)
-    return Death(pid, status, rescued, folder, stderr), list(args[3 + count:])
+    return Death(pid, status, rescued, folder, stderr), list(args[3 + count :])
 
 
 if __name__ == "__main__":

@@ -198,8 +198,7 @@ def frames_in_text(text: str) -> tuple[Frame, ...]:
         mc = _IPY8_CELL.match(stripped)
         if mc is not None:
             n, code = _arrow_after(lines, i)
-            out.append(Frame(mc.group("path"), n or int(mc.group("line")), mc.group("func") or "<module>", code,
-                             block))
+            out.append(Frame(mc.group("path"), n or int(mc.group("line")), mc.group("func") or "<module>", code, block))
             seen_frame = True
             continue
         m7 = _IPY7.match(stripped)

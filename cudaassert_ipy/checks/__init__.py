@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
 
 from cudaassert_ipy.checks.errors import (
     NonFiniteError,
@@ -63,7 +63,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _MODE_MODULE = "cudaassert_ipy.checks.mode"
 
 
-def env_requests_validators(environ: Optional[Mapping[str, str]] = None) -> bool:
+def env_requests_validators(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``CUDAASSERT_VALIDATORS`` asks for validators (``1``/``true``/``yes``/``on``)."""
     env = os.environ if environ is None else environ
     return env.get(ENV_VAR, "").strip().lower() in _TRUE

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, TypeGuard, cast
+from typing import Any, TypeGuard, cast
 
 import torch
 from torch import Tensor
 
 from cudaassert_ipy.checks.errors import MAX_EXAMPLES, Example, ValidationError
 
-Checker = Callable[[str, Sequence[Any], Mapping[str, Any]], Optional[ValidationError]]
+Checker = Callable[[str, Sequence[Any], Mapping[str, Any]], ValidationError | None]
 
 INDEX_DTYPES = frozenset({torch.int64, torch.int32})
 LONG_ONLY = frozenset({torch.int64})
@@ -58,7 +59,7 @@ def readable(t: object) -> TypeGuard[Tensor]:
     return not (t.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
-def read(packed: Tensor) -> List[Any]:
+def read(packed: Tensor) -> list[Any]:
     """The one device-to-host read of a checked call."""
     return packed.tolist()
 
@@ -68,7 +69,7 @@ def read_flag(flag: Tensor) -> bool:
     return bool(flag.tolist())
 
 
-def aminmax_pair(t: Tensor) -> Tuple[Tensor, Tensor]:
+def aminmax_pair(t: Tensor) -> tuple[Tensor, Tensor]:
     """(min, max) of ``t`` as 0-dim tensors (bool is read as 0/1)."""
     if t.dtype is torch.bool:
         t = t.to(torch.uint8)
@@ -76,9 +77,9 @@ def aminmax_pair(t: Tensor) -> Tuple[Tensor, Tensor]:
     return mn, mx
 
 
-def read_minmax(*tensors: Tensor) -> List[Any]:
+def read_minmax(*tensors: Tensor) -> list[Any]:
     """Min and max of each tensor, all in one read: ``[min0, max0, min1, max1, ...]``."""
-    parts: List[Tensor] = []
+    parts: list[Tensor] = []
     for t in tensors:
         parts.extend(aminmax_pair(t))
     dtype = parts[0].dtype
@@ -89,7 +90,7 @@ def read_minmax(*tensors: Tensor) -> List[Any]:
     return read(torch.stack(parts))
 
 
-def unravel(flat: int, shape: Sequence[int]) -> Tuple[int, ...]:
+def unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
     out = []
     for size in reversed(shape):
         flat, rem = divmod(flat, size)
@@ -97,7 +98,7 @@ def unravel(flat: int, shape: Sequence[int]) -> Tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def bad_details(t: Tensor, bad: Tensor, k: int = MAX_EXAMPLES) -> Tuple[int, List[Example], List[Any]]:
+def bad_details(t: Tensor, bad: Tensor, k: int = MAX_EXAMPLES) -> tuple[int, list[Example], list[Any]]:
     """(count, first ``k`` (position, value) pairs, up to 10 distinct bad values) for a bad-mask.
 
     Failure path only: several small syncs are fine here.
@@ -134,7 +135,7 @@ def caller_name(default: str, skip_files: Sequence[str] = ()) -> str:
     ``torch.multinomial`` called from ``Categorical.sample`` becomes ``Categorical.sample``.
     Frames in this package, in torch's pass-through wrappers and in ``skip_files`` are skipped.
     """
-    frame: Optional[FrameType] = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
         if filename.startswith(_HERE) or filename in _PASS_THROUGH or filename in skip_files:

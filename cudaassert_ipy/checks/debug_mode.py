@@ -13,7 +13,8 @@ that this call made (not memory nobody wrote yet, not a view of memory that alre
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -25,7 +26,7 @@ from cudaassert_ipy.checks.errors import NonFiniteError
 __all__ = ["GENERIC_NAN_HINT", "SYNC_NOTE", "CellLine", "DebugMode", "call_name", "nan_hint"]
 
 #: (filename, line number, line text, label such as ``cell In[3]``) of the user's line; (None, None, "", ...) if unknown
-CellLine = Tuple[Optional[str], Optional[int], str, str]
+CellLine = tuple[str | None, int | None, str, str]
 
 SYNC_NOTE = (
     "%%cuda_debug --sync: this error surfaced in the synchronisation right after {op}{where}, so that "
@@ -35,18 +36,28 @@ _NAN_HINTS = (
     (("log",), "log of a value <= 0: clamp the input first (x.clamp_min(eps)) or use log1p/log_softmax"),
     (("div", "truediv", "reciprocal", "rsqrt"), "division by zero: add an epsilon to the denominator"),
     (("sqrt", "pow"), "sqrt/pow of a negative value or of 0 with a negative exponent: clamp the input"),
-    (("exp", "softmax", "sigmoid", "cosh", "sinh"), "overflow: compute in float32 (not float16), or use "
-     "log-sum-exp forms such as log_softmax / logsumexp"),
+    (
+        ("exp", "softmax", "sigmoid", "cosh", "sinh"),
+        "overflow: compute in float32 (not float16), or use log-sum-exp forms such as log_softmax / logsumexp",
+    ),
 )
 GENERIC_NAN_HINT = (
     "check this call's inputs (min/max, torch.isfinite); if it happens during training, lower the learning "
     "rate, clip gradients (torch.nn.utils.clip_grad_norm_) or train in float32/bfloat16 instead of float16"
 )
 # Calls that hand back memory nobody has written yet: whatever bytes it holds (NaN included) are not a result.
-_UNINITIALISED = frozenset({
-    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided", "resize_",
-    "resize_as_",
-})
+_UNINITIALISED = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "empty_permuted",
+        "new_empty",
+        "new_empty_strided",
+        "resize_",
+        "resize_as_",
+    }
+)
 
 
 def nan_hint(op: str) -> str:
@@ -97,7 +108,7 @@ def _aliases_an_input(t: torch.Tensor, args: Sequence[Any], kwargs: Any) -> bool
     return False
 
 
-def _tensors(out: Any) -> List[Any]:
+def _tensors(out: Any) -> list[Any]:
     if isinstance(out, torch.Tensor):
         return [out]
     if isinstance(out, (tuple, list)):
@@ -143,7 +154,7 @@ class DebugMode(TorchFunctionMode):
         owner = caller_name("")
         return f"{name} (inside {owner})" if owner and owner != name else name
 
-    def _synchronize(self, func: Any, tensors: List[Any]) -> None:
+    def _synchronize(self, func: Any, tensors: list[Any]) -> None:
         device = next(t.device for t in tensors if t.is_cuda)
         try:
             torch.cuda.synchronize(device)
@@ -157,8 +168,7 @@ class DebugMode(TorchFunctionMode):
                 print(note, file=sys.stderr)
             raise
 
-    def _check_finite(self, func: Any, args: Sequence[Any], kwargs: Any,
-                      tensors: List[Any]) -> Optional[NonFiniteError]:
+    def _check_finite(self, func: Any, args: Sequence[Any], kwargs: Any, tensors: list[Any]) -> NonFiniteError | None:
         name = getattr(func, "__name__", "")
         if name in _UNINITIALISED:
             return None
@@ -170,12 +180,21 @@ class DebugMode(TorchFunctionMode):
             if not _writes_in_place(name, kwargs) and _aliases_an_input(t, args, kwargs):
                 continue  # a view of memory that already held NaN/inf; the next call that computes with it is named
             inputs = [
-                a for a in (*args, *(kwargs or {}).values())
+                a
+                for a in (*args, *(kwargs or {}).values())
                 if isinstance(a, torch.Tensor) and readable(a) and (a.is_floating_point() or a.is_complex())
             ]
             n_nan, n_inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
             inputs_finite = all(bool(torch.isfinite(a).all()) for a in inputs) if inputs else None
             op = self._name(func)
-            return NonFiniteError.from_output(op, n_nan, n_inf, tuple(t.shape), str(t.dtype).replace("torch.", ""),
-                                              self.locate(), inputs_finite, nan_hint(op))
+            return NonFiniteError.from_output(
+                op,
+                n_nan,
+                n_inf,
+                tuple(t.shape),
+                str(t.dtype).replace("torch.", ""),
+                self.locate(),
+                inputs_finite,
+                nan_hint(op),
+            )
         return None

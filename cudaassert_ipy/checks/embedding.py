@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -21,7 +22,7 @@ from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.hints import TokenFacts
 
 
-def check_embedding(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_embedding(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``embedding``: every id in ``[0, num_embeddings)``; negative ids are never valid."""
     ids = arg(args, kwargs, 0, "input")
     weight = arg(args, kwargs, 1, "weight")
@@ -39,7 +40,7 @@ def check_embedding(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
     return ValidationIndexError.token_ids(caller_name(op), "input", n_bad, examples, facts)
 
 
-def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``embedding_bag``: ids in ``[0, num_embeddings)``; offsets start at 0, never decrease, stay <= len(input).
 
     With ``include_last_offset=True`` ids after the last offset are never read, so not checked
@@ -87,8 +88,9 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
             bad &= checked_ids == ids
         n_bad, examples, distinct = bad_details(ids, bad)
         facts = TokenFacts(bad=tuple(int(v) for v in distinct), num_embeddings=num)
-        return ValidationIndexRuntimeError.token_ids(name, "input", n_bad, examples, facts,
-                                                     cause_id="embedding_bag_index_out_of_range")
+        return ValidationIndexRuntimeError.token_ids(
+            name, "input", n_bad, examples, facts, cause_id="embedding_bag_index_out_of_range"
+        )
     # CPU raises RuntimeError, IndexError for a negative offset, and nothing at all for a decreasing
     # last offset with include_last_offset=True, which the CUDA kernel asserts on (end >= begin)
     assert offsets is not None
@@ -97,5 +99,6 @@ def check_embedding_bag(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
     bad[0] = offsets[0] != 0
     n_bad, examples, _ = bad_details(offsets, bad)
     valid = f"offsets[0] == 0, never decreasing, at most len(input)={n_ids}"
-    return ValidationIndexRuntimeError.out_of_range(name, "offsets", valid, n_bad, examples,
-                                                    cause_id="embedding_bag_offsets_not_increasing", hint=hints.OFFSETS)
+    return ValidationIndexRuntimeError.out_of_range(
+        name, "offsets", valid, n_bad, examples, cause_id="embedding_bag_offsets_not_increasing", hint=hints.OFFSETS
+    )

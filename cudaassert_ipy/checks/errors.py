@@ -14,7 +14,8 @@ post-mortem rules and preflight; ``facts`` are the plain values it was worded fr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cudaassert_ipy.base.wording import plural
 from cudaassert_ipy.diagnose import hints
@@ -45,11 +46,11 @@ __all__ = [
     "range_text",
 ]
 
-Position = Tuple[int, ...]
-Scalar = Union[bool, int, float]  # one value of a tensor, as tolist() gives it
-Example = Tuple[Position, Scalar]
+Position = tuple[int, ...]
+Scalar = bool | int | float  # one value of a tensor, as tolist() gives it
+Example = tuple[Position, Scalar]
 #: (the dataset sample of each example, or None; where they sat: "batch 8 of epoch 0 from `train_loader`")
-SampleNames = Tuple[Tuple[Optional[str], ...], str]
+SampleNames = tuple[tuple[str | None, ...], str]
 
 # ---------------------------------------------------------------- message templates
 #: First line of most messages.
@@ -77,9 +78,7 @@ PREFLIGHT_FOOTER = "(Found by cudaassert on the CPU, before anything ran on the 
 PREFLIGHT_HEADLINE = "{op}: {count} with bad {argument}; valid: {valid}. First: {examples}."
 #: ``%%cuda_debug --nan``.
 NONFINITE_TEMPLATE = (
-    "{op} produced {what} in its output (shape {shape}, dtype {dtype}){where}.\n"
-    "{inputs}\n"
-    "Likely fix: {hint}"
+    "{op} produced {what} in its output (shape {shape}, dtype {dtype}){where}.\n{inputs}\nLikely fix: {hint}"
 )
 
 MAX_EXAMPLES = 5
@@ -125,10 +124,10 @@ class ValidationError(Exception):
     argument: str
     valid: str
     n_bad: int
-    examples: List[Example]
+    examples: list[Example]
     cause_id: str
     hint: str
-    facts: Optional[Facts]
+    facts: Facts | None
 
     def __init__(
         self,
@@ -140,11 +139,11 @@ class ValidationError(Exception):
         examples: Sequence[Example],
         cause_id: str,
         hint: str,
-        headline: Optional[str] = None,
-        example_label: Optional[str] = None,
+        headline: str | None = None,
+        example_label: str | None = None,
         footer: str = FOOTER,
-        facts: Optional[Facts] = None,
-        sample_line: Optional[str] = None,
+        facts: Facts | None = None,
+        sample_line: str | None = None,
     ) -> None:
         self.op = op
         self.argument = argument
@@ -172,21 +171,47 @@ class ValidationError(Exception):
     # -- the ways a validation error is built (each case words its message in one place) --------------------------
     @classmethod
     def out_of_range(
-        cls: Type[_E], op: str, argument: str, valid: str, n_bad: int, examples: Sequence[Example], *,
-        cause_id: str, hint: str, facts: Optional[Facts] = None, found_on_cpu: bool = False,
-        example_label: Optional[str] = None,
+        cls: type[_E],
+        op: str,
+        argument: str,
+        valid: str,
+        n_bad: int,
+        examples: Sequence[Example],
+        *,
+        cause_id: str,
+        hint: str,
+        facts: Facts | None = None,
+        found_on_cpu: bool = False,
+        example_label: str | None = None,
     ) -> _E:
         """Values of ``argument`` outside ``valid`` (RANGE_HEADLINE). ``found_on_cpu``: by check_labels and friends,
         before anything ran on the GPU (PREFLIGHT_FOOTER), not by a validator in front of a kernel.
         ``example_label`` names the examples when ``argument`` says more (``index`` for "index for dimension 2")."""
-        return cls(op=op, argument=argument, valid=valid, n_bad=n_bad, examples=examples, cause_id=cause_id,
-                   hint=hint, facts=facts, footer=PREFLIGHT_FOOTER if found_on_cpu else FOOTER,
-                   example_label=example_label)
+        return cls(
+            op=op,
+            argument=argument,
+            valid=valid,
+            n_bad=n_bad,
+            examples=examples,
+            cause_id=cause_id,
+            hint=hint,
+            facts=facts,
+            footer=PREFLIGHT_FOOTER if found_on_cpu else FOOTER,
+            example_label=example_label,
+        )
 
     @classmethod
     def token_ids(
-        cls: Type[_E], op: str, argument: str, n_bad: int, examples: Sequence[Example], facts: TokenFacts, *,
-        cause_id: str = "index_select_out_of_range", size_name: str = "num_embeddings", found_on_cpu: bool = False,
+        cls: type[_E],
+        op: str,
+        argument: str,
+        n_bad: int,
+        examples: Sequence[Example],
+        facts: TokenFacts,
+        *,
+        cause_id: str = "index_select_out_of_range",
+        size_name: str = "num_embeddings",
+        found_on_cpu: bool = False,
     ) -> _E:
         """Token ids outside ``0..facts.num_embeddings-1``: ``embedding``, ``embedding_bag``, ``check_token_ids``.
 
@@ -194,42 +219,97 @@ class ValidationError(Exception):
         ``hints.token_ids``, the same sentence the post-mortem rule and preflight give.
         """
         size = facts.num_embeddings
-        return cls.out_of_range(op, argument, f"{range_text(0, size)} ({size_name}={size})", n_bad, examples,
-                                cause_id=cause_id, hint=hints.token_ids(facts), facts=facts,
-                                found_on_cpu=found_on_cpu)
+        return cls.out_of_range(
+            op,
+            argument,
+            f"{range_text(0, size)} ({size_name}={size})",
+            n_bad,
+            examples,
+            cause_id=cause_id,
+            hint=hints.token_ids(facts),
+            facts=facts,
+            found_on_cpu=found_on_cpu,
+        )
 
     @classmethod
     def zero_rows(
-        cls: Type[_E], op: str, argument: str, valid: str, n_bad: int, examples: Sequence[Example], *,
-        cause_id: str, hint: str,
+        cls: type[_E],
+        op: str,
+        argument: str,
+        valid: str,
+        n_bad: int,
+        examples: Sequence[Example],
+        *,
+        cause_id: str,
+        hint: str,
     ) -> _E:
         """Rows of sampling weights that sum to zero (``multinomial``); ``examples`` hold each row's sum."""
         headline = ZERO_ROWS_HEADLINE.format(
-            op=op, argument=argument, count=plural(n_bad, "row"), valid=valid,
+            op=op,
+            argument=argument,
+            count=plural(n_bad, "row"),
+            valid=valid,
             examples=format_examples(argument, examples, n_bad, row_sums=True),
         )
-        return cls(op=op, argument=argument, valid=valid, n_bad=n_bad, examples=examples, cause_id=cause_id,
-                   hint=hint, headline=headline)
+        return cls(
+            op=op,
+            argument=argument,
+            valid=valid,
+            n_bad=n_bad,
+            examples=examples,
+            cause_id=cause_id,
+            hint=hint,
+            headline=headline,
+        )
 
     @classmethod
-    def output_size(cls: Type[_E], op: str, output_size: Any, required: int, *, cause_id: str, hint: str) -> _E:
+    def output_size(cls: type[_E], op: str, output_size: Any, required: int, *, cause_id: str, hint: str) -> _E:
         """An ``output_size`` that is not what the inputs add up to (``repeat_interleave``)."""
         valid = f"output_size == {required} (the repeats add up to that)"
         headline = OUTPUT_SIZE_HEADLINE.format(op=op, output_size=output_size, total=required, valid=valid)
-        return cls(op=op, argument="output_size", valid=valid, n_bad=1, examples=[((), output_size)],
-                   cause_id=cause_id, hint=hint, headline=headline)
+        return cls(
+            op=op,
+            argument="output_size",
+            valid=valid,
+            n_bad=1,
+            examples=[((), output_size)],
+            cause_id=cause_id,
+            hint=hint,
+            headline=headline,
+        )
 
     @classmethod
     def bad_samples(
-        cls: Type[_E], op: str, argument: str, valid: str, n_bad: int, examples: Sequence[Example], *,
-        cause_id: str, hint: str,
+        cls: type[_E],
+        op: str,
+        argument: str,
+        valid: str,
+        n_bad: int,
+        examples: Sequence[Example],
+        *,
+        cause_id: str,
+        hint: str,
     ) -> _E:
         """Dataset samples holding bad values, found by a scan on the CPU (``PreflightReport.raise_if_bad``);
         ``examples`` are ``((sample index,), first bad value)``."""
-        headline = PREFLIGHT_HEADLINE.format(op=op, count=plural(n_bad, "sample"), argument=argument, valid=valid,
-                                             examples=format_examples("sample", examples, n_bad))
-        return cls(op=op, argument=argument, valid=valid, n_bad=n_bad, examples=examples, cause_id=cause_id,
-                   hint=hint, headline=headline, footer=PREFLIGHT_FOOTER)
+        headline = PREFLIGHT_HEADLINE.format(
+            op=op,
+            count=plural(n_bad, "sample"),
+            argument=argument,
+            valid=valid,
+            examples=format_examples("sample", examples, n_bad),
+        )
+        return cls(
+            op=op,
+            argument=argument,
+            valid=valid,
+            n_bad=n_bad,
+            examples=examples,
+            cause_id=cause_id,
+            hint=hint,
+            headline=headline,
+            footer=PREFLIGHT_FOOTER,
+        )
 
     def _compose(self) -> str:
         lines = [self.headline, HINT_LINE.format(hint=self.hint)]
@@ -244,8 +324,11 @@ class ValidationError(Exception):
     def name_samples(self, names: SampleNames) -> None:
         """Add the line naming the dataset samples the bad values came from (see :mod:`.sample_naming`)."""
         samples, where = names
-        parts = [SAMPLE_OF.format(example=format_examples(self.example_label, [example], 1), sample=sample)
-                 for example, sample in zip(self.examples, samples) if sample is not None]
+        parts = [
+            SAMPLE_OF.format(example=format_examples(self.example_label, [example], 1), sample=sample)
+            for example, sample in zip(self.examples, samples)
+            if sample is not None
+        ]
         if not parts:
             return
         self.sample_line = SAMPLE_LINE.format(samples=", ".join(parts), where=where)
@@ -259,8 +342,16 @@ class ValidationError(Exception):
         """What the diagnosis reads from this stop (its typed contract, ``diagnose.validator_stop``)."""
         from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
 
-        return ValidatorStop(op=self.op, argument=self.argument, valid=self.valid, n_bad=self.n_bad,
-                             examples=tuple(self.examples), cause_id=self.cause_id, hint=self.hint, facts=self.facts)
+        return ValidatorStop(
+            op=self.op,
+            argument=self.argument,
+            valid=self.valid,
+            n_bad=self.n_bad,
+            examples=tuple(self.examples),
+            cause_id=self.cause_id,
+            hint=self.hint,
+            facts=self.facts,
+        )
 
     def __reduce__(self) -> Any:  # keyword-only __init__: keep pickling (multiprocessing) working
         state = {
@@ -279,7 +370,7 @@ class ValidationError(Exception):
         return (_rebuild, (type(self), state))
 
 
-def _rebuild(cls: Type[Exception], state: Dict[str, Any]) -> Exception:
+def _rebuild(cls: type[Exception], state: dict[str, Any]) -> Exception:
     return cls(**state)
 
 
@@ -309,18 +400,27 @@ class NonFiniteError(RuntimeError):
         op: str,
         n_nan: int,
         n_inf: int,
-        shape: Tuple[int, ...],
+        shape: tuple[int, ...],
         dtype: str,
-        filename: Optional[str],
-        lineno: Optional[int],
+        filename: str | None,
+        lineno: int | None,
         line: str,
         cell_label: str,
-        inputs_finite: Optional[bool],
+        inputs_finite: bool | None,
         hint: str,
     ) -> None:
         self._fields = {
-            "op": op, "n_nan": n_nan, "n_inf": n_inf, "shape": shape, "dtype": dtype, "filename": filename,
-            "lineno": lineno, "line": line, "cell_label": cell_label, "inputs_finite": inputs_finite, "hint": hint,
+            "op": op,
+            "n_nan": n_nan,
+            "n_inf": n_inf,
+            "shape": shape,
+            "dtype": dtype,
+            "filename": filename,
+            "lineno": lineno,
+            "line": line,
+            "cell_label": cell_label,
+            "inputs_finite": inputs_finite,
+            "hint": hint,
         }
         self.op = op
         self.n_nan = n_nan
@@ -333,8 +433,7 @@ class NonFiniteError(RuntimeError):
         self.inputs_finite = inputs_finite
         self.hint = hint
         what = " and ".join(
-            part for part in (plural(n_nan, "NaN") if n_nan else "", plural(n_inf, "inf") if n_inf else "")
-            if part
+            part for part in (plural(n_nan, "NaN") if n_nan else "", plural(n_inf, "inf") if n_inf else "") if part
         )
         where = ""
         if lineno is not None:
@@ -357,13 +456,31 @@ class NonFiniteError(RuntimeError):
 
     @classmethod
     def from_output(
-        cls, op: str, n_nan: int, n_inf: int, shape: Tuple[int, ...], dtype: str,
-        cell_line: Tuple[Optional[str], Optional[int], str, str], inputs_finite: Optional[bool], hint: str,
+        cls,
+        op: str,
+        n_nan: int,
+        n_inf: int,
+        shape: tuple[int, ...],
+        dtype: str,
+        cell_line: tuple[str | None, int | None, str, str],
+        inputs_finite: bool | None,
+        hint: str,
     ) -> NonFiniteError:
         """The first non-finite output of ``op``, at ``cell_line`` (filename, line number, text, label)."""
         filename, lineno, line, label = cell_line
-        return cls(op=op, n_nan=n_nan, n_inf=n_inf, shape=shape, dtype=dtype, filename=filename, lineno=lineno,
-                   line=line, cell_label=label, inputs_finite=inputs_finite, hint=hint)
+        return cls(
+            op=op,
+            n_nan=n_nan,
+            n_inf=n_inf,
+            shape=shape,
+            dtype=dtype,
+            filename=filename,
+            lineno=lineno,
+            line=line,
+            cell_label=label,
+            inputs_finite=inputs_finite,
+            hint=hint,
+        )
 
     def __str__(self) -> str:
         return self.message

@@ -8,7 +8,8 @@ Negative indices are valid exactly where PyTorch accepts them: advanced indexing
 
 from __future__ import annotations
 
-from typing import Any, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -43,16 +44,16 @@ _LEGACY_TUPLE_MAX = 32
 class _HostIndex:
     """A Python list used as an index: checked on the host, no device work."""
 
-    def __init__(self, values: List[Tuple[Tuple[int, ...], int]]) -> None:
+    def __init__(self, values: list[tuple[tuple[int, ...], int]]) -> None:
         self.values = values
 
 
-IndexObj = Union[Tensor, _HostIndex]
+IndexObj = Tensor | _HostIndex
 
 
 # ---------------------------------------------------------------- parsing a key
-def _flatten(seq: Any, prefix: Tuple[int, ...] = ()) -> Optional[List[Tuple[Tuple[int, ...], Any]]]:
-    out: List[Tuple[Tuple[int, ...], Any]] = []
+def _flatten(seq: Any, prefix: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], Any]] | None:
+    out: list[tuple[tuple[int, ...], Any]] = []
     for i, item in enumerate(seq):
         pos = (*prefix, i)
         if isinstance(item, (list, tuple)):
@@ -77,7 +78,7 @@ def _depth(seq: Any) -> int:
     return depth
 
 
-def _key_items(key: Any) -> Tuple[Any, ...]:
+def _key_items(key: Any) -> tuple[Any, ...]:
     if isinstance(key, tuple):
         return key
     if isinstance(key, list) and len(key) < _LEGACY_TUPLE_MAX:
@@ -87,7 +88,7 @@ def _key_items(key: Any) -> Tuple[Any, ...]:
     return (key,)
 
 
-def _classify(item: Any) -> Optional[Tuple[str, int, Any]]:
+def _classify(item: Any) -> tuple[str, int, Any] | None:
     """(kind, dims consumed, payload) or None when the key is unusual enough to leave to torch."""
     if item is None or isinstance(item, bool):
         return ("none", 0, None)
@@ -123,7 +124,7 @@ def _classify(item: Any) -> Optional[Tuple[str, int, Any]]:
     return None
 
 
-def parse_getitem_key(self_dim: int, key: Any) -> Optional[List[Tuple[int, IndexObj]]]:
+def parse_getitem_key(self_dim: int, key: Any) -> list[tuple[int, IndexObj]] | None:
     """[(dimension, index)] for the integer indices in ``key``; None to leave the call alone."""
     parsed = []
     for item in _key_items(key):
@@ -137,7 +138,7 @@ def parse_getitem_key(self_dim: int, key: Any) -> Optional[List[Tuple[int, Index
     if consumed > self_dim:
         return None  # "too many indices": torch's own IndexError
     dim = 0
-    out: List[Tuple[int, IndexObj]] = []
+    out: list[tuple[int, IndexObj]] = []
     for kind, n, payload in parsed:
         if kind == "ellipsis":
             dim += self_dim - consumed
@@ -147,10 +148,10 @@ def parse_getitem_key(self_dim: int, key: Any) -> Optional[List[Tuple[int, Index
     return out
 
 
-def parse_index_put_indices(self_dim: int, indices: Any) -> Optional[List[Tuple[int, IndexObj]]]:
+def parse_index_put_indices(self_dim: int, indices: Any) -> list[tuple[int, IndexObj]] | None:
     if not isinstance(indices, (list, tuple)):
         return None
-    out: List[Tuple[int, IndexObj]] = []
+    out: list[tuple[int, IndexObj]] = []
     dim = 0
     for t in indices:
         if not isinstance(t, Tensor) or not plain(t):
@@ -176,23 +177,23 @@ def _index_hint(where: str, size: int, lo_ok: int, distinct: Sequence[int]) -> s
     return "; ".join(clauses)
 
 
-def _host_bad(entry: _HostIndex, lo: int, hi: int) -> Tuple[int, List[Example], List[int]]:
+def _host_bad(entry: _HostIndex, lo: int, hi: int) -> tuple[int, list[Example], list[int]]:
     bad = [(pos, v) for pos, v in entry.values if not lo <= v < hi]
-    examples: List[Example] = [*bad[:MAX_EXAMPLES]]  # failure path: the copy costs nothing
+    examples: list[Example] = [*bad[:MAX_EXAMPLES]]  # failure path: the copy costs nothing
     return len(bad), examples, sorted({v for _, v in bad})
 
 
 def check_indices(
     op: str,
     self_shape: Sequence[int],
-    entries: Sequence[Tuple[int, IndexObj]],
+    entries: Sequence[tuple[int, IndexObj]],
     *,
     negative_ok: bool,
     names: Sequence[str],
     cause_id: str,
-    exc: Type[ValidationError] = ValidationIndexError,
+    exc: type[ValidationError] = ValidationIndexError,
     size_label: str = "dimension {dim} has size {size}",
-) -> Optional[ValidationError]:
+) -> ValidationError | None:
     """Check each (dim, index) against ``self_shape[dim]``, with one read for all tensor indices.
 
     ``names[i]`` names entry ``i`` in the message ("index", "indices[1]", "index for dimension 2").
@@ -200,7 +201,7 @@ def check_indices(
     tensors = [t for _, t in entries if isinstance(t, Tensor) and readable(t)]
     bound_of = {}
     if tensors:
-        parts: List[Tensor] = []
+        parts: list[Tensor] = []
         for t in tensors:
             parts.extend(torch.aminmax(t))
         values = read(torch.stack([p.to(torch.int64) for p in parts]))
@@ -220,9 +221,16 @@ def check_indices(
                 continue
             n_bad, examples, distinct = bad_details(index, (index < lo) | (index >= size))
         where = size_label.format(dim=dim, size=size)
-        return exc.out_of_range(caller_name(op), name, f"{range_text(lo, size)} ({where})", n_bad, examples,
-                                cause_id=cause_id, hint=_index_hint(where, size, lo, distinct),
-                                example_label=name.split(" ")[0])
+        return exc.out_of_range(
+            caller_name(op),
+            name,
+            f"{range_text(lo, size)} ({where})",
+            n_bad,
+            examples,
+            cause_id=cause_id,
+            hint=_index_hint(where, size, lo, distinct),
+            example_label=name.split(" ")[0],
+        )
     return None
 
 
@@ -230,7 +238,7 @@ def check_indices(
 _ADV = "advanced_indexing_out_of_range_v2"
 
 
-def check_getitem(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_getitem(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``x[key]`` and ``x[key] = v``: integer indices in ``[-size, size)`` of their dimension."""
     if len(args) < 2:
         return None
@@ -249,7 +257,7 @@ def check_getitem(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Op
     return check_indices(op, self.shape, entries, negative_ok=True, names=names, cause_id=_ADV)
 
 
-def check_index_put(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_index_put(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``index_put_(indices, values)``: like ``x[indices] = values``."""
     self = arg(args, kwargs, 0, "input")
     indices = arg(args, kwargs, 1, "indices")
@@ -268,11 +276,11 @@ def _dim_index_check(
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     *,
-    dtypes: FrozenSet[torch.dtype],
+    dtypes: frozenset[torch.dtype],
     negative_ok: bool,
     cause_id: str,
-    exc: Type[ValidationError] = ValidationIndexError,
-) -> Optional[ValidationError]:
+    exc: type[ValidationError] = ValidationIndexError,
+) -> ValidationError | None:
     self = arg(args, kwargs, 0, "input")
     dim = arg(args, kwargs, 1, "dim")
     index = arg(args, kwargs, 2, "index")
@@ -286,37 +294,43 @@ def _dim_index_check(
     )
 
 
-def check_index_select(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_index_select(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``index_select``: ``[0, size)``, no negatives. CPU raises IndexError or RuntimeError: both."""
     return _dim_index_check(
-        op, args, kwargs, dtypes=INDEX_DTYPES, negative_ok=False, cause_id="index_select_out_of_range",
+        op,
+        args,
+        kwargs,
+        dtypes=INDEX_DTYPES,
+        negative_ok=False,
+        cause_id="index_select_out_of_range",
         exc=ValidationIndexRuntimeError,
     )
 
 
-def check_index_add(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_index_add(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``index_add_``: ``[0, size)``, no negatives. CPU raises IndexError or RuntimeError: both."""
     return _dim_index_check(
-        op, args, kwargs, dtypes=INDEX_DTYPES, negative_ok=False, cause_id="index_add_out_of_range",
+        op,
+        args,
+        kwargs,
+        dtypes=INDEX_DTYPES,
+        negative_ok=False,
+        cause_id="index_add_out_of_range",
         exc=ValidationIndexRuntimeError,
     )
 
 
-def check_index_copy(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_index_copy(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``index_copy_``: int64 only, ``[0, size)``."""
-    return _dim_index_check(
-        op, args, kwargs, dtypes=LONG_ONLY, negative_ok=False, cause_id="index_copy_out_of_range"
-    )
+    return _dim_index_check(op, args, kwargs, dtypes=LONG_ONLY, negative_ok=False, cause_id="index_copy_out_of_range")
 
 
-def check_index_fill(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_index_fill(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``index_fill_``: int64 only, ``[-size, size)``."""
-    return _dim_index_check(
-        op, args, kwargs, dtypes=LONG_ONLY, negative_ok=True, cause_id="index_fill_out_of_range"
-    )
+    return _dim_index_check(op, args, kwargs, dtypes=LONG_ONLY, negative_ok=True, cause_id="index_fill_out_of_range")
 
 
-def check_take_put(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_take_put(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``take`` / ``put_``: flat indices in ``[-numel, numel)``, int64 only."""
     self = arg(args, kwargs, 0, "input")
     index = arg(args, kwargs, 1, "index")

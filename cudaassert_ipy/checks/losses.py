@@ -7,7 +7,8 @@ and ``ctc_loss`` (which CPU PyTorch silently accepts with out-of-range targets).
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -33,7 +34,7 @@ ND_CLASS_TARGET_DTYPES = frozenset({torch.int64})
 
 
 # ---------------------------------------------------------------- cross_entropy / nll_loss
-def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     inp = arg(args, kwargs, 0, "input")
     target = arg(args, kwargs, 1, "target")
     if not (plain(inp) and readable(target)) or target.dtype not in CLASS_TARGET_DTYPES:
@@ -71,16 +72,22 @@ def _check_class_target(op: str, args: Sequence[Any], kwargs: Mapping[str, Any])
     if reduction == "none":
         cause += "_no_reduce"
     # inside a framework (an HF classifier's forward, a LightningModule's step) the fix names its own knob
-    facts = LabelFacts(bad=tuple(int(v) for v in distinct), n_classes=n_classes, ignore_index=ignore_index,
-                       dense=segmentation, head=class_head_near(sys._getframe(1)))
+    facts = LabelFacts(
+        bad=tuple(int(v) for v in distinct),
+        n_classes=n_classes,
+        ignore_index=ignore_index,
+        dense=segmentation,
+        head=class_head_near(sys._getframe(1)),
+    )
     valid = range_text(0, n_classes)
     if ignore_matters:
         valid += f" (or ignore_index={ignore_index})"
-    return ValidationIndexError.out_of_range(caller_name(op), "target", valid, n_bad, examples, cause_id=cause,
-                                             hint=hints.class_labels(facts), facts=facts)
+    return ValidationIndexError.out_of_range(
+        caller_name(op), "target", valid, n_bad, examples, cause_id=cause, hint=hints.class_labels(facts), facts=facts
+    )
 
 
-def check_cross_entropy(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_cross_entropy(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``cross_entropy`` / ``nll_loss``: class targets in ``[0, C)`` or equal to ``ignore_index``."""
     return _check_class_target(op, args, kwargs)
 
@@ -96,13 +103,12 @@ def _bce_facts(argument: str, t: Tensor) -> BceFacts:
     lo, hi = (finite.min().item(), finite.max().item()) if finite.numel() else (0.0, 0.0)
     outside = finite[(finite < 0) | (finite > 1)]
     whole = bool(outside.numel()) and bool((outside == outside.round()).all().item())
-    return BceFacts(argument=argument, lo=float(lo), hi=float(hi), has_nan=bool(torch.isnan(t).any().item()),
-                    whole=whole)
+    return BceFacts(
+        argument=argument, lo=float(lo), hi=float(hi), has_nan=bool(torch.isnan(t).any().item()), whole=whole
+    )
 
 
-def check_binary_cross_entropy(
-    op: str, args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> Optional[ValidationError]:
+def check_binary_cross_entropy(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``binary_cross_entropy``: input and target in ``[0, 1]``; NaN is bad."""
     inp = arg(args, kwargs, 0, "input")
     target = arg(args, kwargs, 1, "target")
@@ -119,12 +125,20 @@ def check_binary_cross_entropy(
     n_bad, examples, _ = bad_details(tensor, bad)
     facts = _bce_facts(argument, tensor)
     cause = "bce_input_out_of_range" if argument == "input" else "bce_target_out_of_range"
-    return ValidationRuntimeError.out_of_range(caller_name(op), argument, "[0, 1] (NaN is not allowed)", n_bad,
-                                               examples, cause_id=cause, hint=hints.bce(facts), facts=facts)
+    return ValidationRuntimeError.out_of_range(
+        caller_name(op),
+        argument,
+        "[0, 1] (NaN is not allowed)",
+        n_bad,
+        examples,
+        cause_id=cause,
+        hint=hints.bce(facts),
+        facts=facts,
+    )
 
 
 # ---------------------------------------------------------------- ctc_loss
-def _ctc_used_mask(targets: Tensor, target_lengths: Tensor, batched: bool) -> Optional[Tensor]:
+def _ctc_used_mask(targets: Tensor, target_lengths: Tensor, batched: bool) -> Tensor | None:
     """Which target positions the loss reads: padding past ``target_lengths`` is never read."""
     if targets.dim() == 2 and batched:
         if target_lengths.numel() != targets.shape[0]:
@@ -146,7 +160,7 @@ def _to_device_without_sync(t: Tensor, device: torch.device) -> Tensor:
     return t.to(device)
 
 
-def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``ctc_loss``: targets (up to each target length) in ``[0, C)`` and never the blank label."""
     log_probs = arg(args, kwargs, 0, "log_probs")
     targets = arg(args, kwargs, 1, "targets")
@@ -185,7 +199,12 @@ def check_ctc_loss(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> O
     if any(v < 0 for v in distinct):
         clauses.append(hints.CTC_NEGATIVE)
     clauses.append(hints.CTC_CPU_SILENT)
-    return ValidationRuntimeError.out_of_range(caller_name(op), "targets",
-                                               f"{range_text(0, n_classes)} except the blank label {blank}", n_bad,
-                                               examples, cause_id="ctc_loss_target_out_of_range",
-                                               hint="; ".join(clauses))
+    return ValidationRuntimeError.out_of_range(
+        caller_name(op),
+        "targets",
+        f"{range_text(0, n_classes)} except the blank label {blank}",
+        n_bad,
+        examples,
+        cause_id="ctc_loss_target_out_of_range",
+        hint="; ".join(clauses),
+    )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -22,7 +23,7 @@ from cudaassert_ipy.checks.errors import ValidationError, ValidationRuntimeError
 from cudaassert_ipy.diagnose import hints
 
 
-def check_one_hot(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_one_hot(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``one_hot``: values in ``[0, num_classes)``; with ``num_classes=-1`` just ``>= 0``."""
     labels = arg(args, kwargs, 0, "tensor")
     if labels is None:
@@ -51,21 +52,25 @@ def check_one_hot(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Op
         clauses.append(
             hints.ONE_HOT_TOO_BIG.format(num_classes=num_classes, top=top, more=top + 1, last=num_classes - 1)
         )
-    return ValidationRuntimeError.out_of_range(caller_name(op), "tensor", valid, n_bad, examples,
-                                               cause_id="scatter_gather_index_out_of_range_v1",
-                                               hint="; ".join(clauses))
+    return ValidationRuntimeError.out_of_range(
+        caller_name(op),
+        "tensor",
+        valid,
+        n_bad,
+        examples,
+        cause_id="scatter_gather_index_out_of_range_v1",
+        hint="; ".join(clauses),
+    )
 
 
-def _repeats_and_input(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Tuple[Any, Any, Any]:
+def _repeats_and_input(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """(input or None, repeats, dim) for every ``repeat_interleave`` spelling."""
     if op.startswith("torch.") and len(args) == 1 and "repeats" not in kwargs:
         return None, args[0], None  # torch.repeat_interleave(repeats)
     return arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "repeats"), arg(args, kwargs, 2, "dim", None)
 
 
-def check_repeat_interleave(
-    op: str, args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> Optional[ValidationError]:
+def check_repeat_interleave(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``repeat_interleave`` with a repeats tensor: repeats >= 0; ``output_size`` == the total."""
     inp, repeats, dim = _repeats_and_input(op, args, kwargs)
     output_size = kwargs.get("output_size")
@@ -92,12 +97,22 @@ def check_repeat_interleave(
     name = caller_name(op)
     if lo < 0:
         n_bad, examples, _ = bad_details(repeats, repeats < 0)
-        return ValidationRuntimeError.out_of_range(name, "repeats", ">= 0", n_bad, examples,
-                                                   cause_id="repeat_interleave_negative_repeats",
-                                                   hint=hints.REPEATS_NEGATIVE)
+        return ValidationRuntimeError.out_of_range(
+            name,
+            "repeats",
+            ">= 0",
+            n_bad,
+            examples,
+            cause_id="repeat_interleave_negative_repeats",
+            hint=hints.REPEATS_NEGATIVE,
+        )
     required = total * copies
     if output_size is None or output_size == required:
         return None
-    return ValidationRuntimeError.output_size(name, output_size, required,
-                                              cause_id="repeat_interleave_output_size_mismatch",
-                                              hint=hints.OUTPUT_SIZE.format(required=required))
+    return ValidationRuntimeError.output_size(
+        name,
+        output_size,
+        required,
+        cause_id="repeat_interleave_output_size_mismatch",
+        hint=hints.OUTPUT_SIZE.format(required=required),
+    )

@@ -39,7 +39,8 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import torch
 from torch import overrides as _overrides
@@ -56,13 +57,22 @@ from cudaassert_ipy.checks.common import Checker, arg
 from cudaassert_ipy.checks.errors import ValidationError
 from cudaassert_ipy.checks.sample_naming import SAMPLE_NAMING
 
-__all__ = ["BYPASS", "CHECKED_CALLS", "OptimizerBypass", "ValidatorMode", "disable", "enable", "enabled", "push",
-           "resume_suspended"]
+__all__ = [
+    "BYPASS",
+    "CHECKED_CALLS",
+    "OptimizerBypass",
+    "ValidatorMode",
+    "disable",
+    "enable",
+    "enabled",
+    "push",
+    "resume_suspended",
+]
 
 _EMPTY: Mapping[str, Any] = {}
 
 # Tensor methods (and their torch.* twins where they exist) -> checker
-_METHODS: Sequence[Tuple[str, Checker]] = (
+_METHODS: Sequence[tuple[str, Checker]] = (
     ("__getitem__", idx.check_getitem),
     ("__setitem__", idx.check_getitem),
     ("index_put_", idx.check_index_put),
@@ -93,7 +103,7 @@ _METHODS: Sequence[Tuple[str, Checker]] = (
 
 # When a call's CPU kernel is its own exact validator (see the module docstring): a predicate on
 # (args, kwargs). Established by the "raises exactly when CPU does" property tests of each op.
-CpuSelfChecked = Optional[Callable[[Sequence[Any], Mapping[str, Any]], bool]]
+CpuSelfChecked = Callable[[Sequence[Any], Mapping[str, Any]], bool] | None
 
 
 def _always(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
@@ -105,15 +115,29 @@ def _embedding_without_max_norm(args: Sequence[Any], kwargs: Mapping[str, Any]) 
 
 
 #: functional calls CPU checks exactly (in-place ones may have written part of the result when they raise)
-_CPU_SELF_CHECKED_METHODS = frozenset({
-    "__getitem__", "index_put", "index_select", "take", "put", "index_add", "index_copy", "index_fill",
-    "gather", "scatter", "scatter_add", "scatter_reduce", "multinomial", "bernoulli",
-})
+_CPU_SELF_CHECKED_METHODS = frozenset(
+    {
+        "__getitem__",
+        "index_put",
+        "index_select",
+        "take",
+        "put",
+        "index_add",
+        "index_copy",
+        "index_fill",
+        "gather",
+        "scatter",
+        "scatter_add",
+        "scatter_reduce",
+        "multinomial",
+        "bernoulli",
+    }
+)
 
 
-def _build_table() -> Dict[Callable[..., Any], Tuple[Checker, str, CpuSelfChecked]]:
+def _build_table() -> dict[Callable[..., Any], tuple[Checker, str, CpuSelfChecked]]:
     F = torch.nn.functional
-    table: Dict[Callable[..., Any], Tuple[Checker, str, CpuSelfChecked]] = {
+    table: dict[Callable[..., Any], tuple[Checker, str, CpuSelfChecked]] = {
         F.cross_entropy: (losses.check_cross_entropy, "cross_entropy", _always),
         F.nll_loss: (losses.check_cross_entropy, "nll_loss", _always),
         F.binary_cross_entropy: (losses.check_binary_cross_entropy, "binary_cross_entropy", _always),
@@ -140,7 +164,7 @@ CPU_SELF_CHECKED_CALLS = tuple(sorted({entry[1] for entry in _TABLE.values() if 
 # torch's mode stack (private and untyped in torch: typed once here, the boundary)
 _push_mode: Callable[[TorchFunctionMode], None] = _overrides._push_mode
 _pop_mode: Callable[[], TorchFunctionMode] = _overrides._pop_mode
-_get_current_function_mode_stack: Callable[[], List[TorchFunctionMode]] = _overrides._get_current_function_mode_stack
+_get_current_function_mode_stack: Callable[[], list[TorchFunctionMode]] = _overrides._get_current_function_mode_stack
 _is_compiling = torch.compiler.is_compiling
 _tracing_state = torch._C._get_tracing_state
 _graph_task_id = torch._C._current_graph_task_id
@@ -179,7 +203,7 @@ class ValidatorMode(TorchFunctionMode):
         func: Callable[..., Any],
         types: Any,
         args: Sequence[Any] = (),
-        kwargs: Optional[Mapping[str, Any]] = None,
+        kwargs: Mapping[str, Any] | None = None,
     ) -> Any:
         __tracebackhide__ = True  # torch's own errors show no frame of ours (see passthrough)
         kwargs = kwargs or _EMPTY
@@ -188,8 +212,12 @@ class ValidatorMode(TorchFunctionMode):
             if entry is None or _checks_paused():
                 return func(*args, **kwargs)
             checker, name, self_checked = entry
-            if self_checked is None or not self.trust_cpu_kernels or not _all_on_cpu(args, kwargs) \
-                    or not self_checked(args, kwargs):
+            if (
+                self_checked is None
+                or not self.trust_cpu_kernels
+                or not _all_on_cpu(args, kwargs)
+                or not self_checked(args, kwargs)
+            ):
                 error = checker(name, args, kwargs)
                 if error is not None:
                     raise _name_samples(error, args, kwargs)
@@ -221,8 +249,9 @@ def _name_samples(error: ValidationError, args: Sequence[Any], kwargs: Mapping[s
     named = kwargs.get(error.argument)
     candidates = [named] if isinstance(named, torch.Tensor) else []
     for value in (*args, *kwargs.values()):
-        candidates += [v for v in (value if isinstance(value, (tuple, list)) else (value,))
-                       if isinstance(v, torch.Tensor)]
+        candidates += [
+            v for v in (value if isinstance(value, (tuple, list)) else (value,)) if isinstance(v, torch.Tensor)
+        ]
     try:
         for t in candidates:
             if t.dim() == rank:
@@ -236,7 +265,7 @@ def _name_samples(error: ValidationError, args: Sequence[Any], kwargs: Mapping[s
 
 
 # ---------------------------------------------------------------- optimizer steps run unchecked
-def _checked_closure(args: Any, kwargs: Any, mode: TorchFunctionMode) -> Optional[Tuple[Any, Any]]:
+def _checked_closure(args: Any, kwargs: Any, mode: TorchFunctionMode) -> tuple[Any, Any] | None:
     """A closure given to ``step`` holds the forward and backward (Lightning's automatic optimization runs
     ``training_step`` in it, LBFGS re-evaluates the loss): it runs with the mode back on the stack."""
     if callable(kwargs.get("closure")):
@@ -284,7 +313,7 @@ class OptimizerBypass:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: weakref.WeakSet[ValidatorMode] = weakref.WeakSet()
-        self._handles: List[_Removable] = []  # the step hooks' handles and the zero_grad patch
+        self._handles: list[_Removable] = []  # the step hooks' handles and the zero_grad patch
         self._threads = threading.local()
 
     @property
@@ -292,7 +321,7 @@ class OptimizerBypass:
         """Whether the global step hooks and the ``zero_grad`` wrapper are in place."""
         return bool(self._handles)
 
-    def suspended(self) -> Optional[TorchFunctionMode]:
+    def suspended(self) -> TorchFunctionMode | None:
         """The mode a step took off this thread's stack and has not put back yet."""
         return getattr(self._threads, "suspended", None)
 
@@ -323,7 +352,7 @@ class OptimizerBypass:
         _push_mode(mode)
         return True
 
-    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> Optional[Tuple[Any, Any]]:
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         if _is_compiling() or getattr(self._threads, "suspended", None) is not None:
             return None
         depth = _stack_depth()
@@ -393,7 +422,7 @@ def enabled() -> bool:
     return any(isinstance(m, ValidatorMode) for m in _get_current_function_mode_stack())
 
 
-def enable() -> Optional[ValidatorMode]:
+def enable() -> ValidatorMode | None:
     """Push a :class:`ValidatorMode` for this thread; None when one was already there."""
     if enabled():
         return None
@@ -408,7 +437,7 @@ def push(mode: TorchFunctionMode) -> None:
     _push_mode(mode)
 
 
-def disable(target: Optional[TorchFunctionMode] = None) -> bool:
+def disable(target: TorchFunctionMode | None = None) -> bool:
     """Remove ``target`` (default: the topmost :class:`ValidatorMode`) from this thread's stack.
 
     ``target`` may be any mode object (``%%cuda_debug`` removes its own mode this way).

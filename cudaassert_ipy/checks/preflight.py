@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -43,7 +43,7 @@ def _as_cpu_tensor(values: Any) -> Tensor:
     return torch.as_tensor(values)
 
 
-def _bad_mask(t: Tensor, lo: int, hi: int, ignore_index: Optional[int]) -> Tensor:
+def _bad_mask(t: Tensor, lo: int, hi: int, ignore_index: int | None) -> Tensor:
     """Values outside ``[lo, hi)`` (and not ``ignore_index``); non-integers and NaN count as bad."""
     if t.dtype is torch.bool:
         t = t.to(torch.int64)
@@ -57,33 +57,41 @@ def _bad_mask(t: Tensor, lo: int, hi: int, ignore_index: Optional[int]) -> Tenso
     return bad
 
 
-def _integers(values: List[Any]) -> List[int]:
+def _integers(values: list[Any]) -> list[int]:
     return [int(v) for v in values if isinstance(v, (int, bool)) or (isinstance(v, float) and v.is_integer())]
 
 
 def _label_facts(
-    num_classes: int, distinct: List[Any], ignore_index: Optional[int], segmentation: bool,
-    declared: Optional[int] = None, head: Optional[ClassHead] = None,
+    num_classes: int,
+    distinct: list[Any],
+    ignore_index: int | None,
+    segmentation: bool,
+    declared: int | None = None,
+    head: ClassHead | None = None,
 ) -> LabelFacts:
     return LabelFacts(
-        bad=tuple(_integers(distinct)), n_classes=num_classes, ignore_index=ignore_index, dense=segmentation,
-        declared=declared, non_integer=any(isinstance(v, float) and not v.is_integer() for v in distinct),
+        bad=tuple(_integers(distinct)),
+        n_classes=num_classes,
+        ignore_index=ignore_index,
+        dense=segmentation,
+        declared=declared,
+        non_integer=any(isinstance(v, float) and not v.is_integer() for v in distinct),
         head=head,
     )
 
 
-def _declared_classes(data: Any) -> Optional[int]:
+def _declared_classes(data: Any) -> int | None:
     """How many classes the dataset lists (``dataset.classes``, as torchvision datasets have, or a Hugging Face
     ``ClassLabel`` feature), if it does."""
     declared = declared_classes(getattr(data, "dataset", data), "dataset")
     return declared[1] if declared is not None else None
 
 
-def _tokenizer_size(tokenizer: Any) -> Optional[int]:
+def _tokenizer_size(tokenizer: Any) -> int | None:
     return None if tokenizer is None else len(tokenizer)
 
 
-def check_labels(labels: Any, num_classes: int, ignore_index: Optional[int] = None) -> None:
+def check_labels(labels: Any, num_classes: int, ignore_index: int | None = None) -> None:
     """Raise ``ValidationIndexError`` if a label is outside ``0..num_classes-1``.
 
     Values equal to ``ignore_index`` are allowed. Accepts a tensor (any device: copied to the
@@ -101,8 +109,17 @@ def check_labels(labels: Any, num_classes: int, ignore_index: Optional[int] = No
         valid += f" (or ignore_index={ignore_index})"
     facts = _label_facts(num_classes, distinct, ignore_index, segmentation=t.dim() >= 2)
     cause = "nll_loss2d_target_out_of_range" if t.dim() >= 2 else "nll_loss_target_out_of_range"
-    raise ValidationIndexError.out_of_range("check_labels", "labels", valid, n_bad, examples, cause_id=cause,
-                                            hint=hints.class_labels(facts), facts=facts, found_on_cpu=True)
+    raise ValidationIndexError.out_of_range(
+        "check_labels",
+        "labels",
+        valid,
+        n_bad,
+        examples,
+        cause_id=cause,
+        hint=hints.class_labels(facts),
+        facts=facts,
+        found_on_cpu=True,
+    )
 
 
 def check_token_ids(ids: Any, vocab_size: int, *, tokenizer: Any = None) -> None:
@@ -118,10 +135,12 @@ def check_token_ids(ids: Any, vocab_size: int, *, tokenizer: Any = None) -> None
     if not bool(bad.any()):
         return
     n_bad, examples, distinct = bad_details(t, bad)
-    facts = TokenFacts(bad=tuple(_integers(distinct)), num_embeddings=vocab_size,
-                       tokenizer_size=_tokenizer_size(tokenizer))
-    raise ValidationIndexError.token_ids("check_token_ids", "ids", n_bad, examples, facts, size_name="vocab_size",
-                                         found_on_cpu=True)
+    facts = TokenFacts(
+        bad=tuple(_integers(distinct)), num_embeddings=vocab_size, tokenizer_size=_tokenizer_size(tokenizer)
+    )
+    raise ValidationIndexError.token_ids(
+        "check_token_ids", "ids", n_bad, examples, facts, size_name="vocab_size", found_on_cpu=True
+    )
 
 
 # ---------------------------------------------------------------- the report
@@ -131,34 +150,34 @@ class PreflightReport:
 
     n_samples: int
     source: str
-    num_classes: Optional[int] = None
-    vocab_size: Optional[int] = None
-    ignore_index: Optional[int] = None
+    num_classes: int | None = None
+    vocab_size: int | None = None
+    ignore_index: int | None = None
     #: sample index -> its distinct bad label values (first few)
-    bad_labels: Dict[int, List[Any]] = field(default_factory=dict)
+    bad_labels: dict[int, list[Any]] = field(default_factory=dict)
     #: sample index -> its distinct bad token ids (first few)
-    bad_ids: Dict[int, List[Any]] = field(default_factory=dict)
+    bad_ids: dict[int, list[Any]] = field(default_factory=dict)
     #: bad label value -> number of samples holding it
     label_value_counts: Counter[Any] = field(default_factory=Counter)
     id_value_counts: Counter[Any] = field(default_factory=Counter)
     segmentation: bool = False
     #: how many classes the dataset lists (``dataset.classes``), when it does
-    declared_classes: Optional[int] = None
+    declared_classes: int | None = None
     #: ``len(tokenizer)`` when a tokenizer was passed
-    tokenizer_size: Optional[int] = None
+    tokenizer_size: int | None = None
     #: where the model passed as ``model=`` sets its class count (an HF classifier's num_labels, ...)
-    head: Optional[ClassHead] = None
+    head: ClassHead | None = None
 
     @property
     def ok(self) -> bool:
         return not self.bad_labels and not self.bad_ids
 
     @property
-    def bad_samples(self) -> List[int]:
+    def bad_samples(self) -> list[int]:
         """Every offending sample index, sorted."""
         return sorted(set(self.bad_labels) | set(self.bad_ids))
 
-    def _section(self, what: str, valid: str, bad: Dict[int, List[Any]], counts: Counter[Any], hint: str) -> List[str]:
+    def _section(self, what: str, valid: str, bad: dict[int, list[Any]], counts: Counter[Any], hint: str) -> list[str]:
         if not bad:
             return [f"{what} (valid: {valid}): all in range."]
         indices = sorted(bad)
@@ -181,16 +200,29 @@ class PreflightReport:
         """The likely fix for the bad labels ("" when there are none or no num_classes was given)."""
         if self.num_classes is None or not self.bad_labels:
             return ""
-        return hints.class_labels(_label_facts(self.num_classes, list(self.label_value_counts), self.ignore_index,
-                                               self.segmentation, self.declared_classes, self.head))
+        return hints.class_labels(
+            _label_facts(
+                self.num_classes,
+                list(self.label_value_counts),
+                self.ignore_index,
+                self.segmentation,
+                self.declared_classes,
+                self.head,
+            )
+        )
 
     @property
     def ids_fix(self) -> str:
         """The likely fix for the bad token ids ("" when there are none or no vocab_size was given)."""
         if self.vocab_size is None or not self.bad_ids:
             return ""
-        return hints.token_ids(TokenFacts(bad=tuple(_integers(list(self.id_value_counts))),
-                                          num_embeddings=self.vocab_size, tokenizer_size=self.tokenizer_size))
+        return hints.token_ids(
+            TokenFacts(
+                bad=tuple(_integers(list(self.id_value_counts))),
+                num_embeddings=self.vocab_size,
+                tokenizer_size=self.tokenizer_size,
+            )
+        )
 
     def summary(self) -> str:
         lines = [f"preflight: scanned {plural(self.n_samples, 'sample')} of {self.source}."]
@@ -224,15 +256,25 @@ class PreflightReport:
         if labels and self.ignore_index is not None:
             valid += f" (or ignore_index={self.ignore_index})"
         raise ValidationIndexError.bad_samples(
-            "preflight", argument, valid, len(bad), examples,
+            "preflight",
+            argument,
+            valid,
+            len(bad),
+            examples,
             cause_id="nll_loss_target_out_of_range" if labels else "index_select_out_of_range",
             hint=self.labels_fix if labels else self.ids_fix,
         )
 
 
 def _record(
-    values: Any, lo: int, hi: int, ignore: Optional[int], first: int, batched: bool,
-    store: Dict[int, List[Any]], counts: Counter[Any],
+    values: Any,
+    lo: int,
+    hi: int,
+    ignore: int | None,
+    first: int,
+    batched: bool,
+    store: dict[int, list[Any]],
+    counts: Counter[Any],
 ) -> int:
     """Check one sample (or batch); returns the label tensor's dimension per sample."""
     t = _as_cpu_tensor(values)
@@ -255,13 +297,13 @@ def _record(
 
 def preflight(
     dataset_or_loader: Any,
-    num_classes: Optional[int] = None,
-    vocab_size: Optional[int] = None,
-    ignore_index: Optional[int] = None,
+    num_classes: int | None = None,
+    vocab_size: int | None = None,
+    ignore_index: int | None = None,
     *,
     label_key: Key = None,
     ids_key: Key = None,
-    limit: Optional[int] = None,
+    limit: int | None = None,
     progress: bool = True,
     tokenizer: Any = None,
     model: Any = None,
@@ -292,8 +334,14 @@ def preflight(
     if limit is not None:
         total = min(total, limit) if total is not None else limit
     report = PreflightReport(
-        n_samples=0, source=source, num_classes=num_classes, vocab_size=vocab_size, ignore_index=ignore_index,
-        declared_classes=_declared_classes(dataset_or_loader), tokenizer_size=_tokenizer_size(tokenizer), head=head,
+        n_samples=0,
+        source=source,
+        num_classes=num_classes,
+        vocab_size=vocab_size,
+        ignore_index=ignore_index,
+        declared_classes=_declared_classes(dataset_or_loader),
+        tokenizer_size=_tokenizer_size(tokenizer),
+        head=head,
     )
     bar = Progress(total, progress)
     try:
@@ -302,8 +350,9 @@ def preflight(
                 break
             if num_classes is not None:
                 labels = pick_field(item, label_key, LABEL_KEYS, -1)
-                dim = _record(labels, 0, num_classes, ignore_index, first, batched,
-                              report.bad_labels, report.label_value_counts)
+                dim = _record(
+                    labels, 0, num_classes, ignore_index, first, batched, report.bad_labels, report.label_value_counts
+                )
                 report.segmentation = report.segmentation or dim >= 2
             if vocab_size is not None:
                 ids = pick_field(item, ids_key, IDS_KEYS, 0)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, Iterator, Optional, Tuple, Union
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from torch import Tensor
 
@@ -17,14 +18,14 @@ __all__ = ["IDS_KEYS", "LABEL_KEYS", "Key", "Progress", "batch_len", "map_style"
 LABEL_KEYS = ("labels", "label", "targets", "target", "y", "mask", "masks")
 IDS_KEYS = ("input_ids", "ids", "tokens", "token_ids")
 #: Where a sample keeps its labels or ids: a key, a tuple position, or a function of the sample.
-Key = Union[str, int, Callable[[Any], Any], None]
+Key = str | int | Callable[[Any], Any] | None
 
 
 # ---------------------------------------------------------------- progress
 class Progress:
     """tqdm when it is installed, otherwise one self-overwriting line on stderr."""
 
-    def __init__(self, total: Optional[int], enabled: bool) -> None:
+    def __init__(self, total: int | None, enabled: bool) -> None:
         self.total = total
         self.enabled = enabled
         self.count = 0
@@ -61,7 +62,7 @@ class Progress:
 
 
 # ---------------------------------------------------------------- scanning
-def pick_field(sample: Any, key: Key, candidates: Tuple[str, ...], position: int) -> Any:
+def pick_field(sample: Any, key: Key, candidates: tuple[str, ...], position: int) -> Any:
     if callable(key):
         return key(sample)
     if key is not None:
@@ -78,7 +79,7 @@ def pick_field(sample: Any, key: Key, candidates: Tuple[str, ...], position: int
     raise KeyError("cannot tell which part of the sample holds the labels")
 
 
-def samples(data: Any) -> Tuple[Iterator[Tuple[int, Any, bool]], Optional[int], str]:
+def samples(data: Any) -> tuple[Iterator[tuple[int, Any, bool]], int | None, str]:
     """(iterator of (first sample index, item, item_is_batch), total, description)."""
     dataset = getattr(data, "dataset", None)
     is_loader = dataset is not None and hasattr(data, "batch_size")
@@ -94,7 +95,7 @@ def samples(data: Any) -> Tuple[Iterator[Tuple[int, Any, bool]], Optional[int], 
         n = len(data)
         return ((i, data[i], False) for i in range(n)), n, source
 
-    def iterate() -> Iterator[Tuple[int, Any, bool]]:
+    def iterate() -> Iterator[tuple[int, Any, bool]]:
         offset = 0
         for item in data:
             yield offset, item, is_loader

@@ -11,8 +11,8 @@ Standard library only: the extension installs its lookup at load, which must not
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import Callable, Optional, Sequence, Tuple
 
 from cudaassert_ipy.checks.errors import Example, SampleNames
 
@@ -20,16 +20,16 @@ __all__ = ["SAMPLE_NAMING", "SampleLookup", "SampleNaming"]
 
 #: ``lookup(checked tensor's shape, examples)``: the samples of a recorded batch field of that shape holding
 #: those values, or None. Reads shapes and recorded CPU batches only, never GPU memory.
-SampleLookup = Callable[[Tuple[int, ...], Sequence[Example]], Optional[SampleNames]]
+SampleLookup = Callable[[tuple[int, ...], Sequence[Example]], SampleNames | None]
 
 
 class SampleNaming:
     """Holds the lookup the validators ask when they raise (see the module docstring); one per process."""
 
     def __init__(self) -> None:
-        self._lookup: ContextVar[Optional[SampleLookup]] = ContextVar("cudaassert_sample_lookup", default=None)
+        self._lookup: ContextVar[SampleLookup | None] = ContextVar("cudaassert_sample_lookup", default=None)
 
-    def current(self) -> Optional[SampleLookup]:
+    def current(self) -> SampleLookup | None:
         """The installed lookup, or None (no extension loaded, or its bookmark is off)."""
         return self._lookup.get()
 

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, List, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -23,7 +24,7 @@ from cudaassert_ipy.diagnose import hints
 MULTINOMIAL_VALID = "finite values >= 0, every row with a positive sum"
 
 
-def _probs_hint(distinct: List[float]) -> str:
+def _probs_hint(distinct: list[float]) -> str:
     clauses = []
     if any(math.isnan(v) or math.isinf(v) for v in distinct):
         clauses.append(hints.PROBS_NONFINITE)
@@ -32,7 +33,7 @@ def _probs_hint(distinct: List[float]) -> str:
     return "; ".join(clauses)
 
 
-def check_multinomial(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_multinomial(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``multinomial``: entries finite and >= 0, every row with a positive sum."""
     probs = arg(args, kwargs, 0, "input")
     if not readable(probs) or not probs.is_floating_point() or probs.dim() not in (1, 2):
@@ -46,16 +47,29 @@ def check_multinomial(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -
     entry_bad = ~((probs >= 0) & torch.isfinite(probs))
     if bool(entry_bad.any()):
         n_bad, examples, distinct = bad_details(probs, entry_bad)
-        return ValidationRuntimeError.out_of_range(name, argument, MULTINOMIAL_VALID, n_bad, examples,
-                                                   cause_id="multinomial_invalid_probs_async",
-                                                   hint=_probs_hint(distinct))
+        return ValidationRuntimeError.out_of_range(
+            name,
+            argument,
+            MULTINOMIAL_VALID,
+            n_bad,
+            examples,
+            cause_id="multinomial_invalid_probs_async",
+            hint=_probs_hint(distinct),
+        )
     sums = probs.sum(-1)
     n_bad, examples, _ = bad_details(sums, sums <= 0)
-    return ValidationRuntimeError.zero_rows(name, argument, MULTINOMIAL_VALID, n_bad, examples,
-                                            cause_id="multinomial_zero_sum_async", hint=hints.PROBS_ZERO_ROWS)
+    return ValidationRuntimeError.zero_rows(
+        name,
+        argument,
+        MULTINOMIAL_VALID,
+        n_bad,
+        examples,
+        cause_id="multinomial_zero_sum_async",
+        hint=hints.PROBS_ZERO_ROWS,
+    )
 
 
-def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[ValidationError]:
+def _check_probability_tensor(op: str, p: Any, argument: str) -> ValidationError | None:
     if not readable(p) or not p.is_floating_point():
         return None
     lo, hi = read_minmax(p)
@@ -68,12 +82,18 @@ def _check_probability_tensor(op: str, p: Any, argument: str) -> Optional[Valida
         clauses.append(hints.BERNOULLI_RANGE)
     if any(math.isnan(v) for v in distinct):
         clauses.append(hints.BERNOULLI_NAN)
-    return ValidationRuntimeError.out_of_range(caller_name(op), argument, "[0, 1] (NaN is not allowed)", n_bad,
-                                               examples, cause_id="bernoulli_prob_out_of_range",
-                                               hint="; ".join(clauses))
+    return ValidationRuntimeError.out_of_range(
+        caller_name(op),
+        argument,
+        "[0, 1] (NaN is not allowed)",
+        n_bad,
+        examples,
+        cause_id="bernoulli_prob_out_of_range",
+        hint="; ".join(clauses),
+    )
 
 
-def check_bernoulli(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_bernoulli(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``torch.bernoulli(p)`` / ``p.bernoulli()``: the tensor itself holds the probabilities.
 
     With a float ``p`` argument PyTorch checks ``p`` on the host itself.
@@ -83,7 +103,7 @@ def check_bernoulli(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
     return _check_probability_tensor(op, arg(args, kwargs, 0, "input"), "input")
 
 
-def check_bernoulli_(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_bernoulli_(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``x.bernoulli_(p)`` with a tensor ``p`` in ``[0, 1]``."""
     p = arg(args, kwargs, 1, "p", None)
     if not isinstance(p, Tensor):

@@ -8,8 +8,9 @@ rule and ``preflight`` (``hints.class_labels``), instead of an index fix."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 from types import FrameType
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from cudaassert_ipy.checks.common import INDEX_DTYPES, arg, bad_details, caller_name, plain, readable
 from cudaassert_ipy.checks.errors import ValidationError, ValidationRuntimeError, range_text
@@ -24,7 +25,7 @@ _CAUSE = "scatter_gather_index_out_of_range_v2"
 _OWNER_FRAMES = 12  # how far up from the check a label-smoothing loss's method may be
 
 
-def check_gather_scatter(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[ValidationError]:
+def check_gather_scatter(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ValidationError | None:
     """``gather(input, dim, index)`` / ``scatter*(self, dim, index, ...)``: ``[0, self.size(dim))``."""
     self = arg(args, kwargs, 0, "input")
     dim = arg(args, kwargs, 1, "dim")
@@ -53,7 +54,7 @@ def check_gather_scatter(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]
     return _labels_error(op, index, int(self.shape[dim]), owner)
 
 
-def _label_index_owner(frame: Optional[FrameType]) -> Optional[FrameType]:
+def _label_index_owner(frame: FrameType | None) -> FrameType | None:
     """The frame of a label-smoothing loss (or Mixup) method that made this call, or None (failure path only)."""
     for _ in range(_OWNER_FRAMES):
         if frame is None:
@@ -70,6 +71,13 @@ def _labels_error(op: str, labels: Any, n_classes: int, owner: FrameType) -> Val
     bad = (labels < 0) | (labels >= n_classes)
     n_bad, examples, distinct = bad_details(labels, bad)
     facts = LabelFacts(bad=tuple(int(v) for v in distinct), n_classes=n_classes, head=class_head_near(owner))
-    return ValidationRuntimeError.out_of_range(caller_name(op), "index (the class labels)", range_text(0, n_classes),
-                                               n_bad, examples, cause_id=_CAUSE, hint=hints.class_labels(facts),
-                                               facts=facts)
+    return ValidationRuntimeError.out_of_range(
+        caller_name(op),
+        "index (the class labels)",
+        range_text(0, n_classes),
+        n_bad,
+        examples,
+        cause_id=_CAUSE,
+        hint=hints.class_labels(facts),
+        facts=facts,
+    )

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import importlib.machinery
 import sys
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from cudaassert_ipy.base.passthrough import drop_own_frame
 
@@ -54,8 +55,12 @@ class AfterImport:
         self.name = name
         self.callback = callback
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None,
-                  ) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != self.name:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)

@@ -31,8 +31,9 @@ import itertools
 import sys
 import weakref
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from cudaassert_ipy.base.passthrough import drop_own_frame
 from cudaassert_ipy.data import loaders
@@ -46,7 +47,7 @@ _RECENT = 8  # iterators whose records outlive them (a failing loop drops its it
 NOT_RECORDED = {
     "gpu": "the batch was not on the CPU when the loader yielded it (nothing is read from GPU memory)",
     "too_big": "its fields ({size}) are larger than CudaAssert.bookmark_bytes / {keep} ({share}): {keep} batches "
-               "are kept",
+    "are kept",
     "iterable": "an IterableDataset has no sample indices; only the batch number is known",
     "unmatched": "its sample indices could not be matched to the yielded batch",
     "raised": "the dataset raised {error} while this batch was being loaded",
@@ -103,8 +104,13 @@ class _RingRecords(deque):  # type: ignore[type-arg]
     def append(self, rec: tuple[Any, ...]) -> None:
         _append(self, rec)
         try:
-            self.write(self.epoch, rec[1] - 1, rec[2] if self.indices is None else self.indices(rec[1] - 1), self.low,
-                       self.high)
+            self.write(
+                self.epoch,
+                rec[1] - 1,
+                rec[2] if self.indices is None else self.indices(rec[1] - 1),
+                self.low,
+                self.high,
+            )
         except Exception:  # a full disk or a closed map must not cost the user a batch
             self.write = _no_write
 
@@ -119,16 +125,33 @@ def _no_write(epoch: int, batch: int, indices: Any, low: int = 0, high: int = 0)
 class _IterState:
     """What one iterator remembers; outlives the iterator in Bookmark's recent list."""
 
-    __slots__ = ("__weakref__", "collate_fn", "dataset", "epoch", "iterable", "lead", "owner", "pending", "plan",
-                 "records", "sampler", "source", "tee", "view", "workers")
+    __slots__ = (
+        "__weakref__",
+        "collate_fn",
+        "dataset",
+        "epoch",
+        "iterable",
+        "lead",
+        "owner",
+        "pending",
+        "plan",
+        "records",
+        "sampler",
+        "source",
+        "tee",
+        "view",
+        "workers",
+    )
 
     def __init__(self, it: Any, epoch: int, view: loaders.View = loaders.NOTHING, ring: Any = None) -> None:
         # (global order, _num_yielded after the batch, index list, kept batch | picked fields | _NotKept,
         #  the Plan that picked them or None)
-        self.records: deque[tuple[Any, ...]] = deque(maxlen=view.keep) if ring is None else \
-            _RingRecords(view.keep, ring, epoch, view)
-        self.view = view if view.owner is None and view.dataset is None else \
-            dataclasses.replace(view, owner=None, dataset=None)  # what its framework adds; the loader only weakly
+        self.records: deque[tuple[Any, ...]] = (
+            deque(maxlen=view.keep) if ring is None else _RingRecords(view.keep, ring, epoch, view)
+        )
+        self.view = (
+            view if view.owner is None and view.dataset is None else dataclasses.replace(view, owner=None, dataset=None)
+        )  # what its framework adds; the loader only weakly
         self.pending: dict[Any, Any] = {}  # workers: index lists by send number
         self.tee: Any = None  # 0 workers: a copy of the sampler's iterator, advanced once per yielded batch
         self.lead: Any = None  # ... the teed iterator the loader reads now, and the one it read before
@@ -319,8 +342,15 @@ class Bookmark:
     def _raised(self, it: Any, st: _IterState, e: Exception) -> None:
         """The dataset raised: a record says so, and the tee is set level with the loader again."""
         try:
-            st.records.append((next(self._order), getattr(it, "_num_yielded", 0) + 1, None, _NotKept(
-                NOT_RECORDED["raised"].format(error=f"{type(e).__name__}: {e}"), raised=True), None))
+            st.records.append(
+                (
+                    next(self._order),
+                    getattr(it, "_num_yielded", 0) + 1,
+                    None,
+                    _NotKept(NOT_RECORDED["raised"].format(error=f"{type(e).__name__}: {e}"), raised=True),
+                    None,
+                )
+            )
             if st.lead is not None:  # whether the failed fetch drew its indices is unknown: copy the loader's
                 st.tee = copy.copy(st.lead)
         except Exception as inner:
@@ -343,8 +373,10 @@ class Bookmark:
         pending = st.pending if st is not None else {}  # persistent workers prefetch before the first batch
         for old in self._recent:  # an earlier iteration of this loader keeps its indices, not its batches
             if old.sampler() is sampler and any(not isinstance(r[3], _NotKept) for r in old.records):
-                old.records = deque(((*r[:3], r[3] if isinstance(r[3], _NotKept) else _RELEASED, None)
-                                     for r in old.records), maxlen=old.records.maxlen)
+                old.records = deque(
+                    ((*r[:3], r[3] if isinstance(r[3], _NotKept) else _RELEASED, None) for r in old.records),
+                    maxlen=old.records.maxlen,
+                )
         new = _IterState(it, epoch, view, self.ring)
         new.pending = pending
         if not new.workers and hasattr(it, "_sampler_iter"):
@@ -409,10 +441,24 @@ class Bookmark:
                 text = NOT_RECORDED.get(note or "", note)
                 if note == "too_big":
                     keep = st.records.maxlen or 1
-                    text = NOT_RECORDED["too_big"].format(size=_size(size), keep=keep,
-                                                          share=_size(self.cap_bytes // keep))
-                out.append(BatchRecord(name, st.epoch, yielded - 1, _indices(index), kept, text, order, st.dataset(),
-                                       sampler, st.collate_fn(), st.view.ahead))
+                    text = NOT_RECORDED["too_big"].format(
+                        size=_size(size), keep=keep, share=_size(self.cap_bytes // keep)
+                    )
+                out.append(
+                    BatchRecord(
+                        name,
+                        st.epoch,
+                        yielded - 1,
+                        _indices(index),
+                        kept,
+                        text,
+                        order,
+                        st.dataset(),
+                        sampler,
+                        st.collate_fn(),
+                        st.view.ahead,
+                    )
+                )
         out.sort(key=lambda r: r.order, reverse=True)
         return out
 

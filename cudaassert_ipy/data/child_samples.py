@@ -14,7 +14,8 @@ itself (``import cudaassert_ipy.auto``, the runner's children) knows its cause a
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.data.bookmark import Bookmark
 from cudaassert_ipy.data.post_mortem import check_records

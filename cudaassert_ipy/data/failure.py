@@ -8,7 +8,8 @@ both the diagnosis and the bookmark, so the sequence is written once, below both
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Container, Mapping
+from collections.abc import Container, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cudaassert_ipy.data.bookmark import Bookmark
@@ -19,10 +20,18 @@ if TYPE_CHECKING:
 __all__ = ["explain_failure"]
 
 
-def explain_failure(detection: Detection, sites: list[Any], text: str, *, source: str = "",
-                    execution_count: int | None = None, user_ns: Mapping[str, Any] | None = None,
-                    user_files: Container[str] = (), bookmark: Bookmark | None = None,
-                    dead_status: str | None = None) -> tuple[Diagnosis, SampleCheck | None]:
+def explain_failure(
+    detection: Detection,
+    sites: list[Any],
+    text: str,
+    *,
+    source: str = "",
+    execution_count: int | None = None,
+    user_ns: Mapping[str, Any] | None = None,
+    user_files: Container[str] = (),
+    bookmark: Bookmark | None = None,
+    dead_status: str | None = None,
+) -> tuple[Diagnosis, SampleCheck | None]:
     """The Diagnosis (with the bookmark's samples when there is a bookmark) and the samples' check.
 
     ``sites``: the assertion sites ``read_failure`` found (capture's, passed through: data/ does not import capture).

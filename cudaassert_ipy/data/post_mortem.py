@@ -10,7 +10,8 @@ import dataclasses
 import linecache
 import re
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cudaassert_ipy.base.wording import error_line, is_cell_filename
 from cudaassert_ipy.data.bookmark import BatchRecord, Bookmark
@@ -27,10 +28,14 @@ __all__ = ["CHECK_FAILED", "CHILD_SAMPLES", "analyse", "annotate", "check_record
 _LOOP = re.compile(r"\bfor\b[^\n]*\bin\b|\bnext\(")
 CHILD_SAMPLES = "Checked by {process} against its own DataLoader bookmark's last batches, before it exited."
 CHECK_FAILED = "The check of the recorded batches failed ({error}); the diagnosis above is unchanged."
-REPRODUCE_ALIVE = ("Reproduce in one step: `cudaassert_ipy.failing_batch({loader})` is a DataLoader over exactly "
-                   "these {count} samples (same dataset, collate_fn and batch size).")
-REPRODUCE_DEAD = ("After Restart & replay, run one training step on `cudaassert_ipy.failing_batch({loader})`, a "
-                  "DataLoader over exactly these {count} samples: the validators name the bad value in seconds.")
+REPRODUCE_ALIVE = (
+    "Reproduce in one step: `cudaassert_ipy.failing_batch({loader})` is a DataLoader over exactly "
+    "these {count} samples (same dataset, collate_fn and batch size)."
+)
+REPRODUCE_DEAD = (
+    "After Restart & replay, run one training step on `cudaassert_ipy.failing_batch({loader})`, a "
+    "DataLoader over exactly these {count} samples: the validators name the bad value in seconds."
+)
 
 
 def loader_names(user_ns: Mapping[str, Any]) -> tuple[dict[int, str], dict[int, str]]:
@@ -144,8 +149,9 @@ def launched(launch: Launch, cause_id: str) -> SampleCheck | None:
     return SampleCheck(lines=(*lines, CHILD_SAMPLES.format(process=launch.process)) if lines else ())
 
 
-def annotate(bookmark: Bookmark, diagnosis: Diagnosis, ev: Evidence,
-             user_ns: Mapping[str, Any]) -> tuple[Diagnosis, SampleCheck | None]:
+def annotate(
+    bookmark: Bookmark, diagnosis: Diagnosis, ev: Evidence, user_ns: Mapping[str, Any]
+) -> tuple[Diagnosis, SampleCheck | None]:
     """The diagnosis with the bookmark's lines added; never raises (the report must still show)."""
     try:
         check = analyse(bookmark, ev, diagnosis.cause_id, user_ns)

@@ -6,14 +6,17 @@ training step over it, with validators on, names the bad value on the GPU in sec
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from cudaassert_ipy.data.samples import SampleCheck
 
 __all__ = ["NOT_A_LOADER", "NO_FAILING_BATCH", "failing_loader", "plan_entry"]
 
-NO_FAILING_BATCH = ("No failing batch is known for {loader}: failing_batch() needs a failure whose bad values the "
-                    "DataLoader bookmark found in a recorded batch of this loader (see the report's Bad samples).")
+NO_FAILING_BATCH = (
+    "No failing batch is known for {loader}: failing_batch() needs a failure whose bad values the "
+    "DataLoader bookmark found in a recorded batch of this loader (see the report's Bad samples)."
+)
 NOT_A_LOADER = "failing_batch() takes the torch DataLoader the training loop iterated, not a {type_name}."
 
 

@@ -20,7 +20,8 @@ import mmap
 import os
 import struct
 from array import array
-from typing import Any, Callable, Mapping, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from cudaassert_ipy.capture import job_folder
 
@@ -81,7 +82,7 @@ class Ring:
             if len(data) > _ROOM:
                 data, kind = data[:_ROOM], kind | CUT
             _SLOT.pack_into(mm, at, len(data), kind, epoch, batch, low, high)
-            mm[at + _SLOT.size:at + _SLOT.size + len(data)] = data
+            mm[at + _SLOT.size : at + _SLOT.size + len(data)] = data
         self.count += 1
         _COUNT.pack_into(mm, _COUNT_AT, self.count)
 
@@ -174,7 +175,7 @@ def read(path: str) -> RingData | None:
         size, kind, epoch, batch, low, high = _SLOT.unpack_from(raw, at)
         if not batches:
             ahead = (low, high)
-        data = raw[at + _SLOT.size:at + _SLOT.size + min(size, _ROOM)]
+        data = raw[at + _SLOT.size : at + _SLOT.size + min(size, _ROOM)]
         if kind & ~CUT == INTS and len(data) % 8 == 0:
             ints = array("q")
             ints.frombytes(data)

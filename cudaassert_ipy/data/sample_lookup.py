@@ -10,7 +10,8 @@ the values the checker reported must sit at those positions of that CPU field to
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.checks.errors import Example, SampleNames
 from cudaassert_ipy.checks.sample_naming import SAMPLE_NAMING, SampleLookup
@@ -33,8 +34,9 @@ def lookup_for(bookmark: Bookmark, user_ns: Callable[[], Mapping[str, Any]]) -> 
     return lookup
 
 
-def _names(bookmark: Bookmark, user_ns: Mapping[str, Any], shape: tuple[int, ...],
-           examples: Sequence[Example]) -> SampleNames | None:
+def _names(
+    bookmark: Bookmark, user_ns: Mapping[str, Any], shape: tuple[int, ...], examples: Sequence[Example]
+) -> SampleNames | None:
     from cudaassert_ipy.data.post_mortem import loader_names
     from cudaassert_ipy.data.samples import _sample_name, fields
 

@@ -10,8 +10,9 @@ in that batch, none in the 2 batches before it."
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.base.wording import plural
 from cudaassert_ipy.data.bookmark import BatchRecord
@@ -20,20 +21,30 @@ from cudaassert_ipy.data.valid_range import CLASS, IDS, UNIT, ValidRange
 
 __all__ = ["BAD_SAMPLE", "BadSample", "SampleCheck", "check_batches", "fields"]
 
-BAD_SAMPLE = ("batch {batch:,} of epoch {epoch} from {loader}: {sample} has {kind} {value} "
-              "(position {position} of `{field}`; valid: {valid}); {count} in that batch, {others}.")
+BAD_SAMPLE = (
+    "batch {batch:,} of epoch {epoch} from {loader}: {sample} has {kind} {value} "
+    "(position {position} of `{field}`; valid: {valid}); {count} in that batch, {others}."
+)
 NOT_RECORDED_LINE = "batch {batch:,} of epoch {epoch} from {loader} was not recorded because {reason}."
 NO_BAD = "{loader}: no {kind} outside {valid} in its {batches} recorded."
-NONE_FOUND = ("No recorded batch holds the bad value: it came from elsewhere (a transform or a tensor made on "
-              "the GPU, or an earlier batch than the ones kept).")
+NONE_FOUND = (
+    "No recorded batch holds the bad value: it came from elsewhere (a transform or a tensor made on "
+    "the GPU, or an earlier batch than the ones kept)."
+)
 NO_FIELD = "{loader} yields {what}: none of its fields holds {kind}s to check."
 NO_INDEX = "sample {row} of the batch ({why})"
-AHEAD_ONE = ("{loader} had yielded {ahead} after the batch being processed at the error ({why}): that batch is "
-             "batch {batch:,}{where}.")
-AHEAD_SOME = ("{loader} had yielded {low} to {high} batches after the batch being processed at the error ({why}): "
-              "that batch is one of batches {first:,} to {last:,}{where}; the candidates' indices: {indices}.")
-NO_RECORDS = ("No DataLoader batch was recorded, so no sample can be named: the failing loop did not iterate a "
-              "torch DataLoader (a generator, a list or a custom iterator is not recorded).")
+AHEAD_ONE = (
+    "{loader} had yielded {ahead} after the batch being processed at the error ({why}): that batch is "
+    "batch {batch:,}{where}."
+)
+AHEAD_SOME = (
+    "{loader} had yielded {low} to {high} batches after the batch being processed at the error ({why}): "
+    "that batch is one of batches {first:,} to {last:,}{where}; the candidates' indices: {indices}."
+)
+NO_RECORDS = (
+    "No DataLoader batch was recorded, so no sample can be named: the failing loop did not iterate a "
+    "torch DataLoader (a generator, a list or a custom iterator is not recorded)."
+)
 
 _LABEL_WORDS = ("label", "target", "y", "cls", "class", "mask", "gt")
 _ID_WORDS = ("input_ids", "ids", "token", "input", "x", "idx", "index")
@@ -99,8 +110,11 @@ def _candidates(batch: Any, rng: ValidRange) -> list[tuple[str, Any, tuple[Any, 
         words, avoid = _LABEL_WORDS, ("input", "pixel", "image")
     else:
         named_labels = float_labels() if rng.kind == CLASS else ()
-        cands = [f for f in all_fields if str(f[1].dtype) in _INT or (
-            named_labels and f[2][-1:] and str(f[2][-1]) in named_labels)]
+        cands = [
+            f
+            for f in all_fields
+            if str(f[1].dtype) in _INT or (named_labels and f[2][-1:] and str(f[2][-1]) in named_labels)
+        ]
         words, avoid = (_LABEL_WORDS, _NOT_LABELS) if rng.kind == CLASS else (_ID_WORDS, _NOT_IDS)
     named = [f for f in cands if _name_words(f[2])]
     if named:
@@ -124,8 +138,9 @@ def _bad_mask(t: Any, rng: ValidRange) -> Any:
     return bad
 
 
-def _check_record(rec: BatchRecord, rng: ValidRange, names: Mapping[int, str], aliases: Mapping[int, str],
-                  loader: str) -> list[BadSample]:
+def _check_record(
+    rec: BatchRecord, rng: ValidRange, names: Mapping[int, str], aliases: Mapping[int, str], loader: str
+) -> list[BadSample]:
     out: list[BadSample] = []
     indices = rec.indices
     for path, t, _keys in _candidates(rec.batch_object, rng):
@@ -141,12 +156,16 @@ def _check_record(rec: BatchRecord, rng: ValidRange, names: Mapping[int, str], a
             image = image_of(rec.batch_object, row, bad.shape[0]) if index is None else None
             if image is not None and indices is not None and 0 <= image[0] < len(indices):
                 index = indices[image[0]]  # a per-box field: the box's image
-            sample = _sample_name(rec.dataset, index, names, loader) if index is not None else \
-                NO_INDEX.format(row=row, why=rec.note or "no sample indices were recorded")
+            sample = (
+                _sample_name(rec.dataset, index, names, loader)
+                if index is not None
+                else NO_INDEX.format(row=row, why=rec.note or "no sample indices were recorded")
+            )
             if image is not None and image[1]:
                 sample += f" ({image[1]})"
-            out.append(BadSample(index, sample, field, value,
-                                 rng.text(), (row, *pos), rec.loader, rec.epoch, rec.batch))
+            out.append(
+                BadSample(index, sample, field, value, rng.text(), (row, *pos), rec.loader, rec.epoch, rec.batch)
+            )
         break  # the first field with bad values is the one the op got
     return out
 
@@ -160,8 +179,12 @@ def _sample_name(dataset: Any, index: Any, names: Mapping[int, str], loader: str
     return f"{base}[{index!r}]" if isinstance(index, str) else f"{base}[{index}]"
 
 
-def check_batches(records: Sequence[BatchRecord], rng: ValidRange, names: Mapping[int, str] | None = None,
-                  aliases: Mapping[int, str] | None = None) -> SampleCheck:
+def check_batches(
+    records: Sequence[BatchRecord],
+    rng: ValidRange,
+    names: Mapping[int, str] | None = None,
+    aliases: Mapping[int, str] | None = None,
+) -> SampleCheck:
     """Check every recorded batch (latest first) against ``rng``; ``names`` maps id(dataset) to its name."""
     names = names or {}
     aliases = aliases or {}
@@ -177,8 +200,11 @@ def check_batches(records: Sequence[BatchRecord], rng: ValidRange, names: Mappin
         skipped: list[str] = []
         for rec in recs:  # latest first
             if rec.batch_object is None:
-                skipped.append(NOT_RECORDED_LINE.format(batch=rec.batch, epoch=rec.epoch, loader=loader,
-                                                        reason=rec.note or "it was not kept"))
+                skipped.append(
+                    NOT_RECORDED_LINE.format(
+                        batch=rec.batch, epoch=rec.epoch, loader=loader, reason=rec.note or "it was not kept"
+                    )
+                )
                 continue
             checked += 1
             bad = _check_record(rec, rng, names, aliases, loader)
@@ -195,17 +221,32 @@ def check_batches(records: Sequence[BatchRecord], rng: ValidRange, names: Mappin
             if others_bad:
                 others = "; ".join(f"{plural(len(b), 'bad sample')} in batch {r.batch:,}" for r, b in others_bad)
             else:
-                others = f"none in the {_batches(len(earlier))} before it" if earlier else \
-                    "no earlier batch was recorded"
+                others = (
+                    f"none in the {_batches(len(earlier))} before it" if earlier else "no earlier batch was recorded"
+                )
             later = [r for r in recs if r.batch_object is not None and r.order > rec.order]
             if later:
-                why = "fetched ahead" if rec.ahead is not None and len(later) <= rec.ahead.high else \
-                    "CUDA reported it late"
+                why = (
+                    "fetched ahead"
+                    if rec.ahead is not None and len(later) <= rec.ahead.high
+                    else "CUDA reported it late"
+                )
                 others += f" and none in the {_batches(len(later))} after it ({why})"
-            lines.append(BAD_SAMPLE.format(
-                batch=rec.batch, epoch=rec.epoch, loader=loader, sample=_quoted(first), kind=rng.kind,
-                value=_num(first.value), position=_pos(first.position), field=first.field, valid=rng.text(),
-                count=plural(len(bad), "bad sample"), others=others))
+            lines.append(
+                BAD_SAMPLE.format(
+                    batch=rec.batch,
+                    epoch=rec.epoch,
+                    loader=loader,
+                    sample=_quoted(first),
+                    kind=rng.kind,
+                    value=_num(first.value),
+                    position=_pos(first.position),
+                    field=first.field,
+                    valid=rng.text(),
+                    count=plural(len(bad), "bad sample"),
+                    others=others,
+                )
+            )
             if len(bad) > 1:
                 shown = ", ".join(f"{_quoted(b)} = {_num(b.value)}" for b in bad[1:_MAX_SHOWN])
                 lines.append(f"Also in that batch: {shown}{' ...' if len(bad) > _MAX_SHOWN else ''}.")
@@ -215,8 +256,7 @@ def check_batches(records: Sequence[BatchRecord], rng: ValidRange, names: Mappin
                 lines.append(NO_FIELD.format(loader=loader, what=f"a {what}", kind=rng.kind))
             else:
                 clean = True
-                lines.append(NO_BAD.format(batches=_batches(checked), loader=loader, kind=rng.kind,
-                                           valid=rng.text()))
+                lines.append(NO_BAD.format(batches=_batches(checked), loader=loader, kind=rng.kind, valid=rng.text()))
         ahead = _ahead_line(recs, loader)
         if ahead is not None:
             lines.append(ahead[0])
@@ -245,12 +285,21 @@ def _ahead_line(recs: Sequence[BatchRecord], loader: str) -> tuple[str, BatchRec
         rec = by_batch.get(last)
         return AHEAD_ONE.format(loader=loader, ahead=_batches(ahead.low), why=why, batch=last, where=where), rec
     shown = "; ".join(f"batch {b:,}: {_short(by_batch[b].indices)}" for b in range(first, last + 1) if b in by_batch)
-    return AHEAD_SOME.format(loader=loader, low=ahead.low, high=ahead.high, why=why, first=first, last=last,
-                             where=where, indices=shown or "not recorded"), None
+    return AHEAD_SOME.format(
+        loader=loader,
+        low=ahead.low,
+        high=ahead.high,
+        why=why,
+        first=first,
+        last=last,
+        where=where,
+        indices=shown or "not recorded",
+    ), None
 
 
-def _processed_first(bad: list[tuple[BatchRecord, list[BadSample]]],
-                     recs: Sequence[BatchRecord]) -> list[tuple[BatchRecord, list[BadSample]]]:
+def _processed_first(
+    bad: list[tuple[BatchRecord, list[BadSample]]], recs: Sequence[BatchRecord]
+) -> list[tuple[BatchRecord, list[BadSample]]]:
     """With a framework fetching ahead, the failing batch is the earliest bad one among those that could have been
     processed (micro-batches run in order, and the first bad one fails); batches only fetched ahead come last."""
     ahead = recs[0].ahead if recs else None

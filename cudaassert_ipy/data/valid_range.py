@@ -83,8 +83,13 @@ def _from_validator(exc: BaseException, kind: str) -> ValidRange | None:
     if m is None:
         return None
     ignore = _IGNORE.search(valid)
-    return ValidRange(kind, int(m.group(1)), int(m.group(2)) + 1, int(ignore.group(1)) if ignore else None,
-                      source=f"the validator of {getattr(exc, 'op', 'the call')}")
+    return ValidRange(
+        kind,
+        int(m.group(1)),
+        int(m.group(2)) + 1,
+        int(ignore.group(1)) if ignore else None,
+        source=f"the validator of {getattr(exc, 'op', 'the call')}",
+    )
 
 
 def _scalar(ev: Evidence, name: str) -> Any:

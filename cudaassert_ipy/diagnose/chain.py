@@ -10,7 +10,7 @@ frames (with the frames around the handler that caught it, so the user's cell is
 from __future__ import annotations
 
 import types
-from typing import Container, Sequence
+from collections.abc import Container, Sequence
 
 from cudaassert_ipy.base.wording import error_line, is_cell_filename
 from cudaassert_ipy.diagnose.detection import Detection
@@ -18,8 +18,15 @@ from cudaassert_ipy.frameworks import Adapter, cleanup_step
 from cudaassert_ipy.frameworks.base import frame_module, in_packages
 from cudaassert_ipy.frameworks.registry import ADAPTERS, failure_notes
 
-__all__ = ["FOLLOW_ON_STEP", "FOLLOW_ON_UNNAMED", "LOST", "failure_place", "first_error_frames", "follow_on_lines",
-           "frames_of"]
+__all__ = [
+    "FOLLOW_ON_STEP",
+    "FOLLOW_ON_UNNAMED",
+    "LOST",
+    "failure_place",
+    "first_error_frames",
+    "follow_on_lines",
+    "frames_of",
+]
 
 #: One later error, raised by a step a framework adapter named.
 FOLLOW_ON_STEP = "{step} touched the dead GPU{lost}; the failure was in `{where}`."
@@ -74,8 +81,9 @@ def code_name(frame: types.FrameType) -> str:
     return "<module>" if name.startswith("<cell line") else name
 
 
-def follow_on_lines(det: Detection, where: str,
-                    adapters: Sequence[Adapter] = ADAPTERS) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def follow_on_lines(
+    det: Detection, where: str, adapters: Sequence[Adapter] = ADAPTERS
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """One line per later error (the step that raised it, what is missing), and adapter failure notes."""
     lines: list[str] = []
     notes: list[str] = []

@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Sequence
 
 from cudaassert_ipy.capture.tracebacks import Frame
 
 __all__ = ["CodeRule", "Ranking", "is_user_frame", "rank", "rules"]
 
 #: Paths of code the user did not write: installed packages, the standard library, PyTorch itself.
-_LIBRARY = re.compile(r"site-packages/|dist-packages/|/lib/python\d|/lib64/python\d|<frozen |^<string>|"
-                      r"/torch/(?:nn|autograd|_tensor|tensor|functional|_utils|cuda)|\\Lib\\|/Lib/")
+_LIBRARY = re.compile(
+    r"site-packages/|dist-packages/|/lib/python\d|/lib64/python\d|<frozen |^<string>|"
+    r"/torch/(?:nn|autograd|_tensor|tensor|functional|_utils|cuda)|\\Lib\\|/Lib/"
+)
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,13 @@ class Ranking:
 def _rule(entry: dict[str, object]) -> CodeRule:
     ranked = entry.get("ranked") or ()
     pairs = tuple(tuple(str(item).split(":", 1)) for item in ranked) if isinstance(ranked, list) else ()
-    return CodeRule(id=str(entry["id"]), op=str(entry["op"]), code=str(entry["code"]),
-                    ranked=tuple((p[0], p[1]) for p in pairs if len(p) == 2), late=bool(entry.get("late")))
+    return CodeRule(
+        id=str(entry["id"]),
+        op=str(entry["op"]),
+        code=str(entry["code"]),
+        ranked=tuple((p[0], p[1]) for p in pairs if len(p) == 2),
+        late=bool(entry.get("late")),
+    )
 
 
 @lru_cache(maxsize=1)

@@ -9,7 +9,6 @@ patch is derived from the same facts as the fix sentence, never from live object
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from cudaassert_ipy.diagnose.hints import Facts
 
@@ -24,10 +23,10 @@ BCE = "bce"  # binary_cross_entropy got logits (or bad targets): the loss
 class Culprit:
     kind: str  # CLASS_LABELS, TOKEN_IDS, BCE
     facts: Facts  # what the fix sentence was worded from (hints.LabelFacts, TokenFacts, BceFacts)
-    module: Optional[str] = None  # "model.head", "model.2", "model.embed_tokens": the bounding module's name
-    module_type: Optional[str] = None  # "Linear", "Embedding"
-    loss: Optional[str] = None  # "criterion": the loss module the values went to, when one is named
-    loss_type: Optional[str] = None  # "BCELoss", "CrossEntropyLoss"
-    op: Optional[str] = None  # the functional call that failed ("cross_entropy"), for a call-site patch
-    tokenizer: Optional[str] = None  # the tokenizer's name, when its size matters
-    dataset: Optional[str] = None  # the dataset that declared the class count ("train_ds")
+    module: str | None = None  # "model.head", "model.2", "model.embed_tokens": the bounding module's name
+    module_type: str | None = None  # "Linear", "Embedding"
+    loss: str | None = None  # "criterion": the loss module the values went to, when one is named
+    loss_type: str | None = None  # "BCELoss", "CrossEntropyLoss"
+    op: str | None = None  # the functional call that failed ("cross_entropy"), for a call-site patch
+    tokenizer: str | None = None  # the tokenizer's name, when its size matters
+    dataset: str | None = None  # the dataset that declared the class count ("train_ds")

@@ -27,8 +27,16 @@ from cudaassert_ipy.diagnose.validator_stop import ValidatorStop, stop_of
 from cudaassert_ipy.frameworks.base import Launch
 from cudaassert_ipy.frameworks.registry import failure_notes, launch_of, own_text
 
-__all__ = ["CUBLAS_NOT_INITIALIZED", "FOLLOW_ON_NOTE", "Detection", "Kind", "classify", "classify_text", "is_launched",
-           "logged_exception"]
+__all__ = [
+    "CUBLAS_NOT_INITIALIZED",
+    "FOLLOW_ON_NOTE",
+    "Detection",
+    "Kind",
+    "classify",
+    "classify_text",
+    "is_launched",
+    "logged_exception",
+]
 
 FOLLOW_ON_NOTE = (
     "`{error}` is a follow-on error: the kernel assertion above killed the GPU context first, and this "
@@ -54,8 +62,10 @@ _STICKY_CODES = {
     715: "cudaErrorIllegalInstruction",
 }
 
-_CUDA_PREFIX = r"(?:CUDA error|cuda runtime error \(\d+\)|HIP error|CUDA driver error|failed to synchronize|" \
+_CUDA_PREFIX = (
+    r"(?:CUDA error|cuda runtime error \(\d+\)|HIP error|CUDA driver error|failed to synchronize|"
     r"cudaError\w+|in future dtor)"
+)
 _ASSERT_RE = re.compile(r"device-side assert(?:ion)? triggered|cudaErrorAssert\b", re.IGNORECASE)
 _STICKY_RE = re.compile(
     _CUDA_PREFIX + r"[^\n]*?(?P<what>an illegal memory access was encountered|misaligned address|"
@@ -140,8 +150,11 @@ def classify(exc: BaseException | None, context_dead: bool = False, assert_seen:
         strongest = max(_RANK[d.kind] for _, d in found)
         index, first = max(((i, d) for i, d in found if _RANK[d.kind] == strongest), key=lambda x: x[0])
     origin = _raised_in(first.exception)
-    later = tuple(link for link in reversed(links[:index])
-                  if _classify_one(link, True, assert_seen) and not _same_place(_raised_in(link), origin))
+    later = tuple(
+        link
+        for link in reversed(links[:index])
+        if _classify_one(link, True, assert_seen) and not _same_place(_raised_in(link), origin)
+    )
     notes = tuple(n for _, d in found for n in d.notes)
     return dataclasses.replace(first, top=exc if exc is not first.exception else None, later=later, notes=notes)
 
@@ -168,8 +181,9 @@ def logged_exception(type_name: str, message: str) -> BaseException:
     return cls(message)
 
 
-def classify_text(type_name: str, message: str, context_dead: bool = False,
-                  assert_seen: bool = False) -> Detection | None:
+def classify_text(
+    type_name: str, message: str, context_dead: bool = False, assert_seen: bool = False
+) -> Detection | None:
     """Classify an error read from text (a saved log, pasted output): ``TypeName`` and its message."""
     return _classify_one(logged_exception(type_name, message), context_dead, assert_seen)
 
@@ -229,8 +243,9 @@ def _classify_one(exc: BaseException, context_dead: bool, assert_seen: bool = Fa
         text = own
     code = _error_code(exc, text)
     if code in _ASSERT_CODES or _ASSERT_RE.search(text):
-        return Detection(Kind.DEVICE_ASSERT, exc, text, code, follow_on=assert_seen and _is_library_error(text),
-                         notes=notes)
+        return Detection(
+            Kind.DEVICE_ASSERT, exc, text, code, follow_on=assert_seen and _is_library_error(text), notes=notes
+        )
     if assert_seen and _ANY_CUDA_RE.search(text):  # the assert came first: this only surfaced it
         return Detection(Kind.DEVICE_ASSERT, exc, text, code, follow_on=True, notes=notes)
     if code in _STICKY_CODES or _STICKY_RE.search(text):
@@ -246,7 +261,8 @@ def _classify_one(exc: BaseException, context_dead: bool, assert_seen: bool = Fa
 
 
 _PLAIN_ASSERT_RE = re.compile(
-    r"^\s*(?:CUDA error: |cuda runtime error \(\d+\) : )?device-side assert(?:ion)? triggered", re.IGNORECASE)
+    r"^\s*(?:CUDA error: |cuda runtime error \(\d+\) : )?device-side assert(?:ion)? triggered", re.IGNORECASE
+)
 
 
 def _is_library_error(text: str) -> bool:

@@ -6,8 +6,9 @@ Renderers (report, panel) hold no logic: everything they show is decided here.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes import (
@@ -43,8 +44,7 @@ if TYPE_CHECKING:  # the frame catalogue loads on the first report that has fram
 __all__ = ["DEAD_CONTEXT", "Diagnosis", "diagnose"]
 
 DEAD_CONTEXT = (
-    "The GPU context of this kernel is dead. Nothing on the GPU can be used again in this process; "
-    "restart the kernel."
+    "The GPU context of this kernel is dead. Nothing on the GPU can be used again in this process; restart the kernel."
 )
 ALIVE_AFTER_VALIDATOR = "A validator caught this input before any device-side assert: the GPU is still alive."
 ALIVE_CPU = "This error was raised on the CPU, so no GPU context was harmed."
@@ -94,7 +94,7 @@ def _sticky_text(message: str) -> Text:
 #: A kernel failure's traceback points where it surfaced (device asserts, other sticky errors).
 ASYNC_NOTE = {
     Kind.DEVICE_ASSERT: "CUDA reports kernel failures asynchronously: the traceback above points at the call where "
-                        "the failure surfaced, not at the call that launched the failing kernel.",
+    "the failure surfaced, not at the call that launched the failing kernel.",
     Kind.STICKY: "CUDA reports kernel failures asynchronously: the traceback may point at a later, innocent line.",
 }
 #: What the framework adapters could not read, in one line.
@@ -138,8 +138,11 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         cause = get_cause(point.point.cause)
         # the kernel's own line named a catalogued cause; a lookup's check ("srcIndex < srcSelectDimSize") does not
         # say which table, so a point that names the table (positions, token types) may say what its index is
-        named = bool(ev.sites) and which.id not in _GENERIC_IDS and not (
-            which.id in _LOOKUP_CAUSES and cause.id in _LOOKUP_TABLES)
+        named = (
+            bool(ev.sites)
+            and which.id not in _GENERIC_IDS
+            and not (which.id in _LOOKUP_CAUSES and cause.id in _LOOKUP_TABLES)
+        )
         if cause.id != which.id and not named:  # a named cause stands: the frame adds its words, not another cause
             which = _Cause(cause, _words(cause), which.value)
             finding, rule_notes = _run_rules(ev, which, rules)
@@ -175,8 +178,9 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         op = None  # the headline says "likely", and names no op the text did not show
     basis = basis or (NOTHING_DECIDES if candidates else "")
     if ranking is not None and not likely_fix:
-        specific = specific or RANKED.format(code=ranking.frame.code, where=ranking.where, op=ranking.rule.op,
-                                             title=which.text.title)
+        specific = specific or RANKED.format(
+            code=ranking.frame.code, where=ranking.where, op=ranking.rule.op, title=which.text.title
+        )
         candidates = (RANKED_LEAD, *(hints.CODE_CHECKS[key] for key in ranking.checks))
         op = None  # a ranked guess names no op
     if det.stop is not None:
@@ -196,7 +200,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         cause_id=which.id or det.kind.value,
         title=which.text.title,
         headline=f"{state} · {LIKELY if candidates and which.id not in _GENERIC_IDS else ''}{which.text.title}"
-                 + (f" in {op}" if op else ""),
+        + (f" in {op}" if op else ""),
         status=status,
         specific=specific,
         explanation=which.text.explanation,
@@ -255,8 +259,7 @@ def _validator_facts(stop: ValidatorStop | None) -> tuple[str | None, str | None
     """What a validator said before any kernel ran: the op, its fix, and the call's evidence lines."""
     if stop is None:
         return None, None, []
-    facts = [("call", f"{stop.op}({stop.argument}=...)"), ("valid range", stop.valid),
-             ("bad values", str(stop.n_bad))]
+    facts = [("call", f"{stop.op}({stop.argument}=...)"), ("valid range", stop.valid), ("bad values", str(stop.n_bad))]
     if stop.examples:
         facts.append(("first", ", ".join(f"{v} at {list(p)}" for p, v in stop.examples[:5])))
     return stop.op, stop.hint or None, facts
@@ -350,8 +353,7 @@ def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:
     det = ev.detection
     if det.stop is not None or det.kind not in _POINT_KINDS:
         return None
-    if ev.sites and which.id not in _GENERIC_IDS and not any(
-            which.id in p.refines for p in _points()):
+    if ev.sites and which.id not in _GENERIC_IDS and not any(which.id in p.refines for p in _points()):
         return None
     from cudaassert_ipy.diagnose.frame_points import find_point
 
@@ -368,11 +370,15 @@ def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:
 
 #: What a cause ranked from the user's own line rests on, and what the report says of it (diagnose/code_lines.py).
 RANKED_BASIS = "a code line: {where} (`{code}`), ranked, not decided"
-RANKED = ("Nothing in the text decides the cause (no kernel assertion line, no framework frame that names one). The "
-          "line `{code}` ({where}) is {op}, so the likely causes are ranked from it; the most likely, {title}, is "
-          "named here.")
-NOTHING_DECIDES = ("nothing that decides: no catalogued kernel line, frame, host fact or code line names a cause; the "
-                   "likely causes are ranked by how common they are")
+RANKED = (
+    "Nothing in the text decides the cause (no kernel assertion line, no framework frame that names one). The "
+    "line `{code}` ({where}) is {op}, so the likely causes are ranked from it; the most likely, {title}, is "
+    "named here."
+)
+NOTHING_DECIDES = (
+    "nothing that decides: no catalogued kernel line, frame, host fact or code line names a cause; the "
+    "likely causes are ranked by how common they are"
+)
 RANKED_LEAD = "Ranked from the line that calls the failing op; check them in this order:"
 _RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON)
 
@@ -397,8 +403,9 @@ def _points() -> tuple[Point, ...]:
     return points()
 
 
-def _frame_words(found: FrameFinding, message: str, size: int | None,
-                 who: str = "the error") -> tuple[str, str | None, str | None]:
+def _frame_words(
+    found: FrameFinding, message: str, size: int | None, who: str = "the error"
+) -> tuple[str, str | None, str | None]:
     """The point's sentence, its fix in its framework's words, and the note when the frame is a late one."""
     point = found.point
     if size is None:
@@ -421,8 +428,9 @@ def _frame_words(found: FrameFinding, message: str, size: int | None,
     return said, fixed, late
 
 
-def _candidates(ev: Evidence, which: _Cause, point: FrameFinding | None, finding: Finding | None,
-                guessed: bool) -> tuple[str, ...]:
+def _candidates(
+    ev: Evidence, which: _Cause, point: FrameFinding | None, finding: Finding | None, guessed: bool
+) -> tuple[str, ...]:
     """Honest when unsure: two or three likely causes with what to check, when nothing decided the cause; for a
     lookup whose table nothing named (a kernel line, a bare ``index out of range in self``, F.embedding's frame),
     what the index may count."""
@@ -449,4 +457,3 @@ def _candidates(ev: Evidence, which: _Cause, point: FrameFinding | None, finding
     elif any(p in paths for p in ("torch_geometric/", "dgl/", "torch_scatter/")):
         key = "graph"
     return (UNSURE_LEAD, *UNSURE[key])
-

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Container, Iterable, Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.base.wording import is_cell_filename
 from cudaassert_ipy.capture.assert_lines import AssertSite
@@ -134,8 +135,14 @@ def printed_frames(frames: Sequence[types.FrameType]) -> tuple[Frame, ...]:
     for frame in frames:
         code = frame.f_code
         name = code.co_filename
-        out.append(Frame(name, frame.f_lineno, getattr(code, "co_qualname", code.co_name),
-                         linecache.getline(name, frame.f_lineno).strip()))
+        out.append(
+            Frame(
+                name,
+                frame.f_lineno,
+                getattr(code, "co_qualname", code.co_name),
+                linecache.getline(name, frame.f_lineno).strip(),
+            )
+        )
     return tuple(out)
 
 
@@ -269,12 +276,19 @@ class _Facts:
         for sub, m in module.named_modules():
             full = f"{name}.{sub}" if sub else name
             if isinstance(m, nn.Linear):
-                self.linears[full] = ModuleFact(full, type(m).__name__,
-                                                (("in_features", m.in_features), ("out_features", m.out_features)))
+                self.linears[full] = ModuleFact(
+                    full, type(m).__name__, (("in_features", m.in_features), ("out_features", m.out_features))
+                )
             elif isinstance(m, (nn.Embedding, nn.EmbeddingBag)):
-                self.embeddings[full] = ModuleFact(full, type(m).__name__, (
-                    ("num_embeddings", m.num_embeddings), ("embedding_dim", m.embedding_dim),
-                    ("padding_idx", getattr(m, "padding_idx", None))))
+                self.embeddings[full] = ModuleFact(
+                    full,
+                    type(m).__name__,
+                    (
+                        ("num_embeddings", m.num_embeddings),
+                        ("embedding_dim", m.embedding_dim),
+                        ("padding_idx", getattr(m, "padding_idx", None)),
+                    ),
+                )
             elif hasattr(m, "ignore_index") and type(m).__name__.endswith("Loss"):
                 self.losses[full] = ModuleFact(full, type(m).__name__, (("ignore_index", m.ignore_index),))
             elif type(m).__name__.endswith(("Loss", "CrossEntropy")):  # timm's LabelSmoothingCrossEntropy
@@ -298,9 +312,11 @@ class _Facts:
 
     def _config(self, name: str, value: Any) -> None:
         if type(value).__name__.endswith("Config") and hasattr(value, "vocab_size"):
-            attrs = tuple((k, getattr(value, k)) for k in ("vocab_size", "num_labels", "max_position_embeddings",
-                                                           "type_vocab_size")
-                          if isinstance(getattr(value, k, None), int))
+            attrs = tuple(
+                (k, getattr(value, k))
+                for k in ("vocab_size", "num_labels", "max_position_embeddings", "type_vocab_size")
+                if isinstance(getattr(value, k, None), int)
+            )
             self.configs.setdefault(name, ModuleFact(name, type(value).__name__, attrs))
 
     def _tokenizer(self, name: str, value: Any) -> None:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from cudaassert_ipy.capture.tracebacks import Frame
 
@@ -30,8 +30,20 @@ _LATE_CODE = re.compile(
     r"\.backward\(|\.item\(\)|\.cpu\(\)|\.tolist\(\)|\.numpy\(\)|synchronize\(|optimizer\.step\(|\.step\(\)|"
     r"scaler\.scale\(|\bprint\(|torch\.isnan\(|\.to\(|\bclip_grad|accelerator\.backward\(|manual_backward\("
 )
-_LATE_FUNCS = frozenset({"backward", "_engine_run_backward", "step", "synchronize", "clip_grad_norm_", "item",
-                         "_call_impl_late", "optimizer_step", "_wrapped_call_impl", "wrapper"})
+_LATE_FUNCS = frozenset(
+    {
+        "backward",
+        "_engine_run_backward",
+        "step",
+        "synchronize",
+        "clip_grad_norm_",
+        "item",
+        "_call_impl_late",
+        "optimizer_step",
+        "_wrapped_call_impl",
+        "wrapper",
+    }
+)
 _SURFACED_ONLY = frozenset({"backward", "_engine_run_backward", "synchronize", "clip_grad_norm_", "step"})
 
 
@@ -119,11 +131,20 @@ def _point(entry: dict[str, object]) -> Point:
 
     code, message, context = entry.get("code"), entry.get("message"), entry.get("context")
     return Point(
-        id=str(entry["id"]), framework=str(entry.get("framework") or ""), cause=str(entry["cause"]),
-        paths=strings("paths"), funcs=strings("funcs"), code=str(code) if code else None,
-        message=str(message) if message else None, context=str(context) if context else None,
-        index=str(entry.get("index") or ""), bound=str(entry.get("bound") or ""), fix=str(entry.get("fix") or ""),
-        says=str(entry.get("says") or ""), rank=int(str(entry.get("rank") or 0)), refines=strings("refines"),
+        id=str(entry["id"]),
+        framework=str(entry.get("framework") or ""),
+        cause=str(entry["cause"]),
+        paths=strings("paths"),
+        funcs=strings("funcs"),
+        code=str(code) if code else None,
+        message=str(message) if message else None,
+        context=str(context) if context else None,
+        index=str(entry.get("index") or ""),
+        bound=str(entry.get("bound") or ""),
+        fix=str(entry.get("fix") or ""),
+        says=str(entry.get("says") or ""),
+        rank=int(str(entry.get("rank") or 0)),
+        refines=strings("refines"),
         unsure=str(entry.get("unsure") or ""),
     )
 
@@ -144,24 +165,27 @@ _CONTEXT = 200_000  # characters of a paste searched for a framework's marks
 _MAX_FRAMES = 400  # a log with thousands of tracebacks: the first and last frames are the ones that tell
 
 
-def find_point(frames: Sequence[Frame], message: str = "", context: str = "",
-               catalogue: Iterable[Point] | None = None) -> FrameFinding | None:
+def find_point(
+    frames: Sequence[Frame], message: str = "", context: str = "", catalogue: Iterable[Point] | None = None
+) -> FrameFinding | None:
     """The best failure point the frames (and the error's message) show: the highest rank, then the innermost
     frame of the first traceback printed (a chained error's later tracebacks are cleanup). None when none does."""
     if len(frames) > _MAX_FRAMES:
-        frames = (*frames[: _MAX_FRAMES // 2], *frames[-_MAX_FRAMES // 2:])
+        frames = (*frames[: _MAX_FRAMES // 2], *frames[-_MAX_FRAMES // 2 :])
     return _find(tuple(frames), message, context[:_CONTEXT], tuple(points() if catalogue is None else catalogue))
 
 
 @lru_cache(maxsize=8)  # a log's diagnoses (one per rank and cause) read the same frames
-def _find(frames: tuple[Frame, ...], message: str, context: str,
-          catalogue: tuple[Point, ...]) -> FrameFinding | None:
+def _find(frames: tuple[Frame, ...], message: str, context: str, catalogue: tuple[Point, ...]) -> FrameFinding | None:
     first_block = min((f.block for f in frames), default=0)
     ordered = [f for f in frames if f.block == first_block] + [f for f in frames if f.block != first_block]
     best: tuple[int, int, Point, Frame | None] | None = None
     for point in catalogue:
-        if point.frameless and point.matches_message(message, context) and (
-                best is None or (point.rank, -1) > best[:2]):
+        if (
+            point.frameless
+            and point.matches_message(message, context)
+            and (best is None or (point.rank, -1) > best[:2])
+        ):
             best = (point.rank, -1, point, None)
     for depth, frame in enumerate(ordered):
         for point in catalogue:

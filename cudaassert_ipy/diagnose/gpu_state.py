@@ -9,8 +9,9 @@ no GPU or an NVML error becomes ``unavailable_reason`` and one line of text.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 from cudaassert_ipy.base.wording import error_line, plural
 
@@ -32,11 +33,15 @@ REASONS: dict[int, str] = {
 }
 
 SOFTWARE = "software fault in your code, not the hardware: the GPU reports no uncorrectable memory errors"
-SOFTWARE_PAST = ("software fault in your code, not the hardware: no uncorrectable memory errors since the driver "
-                 "loaded ({lifetime} over the GPU's lifetime, already retired or remapped)")
+SOFTWARE_PAST = (
+    "software fault in your code, not the hardware: no uncorrectable memory errors since the driver "
+    "loaded ({lifetime} over the GPU's lifetime, already retired or remapped)"
+)
 SOFTWARE_NO_ECC = "most likely a software fault in your code: this GPU does not report memory-error counters"
-HARDWARE = ("possible hardware fault: {evidence}; tell whoever runs this machine "
-            "(`nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`)")
+HARDWARE = (
+    "possible hardware fault: {evidence}; tell whoever runs this machine "
+    "(`nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`)"
+)
 ORDER_NOTE = "CUDA may number these GPUs differently from NVML: set CUDA_DEVICE_ORDER=PCI_BUS_ID"
 
 
@@ -76,12 +81,17 @@ def reading(state: GpuState) -> str:
         evidence.append("a row remapping failed")
     if evidence:
         return HARDWARE.format(evidence=", ".join(evidence))
-    counters = (state.ecc_volatile_uncorrected, state.ecc_aggregate_uncorrected, state.retired_pages,
-                state.remapped_rows_uncorrectable)
+    counters = (
+        state.ecc_volatile_uncorrected,
+        state.ecc_aggregate_uncorrected,
+        state.retired_pages,
+        state.remapped_rows_uncorrectable,
+    )
     if all(c is None for c in counters):
         return SOFTWARE_NO_ECC
-    lifetime = max(state.ecc_aggregate_uncorrected or 0, state.retired_pages or 0,
-                   state.remapped_rows_uncorrectable or 0)
+    lifetime = max(
+        state.ecc_aggregate_uncorrected or 0, state.retired_pages or 0, state.remapped_rows_uncorrectable or 0
+    )
     if lifetime:
         return SOFTWARE_PAST.format(lifetime=plural(lifetime, "uncorrectable error"))
     return SOFTWARE
@@ -107,13 +117,17 @@ def describe_parts(state: GpuState) -> list[str]:
         parts.append(f"{_size(state.used_bytes)} of {_size(state.total_bytes)} in use")
     if state.other_processes is not None:
         others = state.other_processes
-        parts.append("no other processes" if not others else
-                     f"{others} other process" + ("" if others == 1 else "es") + " on the device")
+        parts.append(
+            "no other processes"
+            if not others
+            else f"{others} other process" + ("" if others == 1 else "es") + " on the device"
+        )
     counters = []
     if state.ecc_volatile_uncorrected is not None:
-        counters.append(f"ECC uncorrectable {state.ecc_volatile_uncorrected} since driver load"
-                        + (f", {state.ecc_aggregate_uncorrected} lifetime"
-                           if state.ecc_aggregate_uncorrected is not None else ""))
+        counters.append(
+            f"ECC uncorrectable {state.ecc_volatile_uncorrected} since driver load"
+            + (f", {state.ecc_aggregate_uncorrected} lifetime" if state.ecc_aggregate_uncorrected is not None else "")
+        )
     if state.retired_pages is not None:
         counters.append(f"retired pages {state.retired_pages}")
     if state.remapped_rows_uncorrectable is not None:
@@ -181,8 +195,9 @@ def _read(nvml: Any, handle: Any, state: GpuState) -> GpuState:
     ecc = _field(nvml, "nvmlDeviceGetEccMode", handle)
     ecc_on = bool(ecc and ecc[0])
     unc = getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
-    retired = _field(nvml, "nvmlDeviceGetRetiredPages", handle,
-                     getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1))
+    retired = _field(
+        nvml, "nvmlDeviceGetRetiredPages", handle, getattr(nvml, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1)
+    )
     pending = _field(nvml, "nvmlDeviceGetRetiredPagesPendingStatus", handle)
     rows = _field(nvml, "nvmlDeviceGetRemappedRows", handle)
     return replace(
@@ -192,10 +207,16 @@ def _read(nvml: Any, handle: Any, state: GpuState) -> GpuState:
         used_bytes=getattr(mem, "used", None),
         total_bytes=getattr(mem, "total", None),
         other_processes=sum(1 for pid in procs if pid != os.getpid()) if compute is not None else None,
-        ecc_volatile_uncorrected=_field(nvml, "nvmlDeviceGetTotalEccErrors", handle, unc,
-                                        getattr(nvml, "NVML_VOLATILE_ECC", 0)) if ecc_on else None,
-        ecc_aggregate_uncorrected=_field(nvml, "nvmlDeviceGetTotalEccErrors", handle, unc,
-                                         getattr(nvml, "NVML_AGGREGATE_ECC", 1)) if ecc_on else None,
+        ecc_volatile_uncorrected=_field(
+            nvml, "nvmlDeviceGetTotalEccErrors", handle, unc, getattr(nvml, "NVML_VOLATILE_ECC", 0)
+        )
+        if ecc_on
+        else None,
+        ecc_aggregate_uncorrected=_field(
+            nvml, "nvmlDeviceGetTotalEccErrors", handle, unc, getattr(nvml, "NVML_AGGREGATE_ECC", 1)
+        )
+        if ecc_on
+        else None,
         retired_pages=len(retired) if retired is not None else None,
         retired_pending=bool(pending) if pending is not None else None,
         remapped_rows_uncorrectable=rows[1] if rows is not None else None,

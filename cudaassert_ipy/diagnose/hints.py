@@ -9,8 +9,9 @@ Standard library only: ``diagnose`` imports neither torch nor IPython.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # hints load with the validators (and %load_ext): the adapters only with a framework's words
     from cudaassert_ipy.frameworks.base import ClassHead
@@ -148,8 +149,9 @@ REPEATS_NEGATIVE = (
 )
 OUTPUT_SIZE = "pass output_size={required}, or leave it out (PyTorch then computes it, with one sync)"
 #: Ultralytics: a label file names a class the data YAML does not have
-YOLO_CLASS_ID = ("add the class to the data YAML (nc: {more} and {more} names) or correct that label file (class ids "
-                 "0..{last})")
+YOLO_CLASS_ID = (
+    "add the class to the data YAML (nc: {more} and {more} names) or correct that label file (class ids 0..{last})"
+)
 #: an index checked against a named size, by what the index is (diagnose/causes/rule_sizes.py)
 SIZED_INDEX = {
     "class id": "make the class ids 0..{last}, or make the model output {more} classes",
@@ -173,7 +175,7 @@ class LabelFacts:
     declared: int | None = None  # how many classes the data says there are
     declared_by: str = "dataset"  # a key of DECLARED
     non_integer: bool = False  # some labels are fractions, NaN or inf
-    head: Optional[ClassHead] = None  # where the user's framework sets the class count (frameworks adapters)
+    head: ClassHead | None = None  # where the user's framework sets the class count (frameworks adapters)
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,7 @@ class BceFacts:
     whole: bool = False  # the finite values outside [0, 1] are all whole numbers
 
 
-Facts = Union[LabelFacts, TokenFacts, BceFacts]
+Facts = LabelFacts | TokenFacts | BceFacts
 
 
 def _join(clauses: Sequence[str]) -> str:
@@ -219,15 +221,21 @@ def class_labels(f: LabelFacts) -> str:
             if words is None:
                 clauses.append(DECLARED_CLASSES.format(declared_text=text, n_classes=f.n_classes, declared=f.declared))
             else:
-                clauses.append(CLASS_TEMPLATES_AS["DECLARED_CLASSES"].format(
-                    declared_text=text, n_classes=f.n_classes, set_classes=words(f.declared)))
+                clauses.append(
+                    CLASS_TEMPLATES_AS["DECLARED_CLASSES"].format(
+                        declared_text=text, n_classes=f.n_classes, set_classes=words(f.declared)
+                    )
+                )
         elif words is None:
             template = ONE_MORE_CLASS if top == f.n_classes else REMAP_LABELS
             clauses.append(template.format(top=top, n_classes=f.n_classes, more=top + 1, last=f.n_classes - 1))
         else:
             template = CLASS_TEMPLATES_AS["ONE_MORE_CLASS" if top == f.n_classes else "REMAP_LABELS"]
-            clauses.append(template.format(top=top, n_classes=f.n_classes, last=f.n_classes - 1, more=top + 1,
-                                           set_classes=words(top + 1)))
+            clauses.append(
+                template.format(
+                    top=top, n_classes=f.n_classes, last=f.n_classes - 1, more=top + 1, set_classes=words(top + 1)
+                )
+            )
         if f.dense and top < 255:
             clauses.append(NEAREST_RESIZE)
     now = "none is set" if f.ignore_index is None else f"now {f.ignore_index}"
@@ -248,8 +256,9 @@ def token_ids(f: TokenFacts) -> str:
         elif f.tokenizer_size is None and f.config_vocab is not None and top >= f.config_vocab:
             clauses.append(CONFIG_VOCAB.format(vocab=f.config_vocab))
         else:
-            clauses.append(EMBEDDING_TOO_BIG.format(num=f.num_embeddings, last=f.num_embeddings - 1, top=top,
-                                                    more=top + 1))
+            clauses.append(
+                EMBEDDING_TOO_BIG.format(num=f.num_embeddings, last=f.num_embeddings - 1, top=top, more=top + 1)
+            )
     if -100 in f.bad:
         clauses.append(EMBEDDING_MINUS_100)
     if any(v < 0 and v != -100 for v in f.bad):
@@ -341,7 +350,7 @@ CLASS_TEMPLATES_AS: dict[str, str] = {
 }
 
 
-def set_classes(head: Optional[ClassHead], n_classes: int) -> Optional[Callable[[int], str]]:
+def set_classes(head: ClassHead | None, n_classes: int) -> Callable[[int], str] | None:
     """The framework's words for "give the model N classes", or None for the generic words.
 
     Only when the head the adapter saw is the one that failed (its count is ``n_classes``, or unknown).
@@ -355,17 +364,35 @@ def set_classes(head: Optional[ClassHead], n_classes: int) -> Optional[Callable[
 
 #: Which facts (and so which wording) each cause id takes.
 FAMILIES: dict[str, type] = {
-    **dict.fromkeys((
-        "nll_loss_target_out_of_range", "nll_loss_target_out_of_range_no_reduce",
-        "thcunn_class_nll_target_out_of_range", "nll_loss2d_target_out_of_range",
-        "nll_loss2d_target_out_of_range_no_reduce", "thcunn_spatial_class_nll_target_out_of_range",
-        "multi_margin_target_out_of_range",
-    ), LabelFacts),
-    **dict.fromkeys((
-        "index_select_out_of_range", "thc_index_select_out_of_range", "embedding_bag_index_out_of_range",
-    ), TokenFacts),
-    **dict.fromkeys(("bce_input_out_of_range", "thcunn_bce_input_out_of_range",
-                     "thcunn_bce_no_reduce_input_out_of_range", "bce_target_out_of_range"), BceFacts),
+    **dict.fromkeys(
+        (
+            "nll_loss_target_out_of_range",
+            "nll_loss_target_out_of_range_no_reduce",
+            "thcunn_class_nll_target_out_of_range",
+            "nll_loss2d_target_out_of_range",
+            "nll_loss2d_target_out_of_range_no_reduce",
+            "thcunn_spatial_class_nll_target_out_of_range",
+            "multi_margin_target_out_of_range",
+        ),
+        LabelFacts,
+    ),
+    **dict.fromkeys(
+        (
+            "index_select_out_of_range",
+            "thc_index_select_out_of_range",
+            "embedding_bag_index_out_of_range",
+        ),
+        TokenFacts,
+    ),
+    **dict.fromkeys(
+        (
+            "bce_input_out_of_range",
+            "thcunn_bce_input_out_of_range",
+            "thcunn_bce_no_reduce_input_out_of_range",
+            "bce_target_out_of_range",
+        ),
+        BceFacts,
+    ),
 }
 
 
@@ -428,8 +455,12 @@ SPARSE_ON_CPU = (
 def internal_check(who: tuple[str, str], line: str | None = None, op: str | None = None) -> str:
     """What to try when a check that never fails on valid input failed: the CPU, compute-sanitizer, a report."""
     name, url = who
-    return INTERNAL_CHECK.format(op=f"`{op}`" if op else "the same op", name=name, url=url,
-                                 line=f"this line (`{line}`)" if line else "the assertion line")
+    return INTERNAL_CHECK.format(
+        op=f"`{op}`" if op else "the same op",
+        name=name,
+        url=url,
+        line=f"this line (`{line}`)" if line else "the assertion line",
+    )
 
 
 #: A conv layer given one row per graph (rule_graph.pooled_readout): a readout's output fed back into message passing.
@@ -710,8 +741,7 @@ FRAME_FIXES: dict[str, str] = {
 }
 
 
-
-def frame_fix(key: str, bound: Optional[int] = None) -> Optional[str]:
+def frame_fix(key: str, bound: int | None = None) -> str | None:
     """The fix for a failure point read from a frame, in its framework's words (None: no such key)."""
     template = FRAME_FIXES.get(key)
     if template is None:
@@ -789,13 +819,13 @@ PATCH_EVIDENCE: dict[str, str] = {
 PATCH_WHY: dict[str, str] = {
     "decided": "the data decides: {evidence}",
     "decided_no_patch": "the data decides: {evidence}; but no code change makes that fix ({no_patch}), so nothing "
-                        "is applied by default",
+    "is applied by default",
     "labels_by_hand": "{names}: not written as a literal dict, so extend by hand to {n} entries (ids 0..{last})",
     "undecided": "the data does not decide between these: choose one (nothing is applied by default)",
     "safe": "one meaning only: {evidence}",
     "no_culprit": "no patch: the diagnosis names no object a patch could change ({title})",
     "no_cell": "no patch: no cell of this kernel's history built `{name}` (defined in an imported module, or in a "
-               "cell since deleted?)",
+    "cell since deleted?)",
     "edited": "no patch: cell [{number}] was edited since it ran; run it again, then ask again",
     "no_edit": "no patch: {what}",
 }
@@ -803,9 +833,9 @@ PATCH_WHY: dict[str, str] = {
 PATCH_CODE: dict[str, str] = {
     "resize": "{model}.resize_token_embeddings(len({tokenizer}))",
     "drop_rows_torch": "{dataset} = torch.utils.data.Subset({dataset}, [i for i in range(len({dataset})) "
-                       "if i not in {rows}])  # cudaassert fix: drop the bad rows",
+    "if i not in {rows}])  # cudaassert fix: drop the bad rows",
     "drop_rows_hf": "{dataset} = {dataset}.select([i for i in range(len({dataset})) if i not in {rows}])"
-                    "  # cudaassert fix: drop the bad rows",
+    "  # cudaassert fix: drop the bad rows",
     "ignore_index": "ignore_index={value}",
     "mismatched": "ignore_mismatched_sizes=True",
     "bce_module": "BCEWithLogitsLoss",

@@ -20,33 +20,52 @@ from cudaassert_ipy.diagnose.detection import Detection, Kind, classify, classif
 from cudaassert_ipy.diagnose.diagnosis import ASYNC_NOTE, Diagnosis
 from cudaassert_ipy.frameworks.registry import failure_notes, launch_of
 
-__all__ = ["AGAIN", "CHILD_STATUS", "LAUNCHED_NOTE", "NO_CHILD_ERROR", "PEER_LOST_NOTE", "SAMPLES_LINE",
-           "read_launched", "relabel"]
+__all__ = [
+    "AGAIN",
+    "CHILD_STATUS",
+    "LAUNCHED_NOTE",
+    "NO_CHILD_ERROR",
+    "PEER_LOST_NOTE",
+    "SAMPLES_LINE",
+    "read_launched",
+    "relabel",
+]
 
 #: The first note of a launched failure: what the cell got, and where the failure really was.
-LAUNCHED_NOTE = ("What reached this process is {wrapper}: it only says that {process} failed. This report "
-                 "is built from that process's own error and kernel assertion lines ({source}); the traceback above "
-                 "is the launcher's, in this process.")
+LAUNCHED_NOTE = (
+    "What reached this process is {wrapper}: it only says that {process} failed. This report "
+    "is built from that process's own error and kernel assertion lines ({source}); the traceback above "
+    "is the launcher's, in this process."
+)
 SOURCE_CARRIED = "carried by the wrapper"
 SOURCE_CAPTURED = "read from its output, which the fd tap captured"
 #: The status line: the child's context died, this one did not.
-CHILD_STATUS = ("The GPU context that died was in {process}, which is gone; this process's own GPU context was not "
-                "touched by it, so no restart is needed here: fix the cause, then {again}.")
+CHILD_STATUS = (
+    "The GPU context that died was in {process}, which is gone; this process's own GPU context was not "
+    "touched by it, so no restart is needed here: fix the cause, then {again}."
+)
 #: What to do after the fix, by what runs the child (``Launch.relaunch``).
-AGAIN = {"launcher": "launch it again", "engine": "create the engine (vLLM's `LLM(...)`) again",
-         "server": "restart the server"}
+AGAIN = {
+    "launcher": "launch it again",
+    "engine": "create the engine (vLLM's `LLM(...)`) again",
+    "server": "restart the server",
+}
 #: A child killed before Python could print its error (its NCCL watchdog's SIGABRT): only the kernel lines.
 NO_CHILD_ERROR = "device-side assert triggered (the kernel's assertion lines; the process printed no Python error)"
 DEFAULT_PROCESS = "a child process"
 #: The launcher's root cause only lost its connection to a rank that was dying (gloo's pair.cc "Connection closed by
 #: peer" / "Read error ...: Connection reset by peer" / "Broken pipe", NCCL's ncclRemoteError): that rank is the one.
-PEER_LOST = re.compile(r"Connection (?:closed|reset) by peer|Broken pipe|remote process exited or there was a network "
-                       r"error")
+PEER_LOST = re.compile(
+    r"Connection (?:closed|reset) by peer|Broken pipe|remote process exited or there was a network "
+    r"error"
+)
 #: The first note then: the wrapper's root cause and the process that really failed.
-PEER_LOST_NOTE = ("What reached this process is {wrapper}: its root cause, {root}, failed with a connection error "
-                  "(\"{words}\"): it lost its connection to {process}, which was dying of a CUDA error, so that "
-                  "connection error is a consequence. This report is built from the CUDA error and kernel assertion "
-                  "lines of {process} ({source}); the traceback above is the launcher's, in this process.")
+PEER_LOST_NOTE = (
+    "What reached this process is {wrapper}: its root cause, {root}, failed with a connection error "
+    '("{words}"): it lost its connection to {process}, which was dying of a CUDA error, so that '
+    "connection error is a consequence. This report is built from the CUDA error and kernel assertion "
+    "lines of {process} ({source}); the traceback above is the launcher's, in this process."
+)
 #: the rank that really failed, when no failure record names it
 OTHER_RANK = "a rank other than {root}"
 
@@ -57,8 +76,9 @@ def _other_cuda_error(error: BaseException, link: BaseException, context_dead: b
     return det is not None and det.kills_context and det.exception is not link
 
 
-def read_launched(error: BaseException, text: str, context_dead: bool = False,
-                  sites_seen: bool = False) -> tuple[Detection | None, str] | None:
+def read_launched(
+    error: BaseException, text: str, context_dead: bool = False, sites_seen: bool = False
+) -> tuple[Detection | None, str] | None:
     """None when ``error`` is no launcher's wrapper. Else the child's failure as a Detection (None: the child's
     failure was no CUDA error of ours) and the child's text to read assertion sites from (what the wrapper
     carries, then the captured ``text``). ``sites_seen``: assertion lines are in that text."""
@@ -93,14 +113,16 @@ def read_launched(error: BaseException, text: str, context_dead: bool = False,
     if lost is not None:
         rank = root.split(" (", 1)[0]
         process = peer or worker or OTHER_RANK.format(root=rank)
-        note = PEER_LOST_NOTE.format(wrapper=launch.wrapper, root=root, words=lost.group(0), process=process,
-                                     source=source)
+        note = PEER_LOST_NOTE.format(
+            wrapper=launch.wrapper, root=root, words=lost.group(0), process=process, source=source
+        )
     else:
         note = LAUNCHED_NOTE.format(wrapper=launch.wrapper, process=process, source=source)
     launch = dataclasses.replace(launch, process=process, samples=child_samples(child_text))
     exception = det.exception.with_traceback(error.__traceback__)  # the launcher's frames: the user's cell
-    return dataclasses.replace(det, exception=exception, launch=launch,
-                               notes=(note, *det.notes, *failure_notes(failures))), child_text
+    return dataclasses.replace(
+        det, exception=exception, launch=launch, notes=(note, *det.notes, *failure_notes(failures))
+    ), child_text
 
 
 def _kills(error: tuple[str, str]) -> bool:
@@ -118,6 +140,10 @@ def relabel(diagnosis: Diagnosis, detection: Detection) -> Diagnosis:
     notes = (*first, *(n for n in diagnosis.notes if n not in first and n not in ASYNC_NOTE.values()))
     _, sep, rest = diagnosis.headline.partition(" · ")
     headline = f"GPU context dead in {launch.process} · {rest}" if sep else diagnosis.headline
-    return dataclasses.replace(diagnosis, context_dead=False, headline=headline, notes=notes,
-                               status=CHILD_STATUS.format(process=launch.process,
-                                                         again=AGAIN.get(launch.relaunch, AGAIN["launcher"])))
+    return dataclasses.replace(
+        diagnosis,
+        context_dead=False,
+        headline=headline,
+        notes=notes,
+        status=CHILD_STATUS.format(process=launch.process, again=AGAIN.get(launch.relaunch, AGAIN["launcher"])),
+    )

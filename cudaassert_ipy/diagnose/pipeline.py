@@ -8,7 +8,8 @@ surfaced the assert (cuBLAS, cuDNN, Triton, ...) counts as its follow-on; then e
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Container, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.capture.assert_lines import AssertSite, scan_all
 from cudaassert_ipy.diagnose.detection import Detection, classify
@@ -29,8 +30,9 @@ def sites_in(text: str) -> list[AssertSite]:
     return scanned.sites + recover(scanned.orphans, scanned.sites)[0]
 
 
-def read_failure(error: BaseException, text: str,
-                 context_dead: bool = False) -> tuple[Detection | None, list[AssertSite]]:
+def read_failure(
+    error: BaseException, text: str, context_dead: bool = False
+) -> tuple[Detection | None, list[AssertSite]]:
     """The detection (None: not a failure of ours) and the assertion sites that came with ``error``. When
     ``error`` only wraps a child process's failure (a launcher, an engine), the child's error and lines."""
     launched = read_launched(error, text, context_dead)
@@ -48,10 +50,16 @@ def read_failure(error: BaseException, text: str,
     return detection, sites
 
 
-def diagnose_failure(detection: Detection, sites: list[AssertSite], text: str = "", source: str = "",
-                     execution_count: int | None = None, user_ns: Mapping[str, Any] | None = None,
-                     user_files: Container[str] = (),
-                     adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Evidence, Diagnosis]:
+def diagnose_failure(
+    detection: Detection,
+    sites: list[AssertSite],
+    text: str = "",
+    source: str = "",
+    execution_count: int | None = None,
+    user_ns: Mapping[str, Any] | None = None,
+    user_files: Container[str] = (),
+    adapters: Sequence[Adapter] = ADAPTERS,
+) -> tuple[Evidence, Diagnosis]:
     """Evidence and Diagnosis for a failure ``read_failure`` found; the detection's note (follow-on) goes first.
     ``adapters``: the framework adapters asked (all of them; only those whose framework is imported run)."""
     evidence = collect(detection, sites, source, execution_count, user_ns, text, user_files, adapters)

@@ -11,8 +11,8 @@ file's name. Anything else is reported as unreadable, never as a site.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 from cudaassert_ipy.capture.assert_lines import AssertLine, AssertSite, Orphan
 from cudaassert_ipy.capture.assert_records import NO_DIM
@@ -47,8 +47,9 @@ def _stem_in(raw: str, names: tuple[str, ...]) -> str | None:
     return None
 
 
-def recover(orphans: Iterable[Orphan],
-            known_sites: Iterable[AssertSite] = ()) -> tuple[list[AssertSite], list[Orphan], int]:
+def recover(
+    orphans: Iterable[Orphan], known_sites: Iterable[AssertSite] = ()
+) -> tuple[list[AssertSite], list[Orphan], int]:
     """Sites for fragments holding a whole catalogued condition (file ``""``, or the catalogued file a short
     condition's line shows), the fragments left unread, and how many fragments only repeat a condition already
     read whole elsewhere (``known_sites``)."""

@@ -8,7 +8,7 @@ the exception's attributes one ``getattr`` at a time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from cudaassert_ipy.diagnose.hints import Facts
 
@@ -26,7 +26,7 @@ class ValidatorStop:
     examples: tuple[tuple[tuple[int, ...], bool | int | float], ...]  # (position, value), the first few
     cause_id: str
     hint: str  # the fix, worded by diagnose/hints.py
-    facts: Optional[Facts] = None  # the plain values the hint was worded from
+    facts: Facts | None = None  # the plain values the hint was worded from
 
 
 @runtime_checkable
@@ -36,7 +36,7 @@ class StopsCalls(Protocol):
     def validator_stop(self) -> ValidatorStop: ...
 
 
-def stop_of(exc: BaseException) -> Optional[ValidatorStop]:
+def stop_of(exc: BaseException) -> ValidatorStop | None:
     """The validator's stop, when ``exc`` is one of our validator errors; None otherwise (never raises)."""
     if not type(exc).__module__.startswith("cudaassert_ipy.") or not isinstance(exc, StopsCalls):
         return None

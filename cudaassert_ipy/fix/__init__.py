@@ -19,5 +19,4 @@ from cudaassert_ipy.fix.model import (
     ProposedFix,
 )
 
-__all__ = ["DECISION", "NONE", "PATCH_MIME", "SAFE", "Alternative", "CellSource", "LabelSurvey", "Patch",
-           "ProposedFix"]
+__all__ = ["DECISION", "NONE", "PATCH_MIME", "SAFE", "Alternative", "CellSource", "LabelSurvey", "Patch", "ProposedFix"]

@@ -17,7 +17,6 @@ import os
 import re
 import time
 from collections import Counter
-from typing import Optional
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.fix.model import LabelSurvey
@@ -31,7 +30,7 @@ _ENTRY = re.compile(r"^(\s+)(\d+)\s*:")
 _NC_VALUE = re.compile(r"^(nc\s*:\s*)(\d+)")
 
 
-def read(path: str) -> Optional[str]:
+def read(path: str) -> str | None:
     """The file's text, or None when it cannot be read (or is too big to be a data YAML)."""
     try:
         if os.path.getsize(path) > _MAX_BYTES:
@@ -46,7 +45,7 @@ def _name(i: int) -> str:
     return hints.PATCH_CODE["yaml_name"].format(i=i)
 
 
-def _flow(value: str, have: int, n: int) -> Optional[str]:
+def _flow(value: str, have: int, n: int) -> str | None:
     """``[a, b]`` (a comment may follow) with placeholder names up to ``n``; None when not a one-line list."""
     raw, sep, comment = value.partition("#")
     body = raw.rstrip()
@@ -55,15 +54,15 @@ def _flow(value: str, have: int, n: int) -> Optional[str]:
     inner = body[:-1].rstrip()
     extra = ", ".join(_name(i) for i in range(have, n))
     joined = f"{inner}, {extra}]" if inner.strip() != "[" else f"{inner}{extra}]"
-    return joined + (raw[len(body):] + sep + comment if sep else "")
+    return joined + (raw[len(body) :] + sep + comment if sep else "")
 
 
-def set_nc(text: str, n: int) -> Optional[str]:
+def set_nc(text: str, n: int) -> str | None:
     """``text`` with ``nc: n`` and ``names`` extended to ``n`` entries; None when its form is not understood,
     or it already says ``n``."""
     lines = text.splitlines(keepends=True)
-    nc_at: Optional[int] = None
-    names_at: Optional[int] = None
+    nc_at: int | None = None
+    names_at: int | None = None
     for i, line in enumerate(lines):
         m = _KEY.match(line)
         if m is not None:
@@ -84,7 +83,7 @@ def set_nc(text: str, n: int) -> Optional[str]:
             if new is None:
                 return None
             if len(items) < n:
-                out[names_at] = head.split(":", 1)[0] + ":" + new + lines[names_at][len(head):]
+                out[names_at] = head.split(":", 1)[0] + ":" + new + lines[names_at][len(head) :]
         else:
             end = names_at + 1
             block: list[re.Match[str]] = []
@@ -109,7 +108,7 @@ def set_nc(text: str, n: int) -> Optional[str]:
         m = _NC_VALUE.match(lines[nc_at])
         if m is None:
             return None
-        out[nc_at] = hints.PATCH_CODE["yaml_nc"].format(n=n) + lines[nc_at][m.end(2):]
+        out[nc_at] = hints.PATCH_CODE["yaml_nc"].format(n=n) + lines[nc_at][m.end(2) :]
     for at, added in sorted(inserts, reverse=True):
         out[at:at] = added
     new_text = "".join(out)
@@ -122,7 +121,7 @@ _MAX_LABEL_FILES = 200_000
 _SCALAR = re.compile(r"^(path|train)\s*:\s*(.*?)\s*$")
 
 
-def names_count(text: str) -> Optional[int]:
+def names_count(text: str) -> int | None:
     """How many class names ``names:`` lists (a flow list, a block list or a block mapping); None when absent."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
@@ -135,7 +134,7 @@ def names_count(text: str) -> Optional[int]:
         if value:
             return None
         n = 0
-        for inner in lines[i + 1:]:
+        for inner in lines[i + 1 :]:
             if inner.strip() == "" or inner.lstrip().startswith("#"):
                 continue
             if inner[:1] not in (" ", "\t"):
@@ -145,7 +144,7 @@ def names_count(text: str) -> Optional[int]:
     return None
 
 
-def _scalar(text: str, key: str) -> Optional[str]:
+def _scalar(text: str, key: str) -> str | None:
     for line in text.splitlines():
         m = _SCALAR.match(line)
         if m is not None and m.group(1) == key:
@@ -166,8 +165,9 @@ def _images(train: str) -> list[str]:
     if train.endswith(".txt") and os.path.isfile(train):
         with open(train, encoding="utf-8") as fp:
             base = os.path.dirname(train)
-            return [os.path.join(base, x.strip()[2:]) if x.strip().startswith("./") else x.strip()
-                    for x in fp if x.strip()]
+            return [
+                os.path.join(base, x.strip()[2:]) if x.strip().startswith("./") else x.strip() for x in fp if x.strip()
+            ]
     return []
 
 
@@ -176,7 +176,7 @@ def _label_file(image: str) -> str:
     return labels.join(image.rsplit(images, 1)).rsplit(".", 1)[0] + ".txt"
 
 
-def label_survey(path: str, nc: int, budget_s: float = 2.0) -> Optional[LabelSurvey]:
+def label_survey(path: str, nc: int, budget_s: float = 2.0) -> LabelSurvey | None:
     """Every box's class id in the label files of the data YAML's training set: the data's evidence for the
     decision (a class of its own, a few stray lines, 1-based ids). None when the set cannot be found or read
     within ``budget_s`` (no evidence rather than a partial one)."""
@@ -188,8 +188,9 @@ def label_survey(path: str, nc: int, budget_s: float = 2.0) -> Optional[LabelSur
     if root is None:
         root = here
     else:  # an absolute path stays itself; a relative one next to the YAML, else from the working directory
-        root = next((r for r in (os.path.join(here, root), os.path.abspath(root)) if os.path.isdir(r)),
-                    os.path.join(here, root))
+        root = next(
+            (r for r in (os.path.join(here, root), os.path.abspath(root)) if os.path.isdir(r)), os.path.join(here, root)
+        )
     root = os.path.normpath(root)
     train = _scalar(text, "train")
     if train is None or train.startswith("["):
@@ -223,5 +224,10 @@ def label_survey(path: str, nc: int, budget_s: float = 2.0) -> Optional[LabelSur
             n += 1
     if not files:
         return None
-    return LabelSurvey(os.path.normpath(os.path.join(root, train)), n, tuple(sorted(counts.items())), tuple(bad),
-                       row_names=tuple(names))
+    return LabelSurvey(
+        os.path.normpath(os.path.join(root, train)),
+        n,
+        tuple(sorted(counts.items())),
+        tuple(bad),
+        row_names=tuple(names),
+    )

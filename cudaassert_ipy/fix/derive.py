@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.culprit import BCE, CLASS_LABELS, TOKEN_IDS, Culprit
@@ -32,8 +33,12 @@ def _none(why: str, culprit: str = "") -> ProposedFix:
     return ProposedFix(NONE, why=why, culprit=culprit)
 
 
-def propose(diagnosis: Diagnosis, cells: Sequence[CellSource], survey: Optional[LabelSurvey] = None,
-            resizable: frozenset[str] = frozenset()) -> ProposedFix:
+def propose(
+    diagnosis: Diagnosis,
+    cells: Sequence[CellSource],
+    survey: LabelSurvey | None = None,
+    resizable: frozenset[str] = frozenset(),
+) -> ProposedFix:
     """The proposed fix for ``diagnosis`` over ``cells`` (oldest first, the failing cell last).
 
     ``survey``: the whole training set's labels (a preflight scan), the data's evidence for a decision.
@@ -95,30 +100,39 @@ def _op_sites(history: History, op: str) -> list[tuple[Parsed, Any]]:
 
     out = []
     for p in history.parsed(op):
-        out += [(p, n) for n in walk(p.module) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
-                and n.func.attr.value == op]
+        out += [
+            (p, n)
+            for n in walk(p.module)
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == op
+        ]
     return out
 
 
 # -- BCE: logits into BCELoss ------------------------------------------------------------------------------------
 def _bce(c: Culprit, f: BceFacts, history: History) -> ProposedFix:
     if f.argument != "input" or not (f.lo < 0 or f.hi > 1):
-        return _none(hints.PATCH_WHY["no_edit"].format(what="the targets are out of range; the data needs fixing, "
-                                                            "not the code"), c.loss or "")
+        return _none(
+            hints.PATCH_WHY["no_edit"].format(what="the targets are out of range; the data needs fixing, not the code"),
+            c.loss or "",
+        )
     evidence = hints.PATCH_EVIDENCE["logits"].format(lo=f.lo, hi=f.hi)
     patch = None
     if c.loss is not None:
         site = history.module_site(c.loss)
         if site is not None and (site.parsed.code(site.call.func).endswith("BCELoss")):
-            patch = _patch([_rename_call(site.parsed, site.call, hints.PATCH_CODE["bce_module"])],
-                           _why(site.parsed, "built", c.loss, site.text))
+            patch = _patch(
+                [_rename_call(site.parsed, site.call, hints.PATCH_CODE["bce_module"])],
+                _why(site.parsed, "built", c.loss, site.text),
+            )
     if patch is None:
         sites = _op_sites(history, "binary_cross_entropy")
         if sites:
             p = sites[0][0]
             calls = [n for q, n in sites if q is p]
-            patch = _patch([_rename_call(p, n, hints.PATCH_CODE["bce_function"]) for n in calls],
-                           _why(p, "calls", "binary_cross_entropy", p.code(calls[0])))
+            patch = _patch(
+                [_rename_call(p, n, hints.PATCH_CODE["bce_function"]) for n in calls],
+                _why(p, "calls", "binary_cross_entropy", p.code(calls[0])),
+            )
     if patch is None:
         return _none(hints.PATCH_WHY["no_cell"].format(name=c.loss or "binary_cross_entropy"), c.loss or "")
     alt = Alternative("bce_logits", hints.PATCH_TITLES["bce_logits"], evidence, patch)
@@ -130,18 +144,25 @@ def _tokens(c: Culprit, f: TokenFacts, history: History, resizable: frozenset[st
     import libcst as cst
 
     if f.tokenizer_size is None or c.tokenizer is None or f.num_embeddings >= f.tokenizer_size or c.module is None:
-        return _none(hints.PATCH_WHY["no_edit"].format(what="the ids do not come from a tokenizer that grew past "
-                                                            "the embedding; where they come from decides the fix"),
-                     c.module or "")
+        return _none(
+            hints.PATCH_WHY["no_edit"].format(
+                what="the ids do not come from a tokenizer that grew past "
+                "the embedding; where they come from decides the fix"
+            ),
+            c.module or "",
+        )
     model = c.module.split(".")[0]
     if model not in resizable:
         return _none(hints.PATCH_WHY["no_edit"].format(what=f"`{model}` has no resize_token_embeddings()"), model)
     grew: list[tuple[tuple[int, int], Parsed, Any]] = []
     for p in history.parsed(c.tokenizer):
         for n in walk(p.module):
-            if (isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
-                    and n.func.attr.value in ("add_tokens", "add_special_tokens")
-                    and p.code(n.func.value) == c.tokenizer):
+            if (
+                isinstance(n, cst.Call)
+                and isinstance(n.func, cst.Attribute)
+                and n.func.attr.value in ("add_tokens", "add_special_tokens")
+                and p.code(n.func.value) == c.tokenizer
+            ):
                 grew.append(((p.order, p.line_of(n)), p, n))
     built = next(iter(history.assignments(model)), None)
     places = grew[:1] + ([((built[0].order, built[0].line_of(built[1])), built[0], built[1])] if built else [])
@@ -151,16 +172,18 @@ def _tokens(c: Culprit, f: TokenFacts, history: History, resizable: frozenset[st
     code = hints.PATCH_CODE["resize"].format(model=model, tokenizer=c.tokenizer)
     evidence = hints.PATCH_EVIDENCE["grew"].format(tokenizer_size=f.tokenizer_size, num=f.num_embeddings)
     verb = "grew" if grew and p is grew[0][1] and node is grew[0][2] else "built"
-    patch = _patch([_insert_after(p, node, code)], _why(p, verb, c.tokenizer if verb == "grew" else model,
-                                                          p.code(node)))
+    patch = _patch(
+        [_insert_after(p, node, code)], _why(p, verb, c.tokenizer if verb == "grew" else model, p.code(node))
+    )
     title = hints.PATCH_TITLES["resize_embeddings"].format(tokenizer_size=f.tokenizer_size, num=f.num_embeddings)
     alt = Alternative("resize_embeddings", title, evidence, patch)
-    return ProposedFix(SAFE, (alt,), 0, hints.PATCH_WHY["safe"].format(evidence=evidence), c.module,
-                       vocab_size=f.tokenizer_size)
+    return ProposedFix(
+        SAFE, (alt,), 0, hints.PATCH_WHY["safe"].format(evidence=evidence), c.module, vocab_size=f.tokenizer_size
+    )
 
 
 # -- class labels: head, ignore_index, rows ------------------------------------------------------------------------
-def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelSurvey]) -> ProposedFix:
+def _labels(c: Culprit, f: LabelFacts, history: History, survey: LabelSurvey | None) -> ProposedFix:
     yaml_names = None  # Ultralytics: the data YAML that sets nc names this many classes
     if f.head is not None and f.head.file:
         f, survey, yaml_names = _yaml_evidence(f, f.head.file, survey)
@@ -185,13 +208,22 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
             decides = hints.PATCH_EVIDENCE["declared"].format(declared=f.declared, by=c.dataset or f.declared_by)
         elif survey is not None and not shifted and _common(survey, top, f.n_classes):
             decides = hints.PATCH_EVIDENCE["new_class"].format(top=top, count=survey.count(top), n=survey.n_samples)
-        alts.append((alt if not decides else Alternative(alt.key, alt.title, decides, alt.patch, alt.no_patch),
-                     decides))
-        if (shift is None and survey is not None and top == f.n_classes and survey.count(0) == 0
-                and survey.count(1)):
+        alts.append(
+            (alt if not decides else Alternative(alt.key, alt.title, decides, alt.patch, alt.no_patch), decides)
+        )
+        if shift is None and survey is not None and top == f.n_classes and survey.count(0) == 0 and survey.count(1):
             ev = hints.PATCH_EVIDENCE["one_based"].format(low=1, top=top)
-            alts.append((Alternative("shift_labels", hints.PATCH_TITLES["shift_labels"].format(last=last), ev,
-                                     no_patch="where the labels are made is not one call to edit"), ev))
+            alts.append(
+                (
+                    Alternative(
+                        "shift_labels",
+                        hints.PATCH_TITLES["shift_labels"].format(last=last),
+                        ev,
+                        no_patch="where the labels are made is not one call to edit",
+                    ),
+                    ev,
+                )
+            )
     if shift is not None:
         alts.append(shift)
     if survey is not None and 0 < len(survey.bad_rows) <= max(HANDFUL_ROWS, HANDFUL * survey.n_samples):
@@ -201,9 +233,17 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
     if not alts:
         return _none(hints.PATCH_WHY["no_edit"].format(what="no alternative fits these labels"), c.module or "")
     widened = f.declared if f.declared is not None and top is not None and top < f.declared else (top or 0) + 1
-    alts = [(dataclasses.replace(a, num_classes=widened if a.key == "widen_head" else f.n_classes,
-                                 ignore_index=255 if a.key == "ignore_index" else f.ignore_index), d)
-            for a, d in alts]  # what the verification checks after each one
+    alts = [
+        (
+            dataclasses.replace(
+                a,
+                num_classes=widened if a.key == "widen_head" else f.n_classes,
+                ignore_index=255 if a.key == "ignore_index" else f.ignore_index,
+            ),
+            d,
+        )
+        for a, d in alts
+    ]  # what the verification checks after each one
     ranked = sorted(range(len(alts)), key=lambda i: not alts[i][1])  # the ones the data decides for first
     decided = [i for i in ranked if alts[i][1]]
     alternatives = tuple(alts[i][0] for i in ranked)
@@ -211,21 +251,30 @@ def _labels(c: Culprit, f: LabelFacts, history: History, survey: Optional[LabelS
     if default is not None:
         why = hints.PATCH_WHY["decided"].format(evidence=alts[decided[0]][1])
     elif len(decided) == 1:  # the data decides for an alternative no code change makes: said, nothing applied
-        why = hints.PATCH_WHY["decided_no_patch"].format(evidence=alts[decided[0]][1],
-                                                         no_patch=alternatives[0].no_patch)
+        why = hints.PATCH_WHY["decided_no_patch"].format(
+            evidence=alts[decided[0]][1], no_patch=alternatives[0].no_patch
+        )
     else:
         why = hints.PATCH_WHY["undecided"]
     chosen = alternatives[default] if default is not None else None
     n_classes = f.n_classes
     if chosen is not None and chosen.key == "widen_head":
         n_classes = f.declared if f.declared is not None and top is not None and top < f.declared else (top or 0) + 1
-    return ProposedFix(DECISION, alternatives, default, why, c.module or c.loss or "",
-                       dataset=survey.source if survey is not None else c.dataset, num_classes=n_classes,
-                       ignore_index=255 if chosen is not None and chosen.key == "ignore_index" else f.ignore_index)
+    return ProposedFix(
+        DECISION,
+        alternatives,
+        default,
+        why,
+        c.module or c.loss or "",
+        dataset=survey.source if survey is not None else c.dataset,
+        num_classes=n_classes,
+        ignore_index=255 if chosen is not None and chosen.key == "ignore_index" else f.ignore_index,
+    )
 
 
-def _shift_alt(f: LabelFacts, history: History, survey: Optional[LabelSurvey], top: int | None,
-               negative: list[int]) -> tuple[Alternative, str] | None:
+def _shift_alt(
+    f: LabelFacts, history: History, survey: LabelSurvey | None, top: int | None, negative: list[int]
+) -> tuple[Alternative, str] | None:
     """A collate_fn or ``__getitem__`` that moves the labels by one, in the direction that put them out of range
     (``+ 1`` and labels reaching C; ``- 1`` and labels at -1): the alternative that takes the shift out, and the
     data's evidence that decides for it ("" when the data does not say)."""
@@ -242,13 +291,16 @@ def _shift_alt(f: LabelFacts, history: History, survey: Optional[LabelSurvey], t
         seen = [v for v, n in survey.counts if n and v != f.ignore_index]
         low, high = (min(seen), max(seen)) if seen else (0, 0)
         if shift.collate and seen and not survey.bad_rows and (high == last if shift.delta > 0 else low == 0):
-            decides = hints.PATCH_EVIDENCE["shifted_raw"].format(dataset=survey.source, low=low, high=high,
-                                                                 where=shift.where, delta=delta)
+            decides = hints.PATCH_EVIDENCE["shifted_raw"].format(
+                dataset=survey.source, low=low, high=high, where=shift.where, delta=delta
+            )
         elif not shift.collate and seen and (low, high) == ((1, last + 1) if shift.delta > 0 else (-1, last - 1)):
-            decides = hints.PATCH_EVIDENCE["shifted_item"].format(where=shift.where, low=low, high=high, delta=delta,
-                                                                  last=last)
-    evidence = decides or hints.PATCH_EVIDENCE["shift_code"].format(where=shift.where, delta=delta,
-                                                                    code=" ".join(shift.code.split()))
+            decides = hints.PATCH_EVIDENCE["shifted_item"].format(
+                where=shift.where, low=low, high=high, delta=delta, last=last
+            )
+    evidence = decides or hints.PATCH_EVIDENCE["shift_code"].format(
+        where=shift.where, delta=delta, code=" ".join(shift.code.split())
+    )
     title = hints.PATCH_TITLES["shift_code"].format(op="+" if shift.delta > 0 else "-", where=shift.where, last=last)
     p = shift.parsed
     why = f"{_cell_name(p)} defines {shift.where}, which moves the labels by {delta} (`{' '.join(shift.code.split())}`)"
@@ -267,15 +319,21 @@ def _ignore_alt(c: Culprit, history: History, value: int, evidence: str) -> Alte
     if c.loss is not None:
         site = history.module_site(c.loss)
         if site is not None:
-            return Alternative("ignore_index", title, evidence,
-                               _patch([keyword_edit(site.parsed, site.call, code)],
-                                      _why(site.parsed, "built", c.loss, site.text)))
+            return Alternative(
+                "ignore_index",
+                title,
+                evidence,
+                _patch([keyword_edit(site.parsed, site.call, code)], _why(site.parsed, "built", c.loss, site.text)),
+            )
     sites = _op_sites(history, c.op or "cross_entropy")
     if sites:
         p, call = sites[0]
-        return Alternative("ignore_index", title, evidence,
-                           _patch([keyword_edit(p, call, code)], _why(p, "calls", c.op or "cross_entropy",
-                                                                      p.code(call))))
+        return Alternative(
+            "ignore_index",
+            title,
+            evidence,
+            _patch([keyword_edit(p, call, code)], _why(p, "calls", c.op or "cross_entropy", p.code(call))),
+        )
     return Alternative("ignore_index", title, evidence, no_patch="no cell built the loss")
 
 
@@ -284,7 +342,8 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
 
     words = hints.set_classes(f.head, f.n_classes)
     title = hints.PATCH_TITLES["widen_head"].format(
-        set_classes=words(n) if words is not None else hints.GENERIC_CLASS_WORDS["set"].format(n=n))
+        set_classes=words(n) if words is not None else hints.GENERIC_CLASS_WORDS["set"].format(n=n)
+    )
     if f.head is not None and f.head.file:  # Ultralytics: the data YAML's nc: wins over the model's own
         yaml_alt = _yaml_alt(f.head.file, f.head.owner, n)
         if yaml_alt is not None:
@@ -315,10 +374,14 @@ def _widen_alt(c: Culprit, f: LabelFacts, history: History, n: int) -> tuple[Alt
             if edit is not None:
                 edits.append(edit)
                 name = f.head.owner or f.head.setting
-                if (isinstance(site.call.func, cst.Attribute) and site.call.func.attr.value == "from_pretrained"
-                        and edit.parsed.order == site.parsed.order
-                        and not any(a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes"
-                                    for a in site.call.args)):
+                if (
+                    isinstance(site.call.func, cst.Attribute)
+                    and site.call.func.attr.value == "from_pretrained"
+                    and edit.parsed.order == site.parsed.order
+                    and not any(
+                        a.keyword is not None and a.keyword.value == "ignore_mismatched_sizes" for a in site.call.args
+                    )
+                ):
                     edits.append(keyword_edit(site.parsed, site.call, hints.PATCH_CODE["mismatched"]))
                 maps, by_hand = _label_maps(history, site, arg, edit, n)
                 edits += maps
@@ -405,13 +468,14 @@ def _extend_map(p: Parsed, d: Any, key: str, n: int) -> Edit | None:
     if isinstance(last.comma, cst.Comma) and "\n" in source[first_start:end]:  # one entry a line, trailing comma
         comma = source.index(",", end) + 1
         line_start = source.rfind("\n", 0, p.span(last.key)[0]) + 1
-        indent = source[line_start:p.span(last.key)[0]]
+        indent = source[line_start : p.span(last.key)[0]]
         return Edit(p, comma, comma, "".join(f"\n{indent}{x}," for x in entries))
     return Edit(p, end, end, "".join(f", {x}" for x in entries))
 
 
-def _yaml_evidence(f: LabelFacts, path: str, survey: Optional[LabelSurvey]
-                   ) -> tuple[LabelFacts, Optional[LabelSurvey], Optional[int]]:
+def _yaml_evidence(
+    f: LabelFacts, path: str, survey: LabelSurvey | None
+) -> tuple[LabelFacts, LabelSurvey | None, int | None]:
     """Ultralytics: the data YAML's ``names:`` (more names than ``nc``: the class count it declares) and its label
     files' class ids (a scan of the training set, when no other survey was made), as the decision's evidence."""
     from cudaassert_ipy.fix import data_yaml
@@ -443,8 +507,13 @@ def _last_layer_site(history: History, model: str) -> Site | None:
     import libcst as cst
 
     for p, _, value in history.assignments(model):
-        if (isinstance(value, cst.Call) and _callee(Site(p, value)) == "Sequential" and value.args
-                and isinstance(value.args[0].value, cst.List) and value.args[0].value.elements):
+        if (
+            isinstance(value, cst.Call)
+            and _callee(Site(p, value)) == "Sequential"
+            and value.args
+            and isinstance(value.args[0].value, cst.List)
+            and value.args[0].value.elements
+        ):
             last = value.args[0].value.elements[-1].value
             return Site(p, last) if isinstance(last, cst.Call) else None
         return None
@@ -455,8 +524,7 @@ def _callee(site: Site) -> str:
     import libcst as cst
 
     func = site.call.func
-    return str(func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name)
-               else "")
+    return str(func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "")
 
 
 def _arg(call: Any, position: int | None, keyword: str | None) -> Any | None:
@@ -469,14 +537,25 @@ def _arg(call: Any, position: int | None, keyword: str | None) -> Any | None:
     return None
 
 
-def _drop_alt(c: Culprit, f: LabelFacts, history: History, survey: LabelSurvey, widen_site: Site | None,
-              negative: list[int], top: int | None, yaml_names: int | None = None) -> tuple[Alternative, str]:
+def _drop_alt(
+    c: Culprit,
+    f: LabelFacts,
+    history: History,
+    survey: LabelSurvey,
+    widen_site: Site | None,
+    negative: list[int],
+    top: int | None,
+    yaml_names: int | None = None,
+) -> tuple[Alternative, str]:
     rows = survey.bad_rows
     named = survey.row_names or tuple(map(str, rows))
     shown = ", ".join(named[:8]) + (f", ... ({len(rows) - 8} more)" if len(rows) > 8 else "")
     last = f.n_classes - 1
-    title = (hints.PATCH_TITLES["label_lines"].format(count=len(rows), last=last, rows=shown) if survey.row_names
-             else hints.PATCH_TITLES["drop_rows"].format(count=len(rows), dataset=survey.source, rows=shown))
+    title = (
+        hints.PATCH_TITLES["label_lines"].format(count=len(rows), last=last, rows=shown)
+        if survey.row_names
+        else hints.PATCH_TITLES["drop_rows"].format(count=len(rows), dataset=survey.source, rows=shown)
+    )
     evidence = hints.PATCH_EVIDENCE["handful"].format(count=len(rows), n=survey.n_samples, last=last, rows=shown)
     handful = len(rows) <= max(HANDFUL_ROWS, HANDFUL * survey.n_samples)
     decides = ""
@@ -485,22 +564,32 @@ def _drop_alt(c: Culprit, f: LabelFacts, history: History, survey: LabelSurvey, 
     if handful and names is not None:
         decides = hints.PATCH_EVIDENCE["names"].format(names=names, n=f.n_classes, bad=bad_text) + "; " + evidence
     elif handful and yaml_names == f.n_classes and f.head is not None:
-        decides = (hints.PATCH_EVIDENCE["yaml_names"].format(path=f.head.file, n=f.n_classes, bad=bad_text) + "; "
-                   + evidence)
+        decides = (
+            hints.PATCH_EVIDENCE["yaml_names"].format(path=f.head.file, n=f.n_classes, bad=bad_text) + "; " + evidence
+        )
     elif handful and negative and not any(v in (-1, -100) and f.ignore_index is None for v in negative):
         decides = hints.PATCH_EVIDENCE["negative"].format(bad=", ".join(map(str, negative))) + "; " + evidence
     elif handful and (top is None or top > f.n_classes or negative):
         decides = evidence  # scattered bad values in a few rows: not a class the head misses
     if survey.row_names:  # label files: data, not code
-        return Alternative("drop_rows", title, decides or evidence,
-                           no_patch="label files are data, not code: correct or delete those lines"), decides
+        return Alternative(
+            "drop_rows",
+            title,
+            decides or evidence,
+            no_patch="label files are data, not code: correct or delete those lines",
+        ), decides
     code_key = "drop_rows_hf" if survey.has_select else "drop_rows_torch"
     code = hints.PATCH_CODE[code_key].format(dataset=survey.source, rows="{" + ", ".join(map(str, rows)) + "}")
     built = next(iter(history.assignments(survey.source)), None)
     if built is None or len(rows) > 1000:
-        return Alternative("drop_rows", title, decides or evidence,
-                           no_patch=f"no cell of this kernel built `{survey.source}`" if built is None
-                           else "too many rows to list in code"), decides
+        return Alternative(
+            "drop_rows",
+            title,
+            decides or evidence,
+            no_patch=f"no cell of this kernel built `{survey.source}`"
+            if built is None
+            else "too many rows to list in code",
+        ), decides
     p, stmt, _ = built
     patch = _patch([_insert_after(p, stmt, code)], _why(p, "built", survey.source, p.code(stmt)))
     return Alternative("drop_rows", title, decides or evidence, patch), decides
@@ -514,8 +603,7 @@ def _names_list(site: Site | None) -> str | None:
         return None
     position, keyword = _COUNT_ARG.get(_callee(site), (None, None))
     arg = _arg(site.call, position, keyword)
-    if (isinstance(arg, cst.Call) and isinstance(arg.func, cst.Name) and arg.func.value == "len"
-            and len(arg.args) == 1):
+    if isinstance(arg, cst.Call) and isinstance(arg.func, cst.Name) and arg.func.value == "len" and len(arg.args) == 1:
         return site.parsed.code(arg.args[0].value)
     return None
 

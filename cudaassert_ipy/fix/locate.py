@@ -10,8 +10,9 @@ given in that cell (``num_classes = 195``). Only what the tree says: nothing is 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any
 
 from cudaassert_ipy.fix.model import CellSource
 from cudaassert_ipy.fix.source import Edit, Parsed, dotted, parse, walk
@@ -29,7 +30,7 @@ class Frame:
     """A function the value is inside of, and the call that ran it (to follow a parameter back)."""
 
     function: Any  # libcst.FunctionDef
-    call: Optional[tuple[Parsed, Any]]  # (cell, libcst.Call) that called it (a class call for __init__)
+    call: tuple[Parsed, Any] | None  # (cell, libcst.Call) that called it (a class call for __init__)
     is_init: bool = False
 
 
@@ -105,8 +106,9 @@ class History:
                     if isinstance(small, cst.Assign):
                         if any(dotted(t.target) == target for t in small.targets):
                             found.append((p, stmt, small.value))
-                    elif (isinstance(small, cst.AnnAssign) and small.value is not None
-                          and dotted(small.target) == target):
+                    elif (
+                        isinstance(small, cst.AnnAssign) and small.value is not None and dotted(small.target) == target
+                    ):
                         found.append((p, stmt, small.value))
             yield from reversed(found)
 
@@ -133,9 +135,14 @@ class History:
         import libcst as cst
 
         for p in self.parsed(name):
-            found = [(p, n) for stmt in p.module.body for n in walk(stmt)
-                     if isinstance(n, cst.Call) and _name_of_call(n) == name
-                     and not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))]
+            found = [
+                (p, n)
+                for stmt in p.module.body
+                for n in walk(stmt)
+                if isinstance(n, cst.Call)
+                and _name_of_call(n) == name
+                and not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))
+            ]
             yield from reversed(found)
 
     # -- following a module's name to the call that built it -----------------------------------------------
@@ -157,8 +164,9 @@ class History:
     def _follow(self, p: Parsed, expr: Any, rest: list[str], frames: tuple[Frame, ...]) -> Site | None:
         import libcst as cst
 
-        while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
-               and expr.func.attr.value in _SAME_OBJECT):
+        while (
+            isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SAME_OBJECT
+        ):
             expr = expr.func.value
         if not isinstance(expr, cst.Call):
             return None
@@ -193,8 +201,9 @@ class History:
             for stmt in p.module.body:
                 func = stmt if isinstance(stmt, cst.FunctionDef) else None
                 for node in walk(stmt):
-                    if isinstance(node, cst.Call) and any(a.keyword is not None and a.keyword.value == setting
-                                                          for a in node.args):
+                    if isinstance(node, cst.Call) and any(
+                        a.keyword is not None and a.keyword.value == setting for a in node.args
+                    ):
                         if isinstance(stmt, cst.ClassDef):
                             continue
                         best = (node, func)
@@ -244,8 +253,11 @@ class History:
         param = None
         if isinstance(expr, cst.Name):
             param = str(expr.value)
-        elif isinstance(expr, cst.Attribute) and dotted(expr) is not None and str(dotted(expr)).startswith(
-                "self.hparams."):
+        elif (
+            isinstance(expr, cst.Attribute)
+            and dotted(expr) is not None
+            and str(dotted(expr)).startswith("self.hparams.")
+        ):
             param = str(dotted(expr)).split(".", 2)[2]
         if param is not None and frames:
             frame = frames[-1]
@@ -276,8 +288,9 @@ class History:
         calls = [frame.call] if frame.call is not None else list(self.calls_of(frame.function.name.value))[:1]
         for cp, call in calls:
             positional = [a for a in call.args if a.keyword is None and a.star == ""]
-            if any(a.star for a in call.args) or any(a.keyword is not None and a.keyword.value == param
-                                                     for a in call.args):
+            if any(a.star for a in call.args) or any(
+                a.keyword is not None and a.keyword.value == param for a in call.args
+            ):
                 return None
             if len(positional) <= names.index(param) - offset:
                 return cp, call
@@ -338,21 +351,30 @@ def _shifts(p: Parsed, func: Any, where: str, collate: bool) -> list[tuple[tuple
                 cut = (p.span(n.left)[0], p.span(n.right)[0])  # `1 + labels` -> `labels`
             else:
                 continue
-            out.append(((p.order, p.line_of(n)), Shift(p, delta, where, collate, p.code(n),
-                                                       Edit(p, cut[0], cut[1], ""))))
+            out.append(
+                ((p.order, p.line_of(n)), Shift(p, delta, where, collate, p.code(n), Edit(p, cut[0], cut[1], "")))
+            )
         elif isinstance(n, cst.IndentedBlock) and len(n.body) > 1:  # a line removed leaves the block a statement
             for line in n.body:
                 aug = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
-                if not (isinstance(aug, cst.AugAssign) and isinstance(aug.operator, (cst.AddAssign, cst.SubtractAssign))
-                        and _is_one(aug.value) and _LABELISH.search(p.code(aug.target))):
+                if not (
+                    isinstance(aug, cst.AugAssign)
+                    and isinstance(aug.operator, (cst.AddAssign, cst.SubtractAssign))
+                    and _is_one(aug.value)
+                    and _LABELISH.search(p.code(aug.target))
+                ):
                     continue
                 start, end = p.span(aug)
                 line_start = source.rfind("\n", 0, start) + 1
                 line_end = source.find("\n", end)
                 line_end = len(source) if line_end < 0 else line_end + 1
                 delta = 1 if isinstance(aug.operator, cst.AddAssign) else -1
-                out.append(((p.order, p.line_of(aug)), Shift(p, delta, where, collate, source[start:end],
-                                                             Edit(p, line_start, line_end, ""))))
+                out.append(
+                    (
+                        (p.order, p.line_of(aug)),
+                        Shift(p, delta, where, collate, source[start:end], Edit(p, line_start, line_end, "")),
+                    )
+                )
     return out
 
 

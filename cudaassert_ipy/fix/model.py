@@ -6,7 +6,7 @@ Standard library only, so that the view and the runner can read a ``ProposedFix`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["DECISION", "NONE", "PATCH_MIME", "SAFE", "Alternative", "CellSource", "LabelSurvey", "Patch", "ProposedFix"]
 
@@ -22,11 +22,11 @@ PATCH_MIME = "application/vnd.cudaassert.patch+json"
 class CellSource:
     """One executed cell, as the kernel's history recorded it (oldest first in a history)."""
 
-    number: Optional[int]  # In [n]
-    cell_id: Optional[str]
+    number: int | None  # In [n]
+    cell_id: str | None
     source: str
     ok: bool = True
-    path: Optional[str] = None  # a script file (the runner): the patch is a file patch against it
+    path: str | None = None  # a script file (the runner): the patch is a file patch against it
 
 
 @dataclass(frozen=True)
@@ -48,18 +48,26 @@ class LabelSurvey:
 class Patch:
     """A change of one cell (or one file): the old and the new code, and why this cell."""
 
-    number: Optional[int]
-    cell_id: Optional[str]
+    number: int | None
+    cell_id: str | None
     old_source: str
     new_source: str
     diff: str  # unified diff, old -> new
     why_cell: str  # "cell [5] built `model.head` (nn.Linear(32, num_classes))"
-    path: Optional[str] = None  # a file patch (a script, a data YAML)
+    path: str | None = None  # a file patch (a script, a data YAML)
 
     def request(self) -> dict[str, Any]:
         """The apply request a frontend extension consumes (``PATCH_MIME``, ``"kind": "applied"``)."""
-        return {"cell_id": self.cell_id, "diff": self.diff, "execution_count": self.number, "kind": "applied",
-                "new_source": self.new_source, "old_source": self.old_source, "path": self.path, "version": 1}
+        return {
+            "cell_id": self.cell_id,
+            "diff": self.diff,
+            "execution_count": self.number,
+            "kind": "applied",
+            "new_source": self.new_source,
+            "old_source": self.old_source,
+            "path": self.path,
+            "version": 1,
+        }
 
 
 @dataclass(frozen=True)
@@ -69,11 +77,11 @@ class Alternative:
     key: str  # "widen_head", "ignore_index", "drop_rows", "shift_labels", "bce_logits", "resize_embeddings"
     title: str  # in the framework's words (diagnose/hints.py)
     evidence: str = ""
-    patch: Optional[Patch] = None
+    patch: Patch | None = None
     no_patch: str = ""  # why this alternative has no patch
     # the facts after applying it, for the verification's preflight (None: the fix's own)
-    num_classes: Optional[int] = None
-    ignore_index: Optional[int] = None
+    num_classes: int | None = None
+    ignore_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,50 +90,64 @@ class ProposedFix:
 
     safety: str  # SAFE, DECISION or NONE
     alternatives: tuple[Alternative, ...] = ()
-    default: Optional[int] = None  # index of the alternative the data decides for (None: the user chooses)
+    default: int | None = None  # index of the alternative the data decides for (None: the user chooses)
     why: str = ""  # why this ranking; for NONE, why nothing is proposed (one line)
     culprit: str = ""  # "model.head", "criterion"
     # what a verification after the replay checks (plain values: the restart carries them in its plan)
-    dataset: Optional[str] = None
-    num_classes: Optional[int] = None
-    ignore_index: Optional[int] = None
-    vocab_size: Optional[int] = None
+    dataset: str | None = None
+    num_classes: int | None = None
+    ignore_index: int | None = None
+    vocab_size: int | None = None
 
     def proposal(self) -> dict[str, Any]:
         """The proposal a frontend extension shows with its Apply buttons (``PATCH_MIME``, ``"kind": "proposal"``):
         each alternative by its ``--choose`` number, with its patch's request where it has one."""
-        alts = [{"choose": i, "default": self.default == i - 1, "evidence": a.evidence, "no_patch": a.no_patch,
-                 "patch": a.patch.request() if a.patch is not None else None, "title": a.title}
-                for i, a in enumerate(self.alternatives, 1)]
-        return {"alternatives": alts, "culprit": self.culprit, "kind": "proposal", "safety": self.safety,
-                "version": 1, "why": self.why}
+        alts = [
+            {
+                "choose": i,
+                "default": self.default == i - 1,
+                "evidence": a.evidence,
+                "no_patch": a.no_patch,
+                "patch": a.patch.request() if a.patch is not None else None,
+                "title": a.title,
+            }
+            for i, a in enumerate(self.alternatives, 1)
+        ]
+        return {
+            "alternatives": alts,
+            "culprit": self.culprit,
+            "kind": "proposal",
+            "safety": self.safety,
+            "version": 1,
+            "why": self.why,
+        }
 
     @property
-    def chosen(self) -> Optional[Alternative]:
+    def chosen(self) -> Alternative | None:
         return self.alternatives[self.default] if self.default is not None else None
 
     @property
-    def patch(self) -> Optional[Patch]:
+    def patch(self) -> Patch | None:
         chosen = self.chosen
         return chosen.patch if chosen is not None else None
 
     # the patch's fields, for the text forms (`proposed_fix().diff`)
     @property
-    def execution_count(self) -> Optional[int]:
+    def execution_count(self) -> int | None:
         return self.patch.number if self.patch else None
 
     @property
-    def cell_id(self) -> Optional[str]:
+    def cell_id(self) -> str | None:
         return self.patch.cell_id if self.patch else None
 
     @property
-    def old_source(self) -> Optional[str]:
+    def old_source(self) -> str | None:
         return self.patch.old_source if self.patch else None
 
     @property
-    def new_source(self) -> Optional[str]:
+    def new_source(self) -> str | None:
         return self.patch.new_source if self.patch else None
 
     @property
-    def diff(self) -> Optional[str]:
+    def diff(self) -> str | None:
         return self.patch.diff if self.patch else None

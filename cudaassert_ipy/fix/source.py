@@ -17,8 +17,9 @@ import ast
 import difflib
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any
 
 from cudaassert_ipy.fix.model import CellSource
 
@@ -28,7 +29,7 @@ _PYTHON_CELL_MAGICS = ("cuda_debug", "time", "timeit", "capture")
 _IPY_LINE = re.compile(r"^(\s*)([%!])")
 
 
-def _masked(source: str) -> Optional[str]:
+def _masked(source: str) -> str | None:
     """The cell with IPython-only lines turned into comments of the same length; None when it is not Python."""
     lines = source.splitlines(keepends=True)
     if lines and lines[0].lstrip().startswith("%%"):
@@ -50,8 +51,9 @@ class Parsed:
     def span(self, node: Any) -> tuple[int, int]:
         """(start, end) offsets of ``node`` in the cell's text."""
         r = self.positions[node]
-        return _offset(self.cell.source, r.start.line, r.start.column), _offset(self.cell.source, r.end.line,
-                                                                                 r.end.column)
+        return _offset(self.cell.source, r.start.line, r.start.column), _offset(
+            self.cell.source, r.end.line, r.end.column
+        )
 
     def line_of(self, node: Any) -> int:
         return int(self.positions[node].start.line)
@@ -119,7 +121,7 @@ def pruned(masked: str, word: str) -> str:
         return masked
     lines = masked.splitlines(keepends=True)
     spans = [(*_span(stmt), stmt) for stmt in tree.body]
-    keep = [word in "".join(lines[a - 1:b]) for a, b, _ in spans]
+    keep = [word in "".join(lines[a - 1 : b]) for a, b, _ in spans]
     used: set[str] = set()
     grew = True
     while grew:  # the names the kept statements use, and the statements that assign them
@@ -133,11 +135,13 @@ def pruned(masked: str, word: str) -> str:
         if k and isinstance(st, ast.ClassDef):
             for m in st.body:
                 a, b = _span(m)
-                if (isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name != "__init__"
-                        and word not in "".join(lines[a - 1:b])):
+                if (
+                    isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and m.name != "__init__"
+                    and word not in "".join(lines[a - 1 : b])
+                ):
                     kept_lines -= set(range(a, b + 1))
-    out = [line if n in kept_lines else ("\n" if line.endswith("\n") else "")
-           for n, line in enumerate(lines, 1)]
+    out = [line if n in kept_lines else ("\n" if line.endswith("\n") else "") for n, line in enumerate(lines, 1)]
     return "".join(out)
 
 
@@ -183,12 +187,13 @@ def apply_edits(edits: list[Edit]) -> str:
     """The cell's new text: edits of one cell, spliced from the end so earlier offsets stay right."""
     source = edits[0].parsed.cell.source
     for e in sorted(edits, key=lambda e: e.start, reverse=True):
-        source = source[: e.start] + e.text + source[e.end:]
+        source = source[: e.start] + e.text + source[e.end :]
     return source
 
 
 def unified_diff(old: str, new: str, name: str) -> str:
     """Lines compared without their ends: a cell's last line has no newline, and would run into the next one."""
-    lines = difflib.unified_diff(old.splitlines(), new.splitlines(), fromfile=f"a/{name}", tofile=f"b/{name}", n=2,
-                                 lineterm="")
+    lines = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), fromfile=f"a/{name}", tofile=f"b/{name}", n=2, lineterm=""
+    )
     return "".join(line + "\n" for line in lines)

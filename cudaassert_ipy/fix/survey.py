@@ -7,7 +7,8 @@ handful of stray rows, a 'void' 255, or 1-based labels; the alternatives are ran
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.checks.preflight_scan import LABEL_KEYS, batch_len, pick_field, samples
 from cudaassert_ipy.fix.model import LabelSurvey
@@ -21,8 +22,9 @@ class OutOfTime(Exception):
     """The scan ran past its budget: no evidence rather than a partial one."""
 
 
-def survey_labels(name: str, data: Any, n_classes: int, ignore_index: Optional[int] = None,
-                  budget_s: Optional[float] = None) -> LabelSurvey:
+def survey_labels(
+    name: str, data: Any, n_classes: int, ignore_index: int | None = None, budget_s: float | None = None
+) -> LabelSurvey:
     """Every label value and the rows outside ``0..n_classes-1`` (``ignore_index`` excepted) of ``data``.
 
     ``budget_s``: raise :class:`OutOfTime` past it (the panel must not wait on a dataset that decodes images)."""
@@ -50,12 +52,22 @@ def survey_labels(name: str, data: Any, n_classes: int, ignore_index: Optional[i
                 bad.append(first + i)
         n += len(rows)
     dataset = getattr(data, "dataset", data)
-    return LabelSurvey(name, n, tuple(sorted(counts.items())), tuple(bad),
-                       has_select=callable(getattr(dataset, "select", None)) and hasattr(dataset, "features"))
+    return LabelSurvey(
+        name,
+        n,
+        tuple(sorted(counts.items())),
+        tuple(bad),
+        has_select=callable(getattr(dataset, "select", None)) and hasattr(dataset, "features"),
+    )
 
 
-def survey_from(ns: Mapping[str, Any], candidates: Sequence[str], n_classes: int,
-                ignore_index: Optional[int] = None, budget_s: Optional[float] = None) -> LabelSurvey | None:
+def survey_from(
+    ns: Mapping[str, Any],
+    candidates: Sequence[str],
+    n_classes: int,
+    ignore_index: int | None = None,
+    budget_s: float | None = None,
+) -> LabelSurvey | None:
     """The first of ``candidates`` (dotted names: the failing loader, the dataset that declared the classes) that
     is a dataset of ``ns`` (a DataLoader stands for its dataset), scanned whole; None when none can be read."""
     for name in candidates:

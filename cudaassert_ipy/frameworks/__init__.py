@@ -91,8 +91,19 @@ if TYPE_CHECKING:
 
 #: imported on first use: ``%load_ext`` loads ``frameworks.base`` (the bookmark's data/loaders use it) but no
 #: adapter; the registry and every adapter come with the first failure or validator stop that needs them
-_REGISTRY_NAMES = frozenset({"ADAPTERS", "Gathered", "active", "class_head_near", "class_head_of", "cleanup_step",
-                             "gather", "launch_of", "own_text"})
+_REGISTRY_NAMES = frozenset(
+    {
+        "ADAPTERS",
+        "Gathered",
+        "active",
+        "class_head_near",
+        "class_head_of",
+        "cleanup_step",
+        "gather",
+        "launch_of",
+        "own_text",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -105,6 +116,7 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_REGISTRY_NAMES})
+
 
 __all__ = [
     "ADAPTERS",

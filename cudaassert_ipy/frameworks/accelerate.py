@@ -11,7 +11,8 @@ the end"); ``DataLoaderDispatcher`` fetches on rank 0 for every process, and one
 from __future__ import annotations
 
 import types
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import Adapter, Ahead, Step, class_names, frame_module, in_packages, made_by
 
@@ -20,7 +21,7 @@ __all__ = ["ADAPTER"]
 PACKAGES = ("accelerate",)
 
 
-def _step(frames: Sequence[types.FrameType]) -> Optional[Step]:
+def _step(frames: Sequence[types.FrameType]) -> Step | None:
     for frame in reversed(frames):
         if in_packages(frame_module(frame), PACKAGES) and frame.f_code.co_name == "clear_device_cache":
             return Step("accelerate's clear_device_cache (find_executable_batch_size empties the cache on entry)")
@@ -32,7 +33,7 @@ SHARD = "accelerate's DataLoaderShard fetches the next batch before it yields on
 DISPATCHER = "accelerate's DataLoaderDispatcher fetches the next step's {n} before it yields one"
 
 
-def _ahead(obj: Any, frame: types.FrameType) -> Optional[Ahead]:
+def _ahead(obj: Any, frame: types.FrameType) -> Ahead | None:
     """How far ahead ``obj`` fetched, when it is one of accelerate's loaders iterating; None otherwise."""
     if not made_by(obj, ("accelerate",)):
         return None

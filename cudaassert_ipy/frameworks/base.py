@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any
 
 from cudaassert_ipy.base.wording import error_line
 
@@ -41,7 +42,7 @@ class ClassHead:
     """
 
     framework: str  # a key of its adapter's head_words: "transformers", "lightning", "fastai_model", "keras"
-    now: Optional[int] = None  # the class count the head has now (config.num_labels=3)
+    now: int | None = None  # the class count the head has now (config.num_labels=3)
     setting: str = ""  # the framework's knob: "num_labels", "num_classes", "nc", "units"
     owner: str = ""  # who holds the knob, as the user knows it: "LitClassifier", "model.config"
     file: str = ""  # the file that sets the knob, when a file does: Ultralytics' data YAML (its ``nc:``)
@@ -66,7 +67,7 @@ class Launch:
     wrapper: str  # what the cell got, in words: "torch.distributed.elastic's ChildFailedError (notebook_launcher, ...)"
     process: str = ""  # the first process that failed: "rank 1 (first observed failure)", "vLLM's EngineCore"
     #: the child's error as the wrapper carries it: (type name as printed, message); None when it carries none
-    error: Optional[tuple[str, str]] = None
+    error: tuple[str, str] | None = None
     text: str = ""  # the child's output the wrapper carries (a traceback, its captured stderr)
     #: what runs the child, for the words of what to do after the fix (diagnose/launched.py ``AGAIN``):
     #: "launcher" (launch it again), "engine" (an inference engine object to create again), "server"
@@ -87,7 +88,7 @@ class Found:
     objects: tuple[tuple[str, Any], ...] = ()
     #: evidence lines only this framework knows: ("model.hparams", "num_classes=3")
     facts: tuple[tuple[str, str], ...] = ()
-    head: Optional[ClassHead] = None
+    head: ClassHead | None = None
     #: how many classes the data declares, by where: ("trainer.train_dataset.features['label']", 4)
     declared: tuple[tuple[str, int], ...] = ()
     #: notes to add, as keys of the adapter's ``advice_words`` (hints.FRAMEWORK_ADVICE): ("keras_filtered",)
@@ -109,7 +110,7 @@ class Ahead:
 
 #: What a ``batches`` hook says of an iteration whose torch "indices" are not dataset indices (fastai's counter):
 #: (batch number (0-based) -> the dataset indices it holds, the dataset they index, the framework's loader object).
-BatchIndices = tuple[Callable[[int], Optional[Sequence[Any]]], Any, Any]
+BatchIndices = tuple[Callable[[int], Sequence[Any] | None], Any, Any]
 
 
 @dataclass(frozen=True)
@@ -191,17 +192,17 @@ class Adapter:
     name: str  # the module name under cudaassert_ipy/frameworks/: "transformers"
     packages: tuple[str, ...]  # top-level import names that make it active: ("lightning", "pytorch_lightning")
     #: does this stack belong to me (default: a frame runs code from one of ``packages``)
-    owns: Optional[Callable[[Stack], bool]] = None
+    owns: Callable[[Stack], bool] | None = None
     #: the error's own text when my framework rewrote or wrapped it (a prefix, ANSI codes), else None
-    unwrap: Optional[Callable[[BaseException, str], Optional[str]]] = None
+    unwrap: Callable[[BaseException, str], str | None] | None = None
     #: the host facts I know where to find, from the first error's frames and the user's namespace
-    found: Optional[Callable[[Stack, Reader], Optional[Found]]] = None
+    found: Callable[[Stack, Reader], Found | None] | None = None
     #: where this object (a model, a trainer) sets its class count: the parameters of my fix words
-    head: Optional[Callable[[Any, str, Reader], Optional[ClassHead]]] = None
+    head: Callable[[Any, str, Reader], ClassHead | None] | None = None
     #: which of my steps raised a later (follow-on) error, from that error's frames (outermost first)
-    step: Optional[Callable[[Sequence[types.FrameType]], Optional[Step]]] = None
+    step: Callable[[Sequence[types.FrameType]], Step | None] | None = None
     #: this exception is only my launcher's (engine's) wrapper around another process's failure: what it says
-    launch: Optional[Callable[[BaseException], Optional[Launch]]] = None
+    launch: Callable[[BaseException], Launch | None] | None = None
     # -- words: plain data that diagnose/hints.py composes into its sentences (hints stays the one place that
     #    words a fix; the framework's own terms live with the framework)
     #: how I set a model's class count, by ``ClassHead.framework``; {n}: the count wanted, {now}: the count now,
@@ -212,13 +213,13 @@ class Adapter:
     # -- what my loaders add to a torch DataLoader iteration (read by data/loaders, once per iteration)
     #: how many batches my loader (``obj``, the ``self`` of a frame of mine that asked for a batch; the frame) had
     #: fetched beyond the one it is processing
-    ahead: Optional[Callable[[Any, types.FrameType], Optional[Ahead]]] = None
+    ahead: Callable[[Any, types.FrameType], Ahead | None] | None = None
     #: the dataset indices behind each batch, from the iterator's ``_dataset``, where torch's indices are not them
-    batches: Optional[Callable[[Any], Optional[BatchIndices]]] = None
+    batches: Callable[[Any], BatchIndices | None] | None = None
     #: this object is one of my loaders (not a torch one): the records of its iterations are filed under it
-    is_loader: Optional[Callable[[Any], bool]] = None
+    is_loader: Callable[[Any], bool] | None = None
     #: (the image's position in the batch, its file) for row ``row`` of a per-box field with ``rows`` rows
-    image_of: Optional[Callable[[Any, int, int], Optional[tuple[int, Optional[str]]]]] = None
+    image_of: Callable[[Any, int, int], tuple[int, str | None] | None] | None = None
     #: float batch fields that hold whole-number class labels (checked as labels by name)
     float_labels: tuple[str, ...] = ()
 

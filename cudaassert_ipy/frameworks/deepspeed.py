@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import types
-from typing import Any, Optional
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import Adapter, Found, Reader, Stack, class_names, frame_self, made_by
 
@@ -53,7 +53,7 @@ def _engine(stack: Stack, read: Reader) -> Any:
     return None
 
 
-def _found(stack: Stack, read: Reader) -> Optional[Found]:
+def _found(stack: Stack, read: Reader) -> Found | None:
     engine = _engine(stack, read)
     if engine is None:
         return None
@@ -64,9 +64,14 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     stage = read.call(stage_of, f"{name}.zero_optimization_stage()") if callable(stage_of) else None
     if stage == 3:
         facts.append((name, ZERO3))
-    steps = [f"{label} {value}" for label, value in (("global step", read.get(engine, "global_steps", name)),
-                                                     ("micro step", read.get(engine, "micro_steps", name)))
-             if isinstance(value, int)]
+    steps = [
+        f"{label} {value}"
+        for label, value in (
+            ("global step", read.get(engine, "global_steps", name)),
+            ("micro step", read.get(engine, "micro_steps", name)),
+        )
+        if isinstance(value, int)
+    ]
     if steps:
         facts.append((f"{name} progress", ", ".join(steps)))
     objects = ((f"{name}.module", module),) if module is not None else ()

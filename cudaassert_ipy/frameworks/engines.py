@@ -17,7 +17,6 @@ imported: a server's error reaches a notebook through any HTTP client.
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from cudaassert_ipy.frameworks.base import Adapter, Launch, class_names
 
@@ -35,19 +34,18 @@ _TGI = re.compile(r"Server error: Unexpected <class '(?:[\w.]+\.)?(\w+)'>: ")
 PACKAGES = ("builtins",)
 
 
-def _unwrap(exc: BaseException, text: str) -> Optional[str]:
+def _unwrap(exc: BaseException, text: str) -> str | None:
     m = _TGI.search(text)
-    return text[m.end():] if m is not None else None
+    return text[m.end() :] if m is not None else None
 
 
-def _launch(exc: BaseException) -> Optional[Launch]:
+def _launch(exc: BaseException) -> Launch | None:
     if "EngineDeadError" in class_names(exc):
         return Launch(VLLM, process=VLLM_PROCESS, relaunch="engine")
     text = str(exc)
     m = _TGI.search(text)
     if m is not None:
-        return Launch(TGI, process=TGI_PROCESS, error=(m.group(1), text[m.end():]),
-                      relaunch="server")
+        return Launch(TGI, process=TGI_PROCESS, error=(m.group(1), text[m.end() :]), relaunch="server")
     return None
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 import types
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import (
     Adapter,
@@ -49,7 +50,7 @@ def is_callback(obj: Any) -> bool:
     return is_class(obj, "Callback", PACKAGES)
 
 
-def _unwrap(exc: BaseException, text: str) -> Optional[str]:
+def _unwrap(exc: BaseException, text: str) -> str | None:
     """The message under fastai's "Exception occured in `X` when calling event `Y`" prefix(es), else None."""
     own, n = text, 0
     while True:
@@ -73,18 +74,20 @@ def _learner(stack: Stack) -> Any:
     return next((v for k, v in list(stack.user_ns.items()) if not k.startswith("_") and is_learner(v)), None)
 
 
-def _out_features(model: Any, read: Reader, name: str) -> Optional[int]:
+def _out_features(model: Any, read: Reader, name: str) -> int | None:
     """The last layer's ``out_features`` (duck-typed: the last submodule that has one)."""
-    sizes = read.call(lambda: [m.out_features for m in model.modules()
-                               if isinstance(getattr(m, "out_features", None), int)], f"{name}.modules()")
+    sizes = read.call(
+        lambda: [m.out_features for m in model.modules() if isinstance(getattr(m, "out_features", None), int)],
+        f"{name}.modules()",
+    )
     return sizes[-1] if sizes else None
 
 
-def _int(value: Any) -> Optional[int]:
+def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
+def _head(obj: Any, name: str, read: Reader) -> ClassHead | None:
     """A Learner: its head is built from ``dls.c``. When the model outputs ``dls.c`` classes the data is short
     of classes (the DataBlock's vocab or codes); when it outputs another count, the model was built apart."""
     if not is_learner(obj):
@@ -97,7 +100,7 @@ def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
     return ClassHead("fastai", now=c, setting="c", owner=f"{name}.dls")
 
 
-def _labels(vocab: Any, read: Reader, name: str) -> Optional[list[Any]]:
+def _labels(vocab: Any, read: Reader, name: str) -> list[Any] | None:
     """The label names of ``dls.vocab`` (a ``CategoryMap``; for a (x vocab, y vocab) pair, the last one)."""
 
     def items() -> list[Any]:
@@ -106,7 +109,7 @@ def _labels(vocab: Any, read: Reader, name: str) -> Optional[list[Any]]:
             items = list(items[-1])
         return items
 
-    found: Optional[list[Any]] = read.call(items, name)
+    found: list[Any] | None = read.call(items, name)
     return found
 
 
@@ -128,7 +131,7 @@ def _loss_line(loss: Any, read: Reader, name: str) -> str:
     return f"{type(loss).__name__}({', '.join(parts)})"
 
 
-def _found(stack: Stack, read: Reader) -> Optional[Found]:
+def _found(stack: Stack, read: Reader) -> Found | None:
     learn = _learner(stack)
     if learn is None:
         return None
@@ -176,7 +179,7 @@ def _where(learn: Any, read: Reader, name: str) -> str:
     return ", ".join(parts)
 
 
-def _step(frames: Sequence[types.FrameType]) -> Optional[Step]:
+def _step(frames: Sequence[types.FrameType]) -> Step | None:
     """``Learner.__exit__`` (``validate``, ``get_preds``, ``with learn:``) ran the after_epoch/after_fit
     callbacks while the first error unwound, and one of them touched the GPU."""
     ours = [f for f in frames if in_packages(frame_module(f), PACKAGES)]
@@ -196,7 +199,7 @@ def _step(frames: Sequence[types.FrameType]) -> Optional[Step]:
 #    indices of an epoch are the list its ``__iter__`` drew (``self.__idxs``, name-mangled ``_DataLoader__idxs``)
 #    before it made the iterator; batch k holds ``idxs[k*bs:(k+1)*bs]`` (with workers too: batch k comes from
 #    worker k % n and torch yields them in order).
-def _batches(fake: Any) -> Optional[BatchIndices]:
+def _batches(fake: Any) -> BatchIndices | None:
     """(batch number -> dataset indices, the dataset, the fastai DataLoader) for a fastai iteration; else None."""
     if fake is None or "_FakeLoader" not in class_names(fake) or not made_by(fake, PACKAGES):
         return None
@@ -206,8 +209,8 @@ def _batches(fake: Any) -> Optional[BatchIndices]:
     if idxs is None or not getattr(dl, "indexed", True) or getattr(dl, "prebatched", False):
         return None
 
-    def of(k: int) -> Optional[Sequence[Any]]:
-        chunk = idxs[k * bs:(k + 1) * bs]
+    def of(k: int) -> Sequence[Any] | None:
+        chunk = idxs[k * bs : (k + 1) * bs]
         return list(chunk) if len(chunk) else None
 
     return of, getattr(dl, "dataset", None), dl
@@ -231,5 +234,14 @@ HEAD_WORDS = {
     ),
 }
 
-ADAPTER = Adapter(name="fastai", packages=PACKAGES, unwrap=_unwrap, found=_found, head=_head, step=_step,
-                  head_words=HEAD_WORDS, batches=_batches, is_loader=is_loader)
+ADAPTER = Adapter(
+    name="fastai",
+    packages=PACKAGES,
+    unwrap=_unwrap,
+    found=_found,
+    head=_head,
+    step=_step,
+    head_words=HEAD_WORDS,
+    batches=_batches,
+    is_loader=is_loader,
+)

@@ -10,15 +10,17 @@ class count a dataset declares (torchvision's ``classes``, HF datasets' ``ClassL
 from __future__ import annotations
 
 import types
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import Adapter, Reader, Step, class_names, frame_module, frame_self
 
 __all__ = ["ADAPTER", "declared_classes", "true_shape", "unwrap_model"]
 
 #: Wrapper classes whose ``.module`` is the model (torch DDP/DataParallel/FSDP, DeepSpeed's engine).
-_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "DeepSpeedEngine",
-                       "PipelineEngine"})
+_WRAPPERS = frozenset(
+    {"DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "DeepSpeedEngine", "PipelineEngine"}
+)
 
 
 def unwrap_model(model: Any, limit: int = 8) -> Any:
@@ -35,16 +37,16 @@ def unwrap_model(model: Any, limit: int = 8) -> Any:
     return model
 
 
-def declared_classes(dataset: Any, name: str, read: Optional[Reader] = None) -> Optional[tuple[str, int]]:
+def declared_classes(dataset: Any, name: str, read: Reader | None = None) -> tuple[str, int] | None:
     """How many classes a dataset declares, and what lists them (its ``.classes``): a torchvision-style
     ``classes`` list (``train_ds``), or a Hugging Face ``datasets`` ``ClassLabel`` feature
     (``train_ds.features['label']``). None when it declares none, or cannot be read (said by ``read``, when
     given: an adapter's "could not read" line)."""
-    found: Optional[tuple[str, int]] = (read or Reader()).call(lambda: _declared(dataset, name), name)
+    found: tuple[str, int] | None = (read or Reader()).call(lambda: _declared(dataset, name), name)
     return found
 
 
-def _declared(dataset: Any, name: str) -> Optional[tuple[str, int]]:
+def _declared(dataset: Any, name: str) -> tuple[str, int] | None:
     classes = getattr(dataset, "classes", None)
     if isinstance(classes, (list, tuple)) and classes:
         return name, len(classes)
@@ -69,7 +71,7 @@ def true_shape(tensor: Any) -> tuple[int, ...]:
     return tuple(tensor.shape)
 
 
-def _step(frames: Sequence[types.FrameType]) -> Optional[Step]:
+def _step(frames: Sequence[types.FrameType]) -> Step | None:
     """The innermost torch-level cleanup among the later error's frames."""
     for frame in reversed(frames):
         module, function = frame_module(frame), frame.f_code.co_name

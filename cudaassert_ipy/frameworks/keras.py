@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Reader, Stack, frame_module, is_class
 
@@ -36,7 +36,7 @@ def is_model(obj: Any) -> bool:
     return is_class(obj, "Model", PACKAGES)
 
 
-def _unwrap(exc: BaseException, text: str) -> Optional[str]:
+def _unwrap(exc: BaseException, text: str) -> str | None:
     """The original message inside Keras' "Exception encountered when calling X" wrapper, ANSI codes removed."""
     match = _RECREATED.match(text)
     own = match.group("own") if match else text
@@ -58,13 +58,13 @@ def _last_layer(model: Any, read: Reader, name: str) -> Any:
     return read.call(lambda: layers[-1] if layers else None, f"{name}.layers[-1]")
 
 
-def _units(model: Any, read: Reader, name: str) -> Optional[int]:
+def _units(model: Any, read: Reader, name: str) -> int | None:
     last = _last_layer(model, read, name)
     units = read.get(last, "units", f"{name}.layers[-1]") if last is not None else None
     return units if isinstance(units, int) and not isinstance(units, bool) else None
 
 
-def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
+def _head(obj: Any, name: str, read: Reader) -> ClassHead | None:
     if not is_model(obj):
         return None
     units = _units(obj, read, name)
@@ -73,7 +73,7 @@ def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
     return ClassHead("keras", now=units, setting="units", owner=f"{name}.layers[-1]")
 
 
-def _layer_line(model: Any, read: Reader, name: str) -> Optional[tuple[str, str]]:
+def _layer_line(model: Any, read: Reader, name: str) -> tuple[str, str] | None:
     last = _last_layer(model, read, name)
     if last is None:
         return None
@@ -88,7 +88,7 @@ def _layer_line(model: Any, read: Reader, name: str) -> Optional[tuple[str, str]
     return f"{name}.layers[-1]", f"{type(last).__name__}({', '.join(parts)})"
 
 
-def _loss_line(model: Any, read: Reader, name: str) -> Optional[tuple[str, str]]:
+def _loss_line(model: Any, read: Reader, name: str) -> tuple[str, str] | None:
     """``sparse_categorical_crossentropy(from_logits=True)``: compile() wraps a loss as ``LossFunctionWrapper``."""
     loss = read.get(model, "loss", name)
     if loss is None:
@@ -119,7 +119,7 @@ def _filtered(stack: Stack, read: Reader) -> bool:
     return True if on is None else bool(on)  # cannot tell: the frames are there, so say how to see them all
 
 
-def _found(stack: Stack, read: Reader) -> Optional[Found]:
+def _found(stack: Stack, read: Reader) -> Found | None:
     model = _model(stack)
     advice = ("keras_filtered",) if _filtered(stack, read) else ()
     if model is None:
@@ -139,5 +139,12 @@ ADVICE_WORDS = {
     ),
 }
 
-ADAPTER = Adapter(name="keras", packages=PACKAGES, unwrap=_unwrap, found=_found, head=_head, head_words=HEAD_WORDS,
-                  advice_words=ADVICE_WORDS)
+ADAPTER = Adapter(
+    name="keras",
+    packages=PACKAGES,
+    unwrap=_unwrap,
+    found=_found,
+    head=_head,
+    head_words=HEAD_WORDS,
+    advice_words=ADVICE_WORDS,
+)

@@ -21,7 +21,8 @@ Found by type names and attributes; nothing is imported.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import Adapter, Launch, class_names
 
@@ -34,8 +35,13 @@ ELASTIC = "torch.distributed.elastic's `ChildFailedError` (torchrun, accelerate'
 SPAWN = "`torch.multiprocessing.spawn`'s `{name}` (mp.spawn, Lightning's ddp_spawn/ddp_notebook)"
 COMMAND = "`CalledProcessError` from the command {command} (exit status {status})"
 #: What a command line says about its launcher: the words the wrapper line adds.
-_COMMANDS = (("torch.distributed.run", "torchrun"), ("torchrun", "torchrun"), ("Ultralytics/DDP", "Ultralytics' DDP"),
-             ("accelerate", "accelerate launch"), ("deepspeed", "the DeepSpeed launcher"))
+_COMMANDS = (
+    ("torch.distributed.run", "torchrun"),
+    ("torchrun", "torchrun"),
+    ("Ultralytics/DDP", "Ultralytics' DDP"),
+    ("accelerate", "accelerate launch"),
+    ("deepspeed", "the DeepSpeed launcher"),
+)
 
 
 def _text(value: Any) -> str:
@@ -44,7 +50,7 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _split(error: str) -> Optional[tuple[str, str]]:
+def _split(error: str) -> tuple[str, str] | None:
     """``"AcceleratorError: CUDA error: ..."`` -> (type name, message), as ``@record`` writes it."""
     name, sep, message = error.partition(": ")
     if not sep or not name.replace(".", "").replace("_", "").isalnum():
@@ -52,7 +58,7 @@ def _split(error: str) -> Optional[tuple[str, str]]:
     return name, message
 
 
-def _elastic(exc: BaseException) -> Optional[Launch]:
+def _elastic(exc: BaseException) -> Launch | None:
     failures = getattr(exc, "failures", None)
     first = getattr(exc, "get_first_failure", None)
     if not isinstance(failures, Mapping) or not failures or not callable(first):
@@ -64,7 +70,7 @@ def _elastic(exc: BaseException) -> Optional[Launch]:
     return Launch(ELASTIC, process=process, error=error, text=text or str(exc), others=_others(failures, rank))
 
 
-def _carried(failure: Any) -> tuple[Optional[tuple[str, str]], str]:
+def _carried(failure: Any) -> tuple[tuple[str, str] | None, str]:
     """A ``ProcessFailure``'s error (from its error file) and traceback text."""
     message = getattr(failure, "message", None)
     if isinstance(message, Mapping):
@@ -112,7 +118,7 @@ def _command(exc: BaseException) -> Launch:
     return Launch(wrapper, text=captured.strip())
 
 
-def _launch(exc: BaseException) -> Optional[Launch]:
+def _launch(exc: BaseException) -> Launch | None:
     names: Sequence[str] = class_names(exc)
     if "ChildFailedError" in names:
         return _elastic(exc)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import types
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import (
     Adapter,
@@ -66,7 +67,7 @@ def _trainer(stack: Stack) -> Any:
     return None
 
 
-def _hparam(module: Any, read: Reader, name: str) -> Optional[tuple[str, int]]:
+def _hparam(module: Any, read: Reader, name: str) -> tuple[str, int] | None:
     hparams = read.get(module, "hparams", name)
     if hparams is None:
         return None
@@ -83,12 +84,14 @@ def _hparam_value(hparams: Any, key: str) -> Any:
 
 def _out_features(module: Any, read: Reader, name: str) -> set[int]:
     """Every ``out_features`` of the module's layers (duck-typed: any submodule with that attribute)."""
-    sizes = read.call(lambda: {m.out_features for m in module.modules()
-                               if isinstance(getattr(m, "out_features", None), int)}, f"{name}.modules()")
+    sizes = read.call(
+        lambda: {m.out_features for m in module.modules() if isinstance(getattr(m, "out_features", None), int)},
+        f"{name}.modules()",
+    )
     return sizes if isinstance(sizes, set) else set()
 
 
-def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
+def _head(obj: Any, name: str, read: Reader) -> ClassHead | None:
     if is_trainer(obj):
         obj, name = read.get(obj, "lightning_module", name), f"{name}.lightning_module"
     if obj is None or not is_lightning_module(obj):
@@ -102,7 +105,7 @@ def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
     return ClassHead("lightning", now=n, setting=key, owner=type(obj).__name__)
 
 
-def _found(stack: Stack, read: Reader) -> Optional[Found]:
+def _found(stack: Stack, read: Reader) -> Found | None:
     trainer = _trainer(stack)
     module = read.get(trainer, "lightning_module", "trainer") if trainer is not None else None
     if module is None:
@@ -159,13 +162,15 @@ def _where(trainer: Any, read: Reader) -> str:
     return ", ".join(parts)
 
 
-def _step(frames: Sequence[types.FrameType]) -> Optional[Step]:
+def _step(frames: Sequence[types.FrameType]) -> Step | None:
     names = [(frame_module(f), f.f_code.co_name, f) for f in frames]
     ours = [(m, fn) for m, fn, _ in names if in_packages(m, PACKAGES)]
     functions = {fn for _, fn in ours}
     if "on_exception" in functions or ("_interrupt" in functions and "save_checkpoint" in functions):
-        callback = next((type(frame_self(f)).__name__ for m, fn, f in names
-                         if fn == "on_exception" and frame_self(f) is not None), "")
+        callback = next(
+            (type(frame_self(f)).__name__ for m, fn, f in names if fn == "on_exception" and frame_self(f) is not None),
+            "",
+        )
         label = "Lightning's checkpoint on exception" + (f" (`{callback}.on_exception`)" if callback else "")
         if "save_checkpoint" in functions or "OnExceptionCheckpoint" in label or "ModelCheckpoint" in label:
             return Step(label, lost="the checkpoint")
@@ -184,7 +189,7 @@ def _step(frames: Sequence[types.FrameType]) -> Optional[Step]:
 PREFETCH = "Lightning's data fetcher fetches {n} ahead for a loader of unknown length"
 
 
-def _ahead(obj: Any, frame: types.FrameType) -> Optional[Ahead]:
+def _ahead(obj: Any, frame: types.FrameType) -> Ahead | None:
     """How far ahead when ``obj`` is Lightning's prefetching data fetcher over an unsized loader; else None."""
     if not made_by(obj, PACKAGES) or "_PrefetchDataFetcher" not in class_names(obj):
         return None
@@ -201,5 +206,6 @@ HEAD_WORDS = {
     "lightning": "build `{owner}` with {setting}={n} (its hparams.{setting}={now} sizes the last layer)",
 }
 
-ADAPTER = Adapter(name="lightning", packages=PACKAGES, found=_found, head=_head, step=_step, head_words=HEAD_WORDS,
-                  ahead=_ahead)
+ADAPTER = Adapter(
+    name="lightning", packages=PACKAGES, found=_found, head=_head, step=_step, head_words=HEAD_WORDS, ahead=_ahead
+)

@@ -7,15 +7,28 @@ them) and runs only the active ones, framework adapters before the generic one.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from cudaassert_ipy.base.wording import error_line
 from cudaassert_ipy.frameworks import table
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Launch, Reader, Stack, Step, frame_self
 
-__all__ = ["ADAPTERS", "ADAPTER_FAILED", "WORDS", "Gathered", "active", "class_head_near", "class_head_of",
-           "cleanup_step", "failure_notes", "gather", "launch_of", "own_text"]
+__all__ = [
+    "ADAPTERS",
+    "ADAPTER_FAILED",
+    "WORDS",
+    "Gathered",
+    "active",
+    "class_head_near",
+    "class_head_of",
+    "cleanup_step",
+    "failure_notes",
+    "gather",
+    "launch_of",
+    "own_text",
+]
 
 #: Every adapter, in the table's order (table.py): framework ones first; the generic (torch-level) one last.
 ADAPTERS: tuple[Adapter, ...] = tuple(table.load(row.module) for row in table.ROWS)
@@ -43,7 +56,7 @@ class Gathered:
 
     objects: tuple[tuple[str, Any], ...] = ()
     facts: tuple[tuple[str, str], ...] = ()
-    head: Optional[ClassHead] = None
+    head: ClassHead | None = None
     declared: tuple[tuple[str, int], ...] = ()  # (where, how many classes the data declares)
     missing: tuple[str, ...] = ()  # what could not be read, as "name.attr (why)"
     failures: tuple[tuple[str, str, str], ...] = ()  # (adapter, hook, "Error: text") for each crash
@@ -67,7 +80,7 @@ class _Guard:
     def __init__(self) -> None:
         self.failures: list[tuple[str, str, str]] = []
 
-    def run(self, adapter: Adapter, hook: str, fn: Callable[..., _T], *args: Any) -> Optional[_T]:
+    def run(self, adapter: Adapter, hook: str, fn: Callable[..., _T], *args: Any) -> _T | None:
         try:
             return fn(*args)
         except Exception as error:  # one adapter's bug must not cost the report
@@ -89,7 +102,7 @@ def gather(stack: Stack, adapters: Sequence[Adapter] = ADAPTERS) -> Gathered:
         hook = adapter.found
         if hook is None:
             continue
-        found: Optional[Found] = guard.run(adapter, "found", hook, stack, reader)
+        found: Found | None = guard.run(adapter, "found", hook, stack, reader)
         if found is None:
             continue
         for name, obj in found.objects:
@@ -102,13 +115,21 @@ def gather(stack: Stack, adapters: Sequence[Adapter] = ADAPTERS) -> Gathered:
             heads.append(found.head)
         advice += [key for key in found.advice if key not in advice]
     head = heads[0] if heads else _head(stack, list(objects.items()), running, guard, reader)
-    return Gathered(objects=tuple(objects.items()), facts=tuple(facts.items()), head=head,
-                    declared=tuple(declared.items()), missing=tuple(reader.missing),
-                    failures=tuple(guard.failures), owners=owners, advice=tuple(advice))
+    return Gathered(
+        objects=tuple(objects.items()),
+        facts=tuple(facts.items()),
+        head=head,
+        declared=tuple(declared.items()),
+        missing=tuple(reader.missing),
+        failures=tuple(guard.failures),
+        owners=owners,
+        advice=tuple(advice),
+    )
 
 
-def _head(stack: Stack, objects: list[tuple[str, Any]], running: Sequence[Adapter], guard: _Guard,
-          reader: Reader) -> Optional[ClassHead]:
+def _head(
+    stack: Stack, objects: list[tuple[str, Any]], running: Sequence[Adapter], guard: _Guard, reader: Reader
+) -> ClassHead | None:
     """The class head of the model that failed: a model running on the stack (innermost first), then what the
     adapters found, then the user's namespace."""
     found = {id(obj): name for name, obj in reversed(objects)}
@@ -130,7 +151,7 @@ def _head(stack: Stack, objects: list[tuple[str, Any]], running: Sequence[Adapte
     return None
 
 
-def _head_of(obj: Any, name: str, running: Sequence[Adapter], guard: _Guard, reader: Reader) -> Optional[ClassHead]:
+def _head_of(obj: Any, name: str, running: Sequence[Adapter], guard: _Guard, reader: Reader) -> ClassHead | None:
     for adapter in running:
         hook = adapter.head
         if hook is not None:
@@ -140,13 +161,14 @@ def _head_of(obj: Any, name: str, running: Sequence[Adapter], guard: _Guard, rea
     return None
 
 
-def class_head_of(obj: Any, name: str = "model", adapters: Sequence[Adapter] = ADAPTERS) -> Optional[ClassHead]:
+def class_head_of(obj: Any, name: str = "model", adapters: Sequence[Adapter] = ADAPTERS) -> ClassHead | None:
     """Where ``obj`` (a model, a LightningModule, a Trainer) sets its class count, or None. Never raises."""
     return _head_of(obj, name, active(adapters), _Guard(), Reader())
 
 
-def class_head_near(frame: Optional[types.FrameType], adapters: Sequence[Adapter] = ADAPTERS,
-                    depth: int = NEAR_FRAMES) -> Optional[ClassHead]:
+def class_head_near(
+    frame: types.FrameType | None, adapters: Sequence[Adapter] = ADAPTERS, depth: int = NEAR_FRAMES
+) -> ClassHead | None:
     """The class head of the nearest model or trainer running around ``frame`` (walking outwards), else of one in
     the notebook's namespace (``__main__``'s globals, as the post-mortem looks there too: a timm model called in
     the user's own loop is not on the stack when the loss is checked): what a validator that stops a call words
@@ -176,8 +198,9 @@ def class_head_near(frame: Optional[types.FrameType], adapters: Sequence[Adapter
     return None
 
 
-def cleanup_step(frames: Sequence[types.FrameType],
-                 adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Optional[Step], tuple[tuple[str, str, str], ...]]:
+def cleanup_step(
+    frames: Sequence[types.FrameType], adapters: Sequence[Adapter] = ADAPTERS
+) -> tuple[Step | None, tuple[tuple[str, str, str], ...]]:
     """Which framework step raised a later error (its frames, outermost first), and any adapter crash."""
     guard = _Guard()
     for adapter in active(adapters):
@@ -190,8 +213,9 @@ def cleanup_step(frames: Sequence[types.FrameType],
     return None, tuple(guard.failures)
 
 
-def own_text(exc: BaseException, text: str,
-             adapters: Sequence[Adapter] = ADAPTERS) -> tuple[Optional[str], tuple[tuple[str, str, str], ...]]:
+def own_text(
+    exc: BaseException, text: str, adapters: Sequence[Adapter] = ADAPTERS
+) -> tuple[str | None, tuple[tuple[str, str, str], ...]]:
     """The error's own text when a framework rewrote or wrapped it (an adapter's ``unwrap``), else None."""
     guard = _Guard()
     for adapter in active(adapters):
@@ -204,13 +228,14 @@ def own_text(exc: BaseException, text: str,
     return None, tuple(guard.failures)
 
 
-def launch_of(exc: BaseException, adapters: Sequence[Adapter] = ADAPTERS,
-              limit: int = 8) -> tuple[Optional[tuple[BaseException, Launch]], tuple[tuple[str, str, str], ...]]:
+def launch_of(
+    exc: BaseException, adapters: Sequence[Adapter] = ADAPTERS, limit: int = 8
+) -> tuple[tuple[BaseException, Launch] | None, tuple[tuple[str, str, str], ...]]:
     """The link of ``exc``'s chain (newest first) that is only a launcher's or engine's wrapper around a failure
     in another process, with what an adapter's ``launch`` says of it; and any adapter crash."""
     guard = _Guard()
     running = [a for a in active(adapters) if a.launch is not None]
-    link: Optional[BaseException] = exc
+    link: BaseException | None = exc
     seen: list[BaseException] = []
     while link is not None and len(seen) < limit and not any(link is s for s in seen):
         seen.append(link)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import Adapter
 
@@ -24,8 +25,23 @@ __all__ = ["HOOKS", "ROWS", "Row", "adapters_with", "load", "packages_with"]
 
 #: Every hook a row may name: the optional fields of ``Adapter`` (base.py), each read by one consumer: the
 #: registry (the diagnosis hooks), diagnose/hints.py (the words), data/loaders (the loader hooks).
-HOOKS = frozenset({"owns", "unwrap", "found", "head", "step", "launch", "head_words", "advice_words", "ahead",
-                   "batches", "is_loader", "image_of", "float_labels"})
+HOOKS = frozenset(
+    {
+        "owns",
+        "unwrap",
+        "found",
+        "head",
+        "step",
+        "launch",
+        "head_words",
+        "advice_words",
+        "ahead",
+        "batches",
+        "is_loader",
+        "image_of",
+        "float_labels",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,7 @@ ROWS: tuple[Row, ...] = (
     _row("generic", ("torch",), "owns", "step"),
 )
 
+
 def load(module: str) -> Adapter:
     """``frameworks/<module>.py``'s ``ADAPTER`` (imported on first use)."""
     adapter: Any = getattr(importlib.import_module(f"{__package__}.{module}"), "ADAPTER", None)
@@ -74,5 +91,4 @@ def packages_with(hook: str) -> tuple[str, ...]:
 
 def adapters_with(hook: str, modules: Mapping[str, Any] = sys.modules) -> tuple[Adapter, ...]:
     """The adapters whose row names ``hook`` and one of whose packages is imported, loading only those."""
-    return tuple(load(row.module) for row in ROWS
-                 if hook in row.hooks and any(p in modules for p in row.packages))
+    return tuple(load(row.module) for row in ROWS if hook in row.hooks and any(p in modules for p in row.packages))

@@ -12,7 +12,7 @@ A timm model knows its class count (``model.num_classes``, ``model.get_classifie
 from __future__ import annotations
 
 import types
-from typing import Any, Optional
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import Adapter, Ahead, ClassHead, Found, Reader, Stack, class_names, made_by
 from cudaassert_ipy.frameworks.generic import unwrap_model
@@ -33,12 +33,12 @@ def timm_model(obj: Any) -> Any:
     return None
 
 
-def _classes(model: Any, read: Reader, name: str) -> Optional[int]:
+def _classes(model: Any, read: Reader, name: str) -> int | None:
     n = read.get(model, "num_classes", name, needed=True)
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
-def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
+def _head(obj: Any, name: str, read: Reader) -> ClassHead | None:
     model = timm_model(obj)
     if model is None:
         return None
@@ -58,8 +58,10 @@ def _classifier_line(model: Any, read: Reader, name: str) -> str:
     out = getattr(head, "out_features", None)
     if head is not None:
         where = _child_name(model, head, read, name)
-        parts.append(f"classifier{f' `{where}`' if where else ''}: {type(head).__name__}"
-                     + (f"(out_features={out})" if isinstance(out, int) else ""))
+        parts.append(
+            f"classifier{f' `{where}`' if where else ''}: {type(head).__name__}"
+            + (f"(out_features={out})" if isinstance(out, int) else "")
+        )
     return ", ".join(parts)
 
 
@@ -82,8 +84,11 @@ def _loss_line(obj: Any, read: Reader, name: str) -> str:
 def _label_objects(stack: Stack) -> list[tuple[str, Any]]:
     """timm's losses and Mixup running on the stack (innermost first), then those in the namespace."""
     running = [obj for _, obj in stack.selves(*PACKAGES) if type(obj).__name__ in LABEL_LOSSES]
-    named = [v for k, v in list(stack.user_ns.items())
-             if not k.startswith("_") and type(v).__name__ in LABEL_LOSSES and made_by(v, PACKAGES)]
+    named = [
+        v
+        for k, v in list(stack.user_ns.items())
+        if not k.startswith("_") and type(v).__name__ in LABEL_LOSSES and made_by(v, PACKAGES)
+    ]
     out: list[tuple[str, Any]] = []
     for obj in [*running, *named]:
         if all(obj is not o for _, o in out):
@@ -91,7 +96,7 @@ def _label_objects(stack: Stack) -> list[tuple[str, Any]]:
     return out
 
 
-def _found(stack: Stack, read: Reader) -> Optional[Found]:
+def _found(stack: Stack, read: Reader) -> Found | None:
     running = [obj for _, obj in stack.selves(*PACKAGES) if timm_model(obj) is not None]
     named = [v for k, v in list(stack.user_ns.items()) if not k.startswith("_") and timm_model(v) is not None]
     model = timm_model(running[0]) if running else (timm_model(named[0]) if named else None)
@@ -117,7 +122,7 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
 PREFETCH = "timm's PrefetchLoader fetches the next batch before it yields one"
 
 
-def _ahead(obj: Any, frame: types.FrameType) -> Optional[Ahead]:
+def _ahead(obj: Any, frame: types.FrameType) -> Ahead | None:
     if made_by(obj, PACKAGES) and "PrefetchLoader" in class_names(obj):
         return Ahead(1, 1, (PREFETCH,))
     return None

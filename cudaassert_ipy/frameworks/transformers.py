@@ -11,7 +11,8 @@ PEFT keeps the model at ``model.base_model.model``. The Trainer re-raises unchan
 from __future__ import annotations
 
 import types
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import (
     Adapter,
@@ -59,18 +60,19 @@ def _classifier(model: Any) -> bool:
     return any("Classification" in name for name in class_names(model))
 
 
-def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
+def _head(obj: Any, name: str, read: Reader) -> ClassHead | None:
     if is_trainer(obj):
         obj, name = read.get(obj, "model", "trainer"), "trainer.model"
     model = hf_model(obj) if obj is not None else None
     if model is None or not _classifier(model):
         return None
     n = read.get(model, "config.num_labels", name, needed=True)
-    return ClassHead("transformers", now=n if isinstance(n, int) else None, setting="num_labels",
-                     owner=f"{name}.config")
+    return ClassHead(
+        "transformers", now=n if isinstance(n, int) else None, setting="num_labels", owner=f"{name}.config"
+    )
 
 
-def _config_line(model: Any, name: str, read: Reader) -> Optional[tuple[str, str]]:
+def _config_line(model: Any, name: str, read: Reader) -> tuple[str, str] | None:
     """``num_labels=3, problem_type=single_label_classification, id2label: 3 entries`` for a classifier."""
     if not _classifier(model):
         return None
@@ -102,7 +104,7 @@ def _batch(frames: Sequence[types.FrameType]) -> list[tuple[str, Any]]:
     return []
 
 
-def _step_line(trainer: Any, frames: Sequence[types.FrameType], read: Reader) -> Optional[tuple[str, str]]:
+def _step_line(trainer: Any, frames: Sequence[types.FrameType], read: Reader) -> tuple[str, str] | None:
     """Where the Trainer was: epoch, optimizer step, micro-batch of the gradient-accumulation group."""
     parts = []
     epoch = read.get(trainer, "state.epoch", "trainer")
@@ -120,7 +122,7 @@ def _step_line(trainer: Any, frames: Sequence[types.FrameType], read: Reader) ->
     return ("trainer.state", ", ".join(parts)) if parts else None
 
 
-def _found(stack: Stack, read: Reader) -> Optional[Found]:
+def _found(stack: Stack, read: Reader) -> Found | None:
     # the Trainer that was running (a trainer merely sitting in the namespace says nothing about this failure)
     trainer = next((obj for _, obj in stack.selves("transformers") if is_trainer(obj)), None)
     objects: list[tuple[str, Any]] = []
@@ -137,14 +139,21 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
         smoother = read.get(trainer, "label_smoother", "trainer")
         if smoother is not None:
             eps = read.get(smoother, "epsilon", "trainer.label_smoother")
-            facts.append(("trainer.label_smoother", f"LabelSmoother(epsilon={eps}): negative labels become 0, "
-                          "labels >= num_labels fail in gather"))
+            facts.append(
+                (
+                    "trainer.label_smoother",
+                    f"LabelSmoother(epsilon={eps}): negative labels become 0, labels >= num_labels fail in gather",
+                )
+            )
         line = _step_line(trainer, stack.frames, read)
         if line is not None:
             facts.append(line)
         dataset = read.get(trainer, "train_dataset", "trainer", needed=True)
-        found = declared_classes(dataset, stack.name_of(dataset, "trainer.train_dataset"), read) \
-            if dataset is not None else None
+        found = (
+            declared_classes(dataset, stack.name_of(dataset, "trainer.train_dataset"), read)
+            if dataset is not None
+            else None
+        )
         declared += [found] if found is not None else []
         objects += _batch(stack.frames)
     known = {id(obj): name for name, obj in reversed(objects)}
@@ -166,7 +175,7 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
 MICRO = "the Trainer fetches its {n} gradient-accumulation micro-batches together before the first forward"
 
 
-def _ahead(obj: Any, frame: types.FrameType) -> Optional[Ahead]:
+def _ahead(obj: Any, frame: types.FrameType) -> Ahead | None:
     if frame.f_code.co_name != "get_batch_samples" or not made_by(obj, ("transformers",)):
         return None
     n = getattr(getattr(obj, "args", None), "gradient_accumulation_steps", 1)
@@ -183,5 +192,4 @@ HEAD_WORDS = {
     ),
 }
 
-ADAPTER = Adapter(name="transformers", packages=PACKAGES, found=_found, head=_head, head_words=HEAD_WORDS,
-                  ahead=_ahead)
+ADAPTER = Adapter(name="transformers", packages=PACKAGES, found=_found, head=_head, head_words=HEAD_WORDS, ahead=_ahead)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import types
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import (
     BAD_LABEL,
@@ -53,11 +54,11 @@ def yolo_model(obj: Any) -> Any:
     return model if _is(model, "BaseModel") else None
 
 
-def _int(value: Any) -> Optional[int]:
+def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _model_nc(model: Any, read: Reader, name: str) -> Optional[int]:
+def _model_nc(model: Any, read: Reader, name: str) -> int | None:
     """``model.nc`` (the trainer sets it), else the model YAML's ``nc``."""
     nc = _int(read.get(model, "nc", name))
     if nc is None:
@@ -80,7 +81,7 @@ def _yaml_file(path: Any) -> str:
     return path if isinstance(path, str) and path.endswith((".yaml", ".yml")) and os.path.isfile(path) else ""
 
 
-def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
+def _head(obj: Any, name: str, read: Reader) -> ClassHead | None:
     file = ""
     if is_trainer(obj):
         file = _data_yaml(obj, read, name)
@@ -93,7 +94,7 @@ def _head(obj: Any, name: str, read: Reader) -> Optional[ClassHead]:
     return ClassHead("ultralytics", now=_model_nc(model, read, name), setting="nc", owner=name, file=file)
 
 
-def _names_line(names: Any) -> Optional[str]:
+def _names_line(names: Any) -> str | None:
     if isinstance(names, Mapping):
         names = list(names.values())
     if not isinstance(names, (list, tuple)):
@@ -107,7 +108,7 @@ def _trainer(stack: Stack) -> Any:
     return next((obj for _, obj in stack.selves(*PACKAGES) if is_trainer(obj)), None)
 
 
-def _batch(frames: Sequence[types.FrameType]) -> Optional[Mapping[str, Any]]:
+def _batch(frames: Sequence[types.FrameType]) -> Mapping[str, Any] | None:
     """The failing batch: the innermost Ultralytics frame's ``batch`` dict (the trainer loop, the loss), or the
     dict given to the model's ``forward``/``loss``."""
     for frame in reversed(frames):
@@ -121,7 +122,7 @@ def _batch(frames: Sequence[types.FrameType]) -> Optional[Mapping[str, Any]]:
     return None
 
 
-def _files_line(batch: Mapping[str, Any]) -> Optional[str]:
+def _files_line(batch: Mapping[str, Any]) -> str | None:
     files = batch.get("im_file")
     if not isinstance(files, (list, tuple)) or not files:
         return None
@@ -129,7 +130,7 @@ def _files_line(batch: Mapping[str, Any]) -> Optional[str]:
     return f"{len(files)} image(s): {shown}"
 
 
-def _found(stack: Stack, read: Reader) -> Optional[Found]:
+def _found(stack: Stack, read: Reader) -> Found | None:
     trainer = _trainer(stack)
     model = None
     name = "model"
@@ -139,8 +140,10 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
     if model is None:
         model = next((m for _, obj in stack.selves(*PACKAGES) if (m := yolo_model(obj)) is not None), None)
     if model is None:
-        model = next((m for k, v in list(stack.user_ns.items())
-                      if not k.startswith("_") and (m := yolo_model(v)) is not None), None)
+        model = next(
+            (m for k, v in list(stack.user_ns.items()) if not k.startswith("_") and (m := yolo_model(v)) is not None),
+            None,
+        )
     batch = _batch(stack.frames)
     if trainer is None and model is None and batch is None:
         return None
@@ -187,7 +190,7 @@ def _found(stack: Stack, read: Reader) -> Optional[Found]:
 FLOAT_LABELS = ("cls",)  # float fields holding whole-number class labels
 
 
-def image_of(batch: Any, row: int, rows: int) -> Optional[tuple[int, Optional[str]]]:
+def image_of(batch: Any, row: int, rows: int) -> tuple[int, str | None] | None:
     """(the image's position in the batch, its file) for box ``row`` of a per-box field with ``rows`` rows."""
     if not isinstance(batch, Mapping) or "batch_idx" not in batch:
         return None
@@ -220,7 +223,7 @@ def label_file(image: str) -> str:
     return labels.join(image.rsplit(images, 1)).rsplit(".", 1)[0] + ".txt"
 
 
-def _values(tensor: Any) -> Optional[list[float]]:
+def _values(tensor: Any) -> list[float] | None:
     try:
         values = tensor.detach().reshape(-1).cpu().tolist()
     except Exception:
@@ -228,7 +231,7 @@ def _values(tensor: Any) -> Optional[list[float]]:
     return values if isinstance(values, list) else None
 
 
-def _line(path: str, class_id: int) -> Optional[int]:
+def _line(path: str, class_id: int) -> int | None:
     """The first line of ``path`` labelling a box with ``class_id`` (1-based), None when it cannot be read."""
     try:
         if os.path.getsize(path) > _MAX_BYTES:
@@ -246,7 +249,7 @@ def _line(path: str, class_id: int) -> Optional[int]:
     return None
 
 
-def bad_label(batch: Mapping[str, Any], nc: int) -> Optional[tuple[str, str]]:
+def bad_label(batch: Mapping[str, Any], nc: int) -> tuple[str, str] | None:
     """``(BAD_LABEL, "class id 2 in .../labels/b.txt line 1 (image .../images/b.jpg)")`` for the batch's first box
     whose class id is outside ``0..nc-1``; None when every box is in range or the batch does not say."""
     classes = _values(batch.get("cls"))
@@ -270,5 +273,12 @@ def bad_label(batch: Mapping[str, Any], nc: int) -> Optional[tuple[str, str]]:
     return BAD_LABEL, f"class id {class_id} in {where} (image {image})"
 
 
-ADAPTER = Adapter(name="ultralytics", packages=PACKAGES, found=_found, head=_head, head_words=HEAD_WORDS,
-                  image_of=image_of, float_labels=FLOAT_LABELS)
+ADAPTER = Adapter(
+    name="ultralytics",
+    packages=PACKAGES,
+    found=_found,
+    head=_head,
+    head_words=HEAD_WORDS,
+    image_of=image_of,
+    float_labels=FLOAT_LABELS,
+)

@@ -12,8 +12,16 @@ from typing import NoReturn
 
 from cudaassert_ipy.base.wording import PREFIX
 
-__all__ = ["NO_FILE", "PASTED", "LogUnreadable", "explain_file", "explain_for_magic", "explain_pasted", "main",
-           "read_log"]
+__all__ = [
+    "NO_FILE",
+    "PASTED",
+    "LogUnreadable",
+    "explain_file",
+    "explain_for_magic",
+    "explain_pasted",
+    "main",
+    "read_log",
+]
 
 USAGE = "python -m cudaassert_ipy explain LOG   (LOG: a saved log file, or - for stdin)"
 NO_FILE = "{prefix} explain: cannot read {path}: {reason}. Give the path of a saved log, or - to read stdin."
@@ -35,10 +43,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m cudaassert_ipy explain", usage=USAGE,
-                description="Explain every kernel assertion and CUDA error in a saved log, grouped by rank.")
-    p.add_argument("log", help="a saved log: a Kaggle 'Save Version' log, a torchrun or SLURM log, text copied "
-                               "from a forum; - reads stdin")
+    p = _Parser(
+        prog="python -m cudaassert_ipy explain",
+        usage=USAGE,
+        description="Explain every kernel assertion and CUDA error in a saved log, grouped by rank.",
+    )
+    p.add_argument(
+        "log",
+        help="a saved log: a Kaggle 'Save Version' log, a torchrun or SLURM log, text copied "
+        "from a forum; - reads stdin",
+    )
     return p
 
 

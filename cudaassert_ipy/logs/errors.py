@@ -10,8 +10,8 @@ looked at, found with ``str.find`` so a 100 MB log costs two C-speed scans.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 __all__ = ["UNTYPED", "LoggedError", "find_errors", "parse_error_line"]
 
@@ -60,11 +60,11 @@ def _hit_lines(text: str) -> Iterator[tuple[int, str]]:
             i = text.find(anchor, end)
     for start in sorted(starts):
         end = text.find("\n", start)
-        yield start, text[start:(len(text) if end < 0 else end)][:_MAX_LINE]
+        yield start, text[start : (len(text) if end < 0 else end)][:_MAX_LINE]
 
 
 def _strip_tags(line: str, tag_end: Callable[[str], int]) -> str:
-    body = line[tag_end(line):].lstrip(_MARKUP)
+    body = line[tag_end(line) :].lstrip(_MARKUP)
     return body.rstrip(_MARKUP + "\r")
 
 
@@ -83,7 +83,7 @@ def parse_error_line(body: str) -> tuple[str, str] | None:
     if m is not None:  # the same error as the shard's own line: the same key, so it is counted once
         return m.group(1), m.group(2).strip()
     m = _TYPED.search(body)
-    if m is not None and not body[:m.start()].rstrip().endswith(("raise", "(")):
+    if m is not None and not body[: m.start()].rstrip().endswith(("raise", "(")):
         return m.group(1), m.group(2).strip()
     m = _LIBRARY_REPORT.search(body)
     if m is not None:

@@ -41,8 +41,10 @@ NO_EXCEPTION = "none printed in the log (only the kernel's assertion lines)"
 #: A traceback whose error line the paste left out: read from its frames alone.
 NO_ERROR_LINE = "none in the text (the traceback ends before its error line)"
 CUT_MESSAGE = "device-side assert triggered (assumed: the text ends before the error line)"
-CUT_NOTE = ("The text holds a traceback but not its error line. It is read from its frames as a device-side assert, "
-            "the failure this tool explains; if the error was another one, this report does not apply.")
+CUT_NOTE = (
+    "The text holds a traceback but not its error line. It is read from its frames as a device-side assert, "
+    "the failure this tool explains; if the error was another one, this report does not apply."
+)
 UNTAGGED_MOVED = (
     "The kernel's assertion lines carry no rank tag; {label} is the only rank that reported a device-side "
     "assert, so they are shown under it."
@@ -54,12 +56,16 @@ LOG_STATUS = (
 SHARED_SITES = "The assertion lines carry no rank tag: they may come from any rank."
 #: A launcher's own lines (torchrun's agent, its ChildFailedError table, mp.spawn, DeepSpeed's launcher) name the
 #: process that failed first; the launcher then stopped the others.
-LAUNCHER_FIRST = ("The launcher's own lines name {process} as the first process that failed; it stopped the other "
-                  "processes after that{killed}, so what they printed later is a consequence.")
-KILLED = " (DeepSpeed's launcher: \"Killing subprocess\" {n}x)"
+LAUNCHER_FIRST = (
+    "The launcher's own lines name {process} as the first process that failed; it stopped the other "
+    "processes after that{killed}, so what they printed later is a consequence."
+)
+KILLED = ' (DeepSpeed\'s launcher: "Killing subprocess" {n}x)'
 #: TGI: the router's cache clear after a failure touches the dead shard again.
-CLEAR_CACHE = ("TGI's `Method ClearCache encountered an error.` is a follow-on: after the failure the router cleared "
-               "the shard's cache, which touched the dead GPU again. Fix the first error; this one goes away with it.")
+CLEAR_CACHE = (
+    "TGI's `Method ClearCache encountered an error.` is a follow-on: after the failure the router cleared "
+    "the shard's cache, which touched the dead GPU again. Fix the first error; this one goes away with it."
+)
 
 
 @dataclass(frozen=True)
@@ -112,8 +118,13 @@ def _cause_key(site: AssertSite) -> str:
     return cause.id if cause is not None else f"{GENERIC_ID}:{site.condition}"
 
 
-def _site_diagnoses(sites: list[AssertSite], detections: list[Detection], extra_notes: list[str],
-                    frames: tuple[Frame, ...] = (), text: str = "") -> list[Diagnosis]:
+def _site_diagnoses(
+    sites: list[AssertSite],
+    detections: list[Detection],
+    extra_notes: list[str],
+    frames: tuple[Frame, ...] = (),
+    text: str = "",
+) -> list[Diagnosis]:
     """One diagnosis per cause; the first direct device-assert error is its exception, follow-ons are notes."""
     main = next((d for d in detections if d.kind is Kind.DEVICE_ASSERT and not d.follow_on), None)
     main = main or next((d for d in detections if d.kind is Kind.DEVICE_ASSERT), None)
@@ -196,9 +207,16 @@ def explain_text(text: str, source: str = "log") -> Explanation:
     notes: dict[str | None, list[str]] = {label: [] for label in labels}
     untagged = sites.get(None, [])
     if untagged and not any(k is not None for k in sites):
-        asserting = [lab for lab in labels if lab is not None and any(
-            (d := _detect(e, True)) is not None and d.kind is Kind.DEVICE_ASSERT and not d.follow_on
-            for e in errors if e.group == lab)]
+        asserting = [
+            lab
+            for lab in labels
+            if lab is not None
+            and any(
+                (d := _detect(e, True)) is not None and d.kind is Kind.DEVICE_ASSERT and not d.follow_on
+                for e in errors
+                if e.group == lab
+            )
+        ]
         if len(asserting) == 1:
             sites[asserting[0]] = sites.pop(None)
             notes[asserting[0]].append(UNTAGGED_MOVED.format(label=asserting[0]))

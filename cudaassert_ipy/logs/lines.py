@@ -19,17 +19,31 @@ def interesting(text: str) -> str:
     lines = text.splitlines()
     # the markers written inline (no call per line: a 10 MB paste has 200k lines); the error words first, they
     # are the most common; "` failed" and "`trap;`" behind their backtick
-    keep = [i for i, line in enumerate(lines) if "rror" in line or "ssert" in line or "RROR" in line
-            or ": block: [" in line or ("`" in line and ("` failed" in line or "`trap;`" in line))]
+    keep = [
+        i
+        for i, line in enumerate(lines)
+        if "rror" in line
+        or "ssert" in line
+        or "RROR" in line
+        or ": block: [" in line
+        or ("`" in line and ("` failed" in line or "`trap;`" in line))
+    ]
     extra: set[int] = set()
     for i in keep:
         line = lines[i]
         k = line.find(": block: [")
         # whole: the marker, the closing "` failed", and a path before the marker (a wrapped head has none);
         # written inline: this runs once per assertion line of a 100 MB log
-        whole = k > 0 and "` failed" in line and (
-            line.find("/", 0, k) >= 0 or line.find("\\", 0, k) >= 0 or line.find("unknown", 0, k) >= 0
-            or line.find("<frozen", 0, k) >= 0)
+        whole = (
+            k > 0
+            and "` failed" in line
+            and (
+                line.find("/", 0, k) >= 0
+                or line.find("\\", 0, k) >= 0
+                or line.find("unknown", 0, k) >= 0
+                or line.find("<frozen", 0, k) >= 0
+            )
+        )
         if not whole and ("ssertion" in line or k >= 0 or "` failed" in line or "`trap;`" in line):
             extra.update(range(max(0, i - _WRAP), min(len(lines), i + 1 + _WRAP)))
     if extra:

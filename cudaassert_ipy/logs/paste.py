@@ -67,11 +67,17 @@ def repair(text: str) -> Repaired:
         text = _sub(_DOUBLED_EMPTY, r"\1``\2", text, "doubled backticks around an empty condition", done)
         text = _sub(_DOUBLED, r"`\1`", text, "doubled backticks", done)
     if "] Assertion " in text and text.count("] Assertion ") > text.count("] Assertion `") + text.count(
-            "] Assertion failed: `"):
+        "] Assertion failed: `"
+    ):
         text = _sub(_NO_TICKS, r"\1`\2` failed.", text, "conditions without backticks", done)
     if "Assertion" in text and _BARE.search(text):
-        text = _sub(_BARE, r"\nunknown: block: [0,0,0], thread: [0,0,0] Assertion `\g<cond>` failed.\n", text,
-                    "an assertion quoted without its kernel's record", done)
+        text = _sub(
+            _BARE,
+            r"\nunknown: block: [0,0,0], thread: [0,0,0] Assertion `\g<cond>` failed.\n",
+            text,
+            "an assertion quoted without its kernel's record",
+            done,
+        )
     if ": block: [" in text and _NO_LINE.search(text):
         text = _sub(_NO_LINE, r"\1:" + str(LOST_LINE) + r"\2", text, "records without a line number", done)
     return Repaired(text, done)

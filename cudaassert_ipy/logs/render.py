@@ -38,8 +38,15 @@ def render(ex: Explanation) -> str:
         labels = [g.label for g in ex.groups]
         tagged = any(label is not None for label in labels)
         ranks = RANKS.format(labels=", ".join(label or UNTAGGED for label in labels)) if tagged else ""
-        lines = [HEADER.format(prefix=PREFIX, source=ex.source, sites=plural(ex.sites, "assertion site"),
-                               errors=plural(ex.errors, "CUDA error"), ranks=ranks)]
+        lines = [
+            HEADER.format(
+                prefix=PREFIX,
+                source=ex.source,
+                sites=plural(ex.sites, "assertion site"),
+                errors=plural(ex.errors, "CUDA error"),
+                ranks=ranks,
+            )
+        ]
         for group in ex.groups:
             if tagged:
                 lines += ["", GROUP.format(label=group.label or UNTAGGED)]

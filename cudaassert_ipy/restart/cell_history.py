@@ -14,9 +14,10 @@ import ast
 import functools
 import re
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from cudaassert_ipy.base.wording import error_line
 
@@ -24,8 +25,15 @@ if TYPE_CHECKING:  # loaded on a restart only: %load_ext stays light
     from cudaassert_ipy.restart.plan import PlanCell
     from cudaassert_ipy.view.actions import ReplayChoice
 
-__all__ = ["CellHistory", "CellRecord", "KeptOutcome", "RecordableOutcome", "is_display_only", "parse_cell_numbers",
-           "replayable_source"]
+__all__ = [
+    "CellHistory",
+    "CellRecord",
+    "KeptOutcome",
+    "RecordableOutcome",
+    "is_display_only",
+    "parse_cell_numbers",
+    "replayable_source",
+]
 
 MAX_RECORDS = 2000
 _MARK = re.compile(r"^\s*#\s*cudaassert\s*:\s*(setup|skip|keep)\b", re.IGNORECASE)
@@ -34,19 +42,124 @@ FORCE_IN = ("setup", "keep")  # first-line marks that put a cell in the plan (ke
 _OWN_LINE = re.compile(
     r"^\s*%{1,2}(?:(?:load_ext|reload_ext|unload_ext)\s+cudaassert(?:_ipy)?\b|cudaassert\b|cuda_debug\b)"
 )
-_DISPLAY_FUNCS = {"print", "display", "repr", "str", "len", "type", "dir", "help", "vars", "id", "sorted",
-                  "list", "tuple", "set", "dict", "min", "max", "sum", "any", "all", "isinstance", "hasattr",
-                  "getattr", "round", "abs", "format", "pprint", "Markdown", "HTML", "Image"}
-_DISPLAY_METHODS = {"head", "tail", "describe", "info", "summary", "sample", "size", "numel", "dim", "keys",
-                    "values", "items", "nunique", "value_counts", "unique", "isna", "isnull", "count", "mean",
-                    "std", "min", "max", "sum", "shape", "dtypes", "memory_usage", "is_available",
-                    "device_count", "get_device_name", "memory_summary", "memory_allocated", "format", "item",
-                    "tolist", "numpy", "cpu", "to_string", "__repr__", "extra_repr", "parameters",
-                    "named_parameters", "state_dict", "get_device_properties"}
-_DISPLAY_MAGICS = {"who", "whos", "who_ls", "pwd", "ls", "pinfo", "pinfo2", "psource", "pdoc", "pdef", "history",
-                   "hist", "timeit", "lsmagic", "magic", "page", "pprint"}
-_READ_ONLY_COMMANDS = {"nvidia-smi", "ls", "pwd", "df", "du", "free", "cat", "head", "tail", "which", "echo",
-                       "nproc", "uname", "ps", "whoami", "date", "printenv", "lscpu", "nvcc", "wc"}
+_DISPLAY_FUNCS = {
+    "print",
+    "display",
+    "repr",
+    "str",
+    "len",
+    "type",
+    "dir",
+    "help",
+    "vars",
+    "id",
+    "sorted",
+    "list",
+    "tuple",
+    "set",
+    "dict",
+    "min",
+    "max",
+    "sum",
+    "any",
+    "all",
+    "isinstance",
+    "hasattr",
+    "getattr",
+    "round",
+    "abs",
+    "format",
+    "pprint",
+    "Markdown",
+    "HTML",
+    "Image",
+}
+_DISPLAY_METHODS = {
+    "head",
+    "tail",
+    "describe",
+    "info",
+    "summary",
+    "sample",
+    "size",
+    "numel",
+    "dim",
+    "keys",
+    "values",
+    "items",
+    "nunique",
+    "value_counts",
+    "unique",
+    "isna",
+    "isnull",
+    "count",
+    "mean",
+    "std",
+    "min",
+    "max",
+    "sum",
+    "shape",
+    "dtypes",
+    "memory_usage",
+    "is_available",
+    "device_count",
+    "get_device_name",
+    "memory_summary",
+    "memory_allocated",
+    "format",
+    "item",
+    "tolist",
+    "numpy",
+    "cpu",
+    "to_string",
+    "__repr__",
+    "extra_repr",
+    "parameters",
+    "named_parameters",
+    "state_dict",
+    "get_device_properties",
+}
+_DISPLAY_MAGICS = {
+    "who",
+    "whos",
+    "who_ls",
+    "pwd",
+    "ls",
+    "pinfo",
+    "pinfo2",
+    "psource",
+    "pdoc",
+    "pdef",
+    "history",
+    "hist",
+    "timeit",
+    "lsmagic",
+    "magic",
+    "page",
+    "pprint",
+}
+_READ_ONLY_COMMANDS = {
+    "nvidia-smi",
+    "ls",
+    "pwd",
+    "df",
+    "du",
+    "free",
+    "cat",
+    "head",
+    "tail",
+    "which",
+    "echo",
+    "nproc",
+    "uname",
+    "ps",
+    "whoami",
+    "date",
+    "printenv",
+    "lscpu",
+    "nvcc",
+    "wc",
+}
 
 
 def _mark(source: str) -> str | None:
@@ -90,9 +203,15 @@ def _is_display_call(call: ast.Call) -> bool:
         return all(_is_pure(a) for a in args)
     if isinstance(func, ast.Attribute) and func.attr in _DISPLAY_METHODS:
         return _is_pure(func.value) and all(_is_pure(a) for a in args)
-    if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
-            and isinstance(func.value.func, ast.Name) and func.value.func.id == "get_ipython"
-            and call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "get_ipython"
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    ):
         first = call.args[0].value
         if func.attr == "run_line_magic":
             rest = call.args[1].value if len(call.args) > 1 and isinstance(call.args[1], ast.Constant) else ""
@@ -194,8 +313,9 @@ class CellRecord:
     def as_plan_cell(self) -> PlanCell:
         from cudaassert_ipy.restart.plan import PlanCell
 
-        return PlanCell(self.number, self.cell_id, replayable_source(self.source), round(self.duration, 4),
-                        self.first_line)
+        return PlanCell(
+            self.number, self.cell_id, replayable_source(self.source), round(self.duration, 4), self.first_line
+        )
 
 
 @dataclass
@@ -221,8 +341,11 @@ class CellHistory:
         text = None
         if error is not None:
             text = error_line(error)
-        self.records.append(CellRecord(self._next, number, outcome.source, cell_id, error is None,
-                                       outcome.duration, text, origin is not None))
+        self.records.append(
+            CellRecord(
+                self._next, number, outcome.source, cell_id, error is None, outcome.duration, text, origin is not None
+            )
+        )
         self._next += 1
 
     def note_loading_cell(self, shell: Any) -> None:
@@ -234,8 +357,9 @@ class CellHistory:
         info = getattr(result, "info", None)
         number = getattr(result, "execution_count", None)
         if info is not None and isinstance(number, int) and not self.records:
-            self.records.append(CellRecord(self._next, number, info.raw_cell or "", getattr(info, "cell_id", None),
-                                           True, 0.0))
+            self.records.append(
+                CellRecord(self._next, number, info.raw_cell or "", getattr(info, "cell_id", None), True, 0.0)
+            )
             self._next += 1
 
     @contextmanager

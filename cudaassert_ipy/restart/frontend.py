@@ -24,8 +24,19 @@ from typing import Any
 
 from cudaassert_ipy.restart.plan import FrontendKind
 
-__all__ = ["Frontend", "FrontendKind", "ServerRef", "Verdict", "check_server", "detect", "edits_cells", "kernel_id",
-           "kernel_key", "terminal_key", "vscode_key"]
+__all__ = [
+    "Frontend",
+    "FrontendKind",
+    "ServerRef",
+    "Verdict",
+    "check_server",
+    "detect",
+    "edits_cells",
+    "kernel_id",
+    "kernel_key",
+    "terminal_key",
+    "vscode_key",
+]
 
 _HEADLESS_PARENTS = ("papermill", "nbconvert", "nbclient", "testbook")
 

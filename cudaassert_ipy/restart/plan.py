@@ -10,12 +10,23 @@ Imports only the standard library: the startup stub's claim imports this in ever
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping, TypeGuard
+from typing import Any, TypeGuard
 
-__all__ = ["PLAN_VERSION", "AppliedFix", "DiagnosisSummary", "FailingCell", "FrontendKind", "Mode", "PlanCell",
-           "PlanInvalid", "RestartOutcome", "ResumePlan"]
+__all__ = [
+    "PLAN_VERSION",
+    "AppliedFix",
+    "DiagnosisSummary",
+    "FailingCell",
+    "FrontendKind",
+    "Mode",
+    "PlanCell",
+    "PlanInvalid",
+    "RestartOutcome",
+    "ResumePlan",
+]
 
 PLAN_VERSION = 2  # 2: typed plan (mode, frontend kind, failing_batch); version 1 plans are refused as invalid
 
@@ -147,16 +158,24 @@ class ResumePlan:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict with the schema version."""
         return {
-            "version": PLAN_VERSION, "key": self.key, "kernel_id": self.kernel_id, "notebook": self.notebook,
-            "frontend": None if self.frontend is None else self.frontend.value, "mode": self.mode.value,
-            "env": dict(self.env), "validators": self.validators,
+            "version": PLAN_VERSION,
+            "key": self.key,
+            "kernel_id": self.kernel_id,
+            "notebook": self.notebook,
+            "frontend": None if self.frontend is None else self.frontend.value,
+            "mode": self.mode.value,
+            "env": dict(self.env),
+            "validators": self.validators,
             "cells": [_cell_json(c) for c in self.cells],
             "failing": None if self.failing is None else dict(vars(self.failing)),
             "diagnosis": None if self.diagnosis is None else dict(vars(self.diagnosis)),
-            "failing_batch": None if self.failing_batch is None else [self.failing_batch[0],
-                                                                       list(self.failing_batch[1])],
-            "created": self.created, "expires": self.expires,
-            "writer_pid": self.writer_pid, "writer_start": self.writer_start,
+            "failing_batch": None
+            if self.failing_batch is None
+            else [self.failing_batch[0], list(self.failing_batch[1])],
+            "created": self.created,
+            "expires": self.expires,
+            "writer_pid": self.writer_pid,
+            "writer_start": self.writer_start,
             "fix": None if self.fix is None else dict(vars(self.fix)),
         }
 
@@ -172,8 +191,9 @@ class ResumePlan:
         if not isinstance(data.get("key"), str):
             raise PlanInvalid("'key' is not a string")
         cells = data.get("cells")
-        if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("source"), str)
-                                                  for c in cells):
+        if not isinstance(cells, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("source"), str) for c in cells
+        ):
             raise PlanInvalid("'cells' is not a list of cells with a 'source'")
         env = data.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
@@ -192,14 +212,22 @@ class ResumePlan:
             raise PlanInvalid(f"'frontend' is {frontend!r}") from None
         created = data.get("created")
         return cls(
-            key=data["key"], mode=mode, cells=tuple(_cell(c) for c in cells),
-            created=_float(created) if _is_number(created) else _float(expires), expires=_float(expires),
-            kernel_id=_opt_str(data, "kernel_id"), notebook=_opt_str(data, "notebook"),
-            frontend=kind, env=tuple(env.items()), validators=data.get("validators") is True,
-            failing=_failing(data.get("failing")), diagnosis=_diagnosis(data.get("diagnosis")),
+            key=data["key"],
+            mode=mode,
+            cells=tuple(_cell(c) for c in cells),
+            created=_float(created) if _is_number(created) else _float(expires),
+            expires=_float(expires),
+            kernel_id=_opt_str(data, "kernel_id"),
+            notebook=_opt_str(data, "notebook"),
+            frontend=kind,
+            env=tuple(env.items()),
+            validators=data.get("validators") is True,
+            failing=_failing(data.get("failing")),
+            diagnosis=_diagnosis(data.get("diagnosis")),
             failing_batch=_batch(data.get("failing_batch")),
             writer_pid=data["writer_pid"] if _is_int(data.get("writer_pid")) else None,
-            writer_start=_opt_str(data, "writer_start"), fix=_fix(data.get("fix")),
+            writer_start=_opt_str(data, "writer_start"),
+            fix=_fix(data.get("fix")),
         )
 
 
@@ -230,15 +258,25 @@ def _opt_int(d: Mapping[str, Any], name: str) -> int | None:
 
 
 def _cell_json(c: PlanCell) -> dict[str, Any]:
-    return {"number": c.number, "cell_id": c.cell_id, "source": c.source, "duration": c.duration,
-            "first_line": c.first_line}
+    return {
+        "number": c.number,
+        "cell_id": c.cell_id,
+        "source": c.source,
+        "duration": c.duration,
+        "first_line": c.first_line,
+    }
 
 
 def _cell(c: Mapping[str, Any]) -> PlanCell:
     duration = c.get("duration")
     first = c.get("first_line")
-    return PlanCell(_opt_int(c, "number"), _opt_str(c, "cell_id"), c["source"],
-                    _float(duration) if _is_number(duration) else 0.0, first if isinstance(first, str) else "")
+    return PlanCell(
+        _opt_int(c, "number"),
+        _opt_str(c, "cell_id"),
+        c["source"],
+        _float(duration) if _is_number(duration) else 0.0,
+        first if isinstance(first, str) else "",
+    )
 
 
 def _failing(v: object) -> FailingCell | None:
@@ -254,15 +292,26 @@ def _diagnosis(v: object) -> DiagnosisSummary | None:
         return None
     if not isinstance(v, dict):
         raise PlanInvalid("'diagnosis' is not an object")
-    return DiagnosisSummary(_opt_str(v, "cause_id"), _opt_str(v, "title"), _opt_str(v, "headline"),
-                            _opt_str(v, "specific"), _opt_int(v, "cell"), _opt_str(v, "exception_line"))
+    return DiagnosisSummary(
+        _opt_str(v, "cause_id"),
+        _opt_str(v, "title"),
+        _opt_str(v, "headline"),
+        _opt_str(v, "specific"),
+        _opt_int(v, "cell"),
+        _opt_str(v, "exception_line"),
+    )
 
 
 def _batch(v: object) -> tuple[str, tuple[int, ...]] | None:
     if v is None:
         return None
-    if (not isinstance(v, list) or len(v) != 2 or not isinstance(v[0], str) or not isinstance(v[1], list)
-            or not all(_is_int(i) for i in v[1])):
+    if (
+        not isinstance(v, list)
+        or len(v) != 2
+        or not isinstance(v[0], str)
+        or not isinstance(v[1], list)
+        or not all(_is_int(i) for i in v[1])
+    ):
         raise PlanInvalid("'failing_batch' is not [loader name, [dataset indices]]")
     return v[0], tuple(v[1])
 
@@ -272,8 +321,17 @@ def _fix(v: object) -> AppliedFix | None:
         return None
     if not isinstance(v, dict) or not isinstance(v.get("diff"), str) or not isinstance(v.get("title"), str):
         raise PlanInvalid("'fix' is not an applied patch")
-    return AppliedFix(_opt_int(v, "number"), _opt_str(v, "cell_id"), v["diff"], v["title"],
-                      v.get("in_notebook") is True, _opt_str(v, "dataset"), _opt_int(v, "num_classes"),
-                      _opt_int(v, "ignore_index"), _opt_int(v, "vocab_size"), v.get("full") is True,
-                      _opt_int(v, "failing_number"), v["failing_source"] if isinstance(v.get("failing_source"), str)
-                      else "")
+    return AppliedFix(
+        _opt_int(v, "number"),
+        _opt_str(v, "cell_id"),
+        v["diff"],
+        v["title"],
+        v.get("in_notebook") is True,
+        _opt_str(v, "dataset"),
+        _opt_int(v, "num_classes"),
+        _opt_int(v, "ignore_index"),
+        _opt_int(v, "vocab_size"),
+        v.get("full") is True,
+        _opt_int(v, "failing_number"),
+        v["failing_source"] if isinstance(v.get("failing_source"), str) else "",
+    )

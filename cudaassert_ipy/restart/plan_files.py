@@ -20,16 +20,28 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
 
 from cudaassert_ipy.base.atomic_file import write_atomic
 from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart.plan import PLAN_VERSION, PlanInvalid, ResumePlan
 
-__all__ = ["PLAN_TTL", "PLAN_VERSION", "Claim", "PlanError", "claim", "ensure_dir", "log",
-           "pending_keys", "plan_dir", "plan_lock", "why_unsafe", "write_plan"]
+__all__ = [
+    "PLAN_TTL",
+    "PLAN_VERSION",
+    "Claim",
+    "PlanError",
+    "claim",
+    "ensure_dir",
+    "log",
+    "pending_keys",
+    "plan_dir",
+    "plan_lock",
+    "why_unsafe",
+    "write_plan",
+]
 
 PLAN_TTL = 3600.0  # seconds a plan waits for its restart
 LOG_NAME = "resume.log"
@@ -37,15 +49,22 @@ LOG_MAX = 256 * 1024
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 PLAN_WRITE_FAILED = "{prefix} Cannot write the resume plan into {directory} ({error}). Nothing was restarted."
-UNSAFE = ("{prefix} The resume plan {path} was refused: {why}. A plan holds code that would run in this kernel, "
-          "so only a file owned by you and writable by nobody else is used. Nothing was replayed; the file was "
-          "left as it is.")
-INVALID = ("{prefix} The resume plan {path} is not a valid plan ({error}). Nothing was replayed; the file was kept "
-           "as {kept}.")
-EXPIRED = ("{prefix} A resume plan from {created} expired at {expired} and was removed; nothing was replayed. "
-           "Run `%cudaassert restart` again if you still want the replay.")
-WRITER_ALIVE = ("{prefix} A resume plan for this kernel was written by process {pid}, which is still running; "
-                "it was left for that restart.")
+UNSAFE = (
+    "{prefix} The resume plan {path} was refused: {why}. A plan holds code that would run in this kernel, "
+    "so only a file owned by you and writable by nobody else is used. Nothing was replayed; the file was "
+    "left as it is."
+)
+INVALID = (
+    "{prefix} The resume plan {path} is not a valid plan ({error}). Nothing was replayed; the file was kept as {kept}."
+)
+EXPIRED = (
+    "{prefix} A resume plan from {created} expired at {expired} and was removed; nothing was replayed. "
+    "Run `%cudaassert restart` again if you still want the replay."
+)
+WRITER_ALIVE = (
+    "{prefix} A resume plan for this kernel was written by process {pid}, which is still running; "
+    "it was left for that restart."
+)
 
 
 class PlanError(Exception):
@@ -225,8 +244,9 @@ def claim(key: str, directory: Path | None = None, now: float | None = None) -> 
                 return out
             if now > plan.expires:
                 path.unlink()
-                out.notes.append(EXPIRED.format(prefix=PREFIX, created=_when(plan.created),
-                                                expired=_when(plan.expires)))
+                out.notes.append(
+                    EXPIRED.format(prefix=PREFIX, created=_when(plan.created), expired=_when(plan.expires))
+                )
                 return out
             if writer_alive(plan.writer_pid, plan.writer_start):
                 out.notes.append(WRITER_ALIVE.format(prefix=PREFIX, pid=plan.writer_pid))
@@ -282,7 +302,7 @@ def log(message: str, directory: Path | None = None) -> None:
     path = d / LOG_NAME
     try:
         if path.exists() and path.stat().st_size > LOG_MAX:
-            path.write_bytes(path.read_bytes()[-LOG_MAX // 2:])
+            path.write_bytes(path.read_bytes()[-LOG_MAX // 2 :])
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} pid={os.getpid()} {message}\n")

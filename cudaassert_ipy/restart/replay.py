@@ -26,20 +26,27 @@ from cudaassert_ipy.view.replay_view import CellView, OnBanner, PanelSetting, pr
 __all__ = ["INTERNAL", "ReplayHost", "Replayer", "Resumed", "is_own_magic_cell"]
 
 ANNOUNCE = "{prefix} This kernel was restarted by cudaassert{after}, {mode_text}."
-REPLAYING = ("{prefix} Replaying {count} setup cell(s) first (they took {seconds:.1f} s before); their output is "
-             "kept{how}.")
+REPLAYING = (
+    "{prefix} Replaying {count} setup cell(s) first (they took {seconds:.1f} s before); their output is kept{how}."
+)
 REPLAY_DONE = "{prefix} Replayed {count} setup cell(s) in {seconds:.1f} s. Now your cell runs."
-REPLAY_STOPPED = ("{prefix} Replay stopped at cell [{number}] ({index} of {count}): {error}. {rest}Your cell runs next "
-                  "without them: fix that cell and run it (then the rest) yourself, or choose the cells with "
-                  "`%cudaassert setup` before the next restart.")
+REPLAY_STOPPED = (
+    "{prefix} Replay stopped at cell [{number}] ({index} of {count}): {error}. {rest}Your cell runs next "
+    "without them: fix that cell and run it (then the rest) yourself, or choose the cells with "
+    "`%cudaassert setup` before the next restart."
+)
 NOT_REPLAYED = "Not replayed: {numbers}. "
-CPU_HINT = (" In CPU mode, code that asks for 'cuda' fails: use `device = 'cuda' if torch.cuda.is_available() "
-            "else 'cpu'`.")
-RUN_ALL_SKIP = ("{prefix} You are running the setup cells yourself (this cell is [{number}] of the plan), so nothing "
-                "is replayed.")
+CPU_HINT = (
+    " In CPU mode, code that asks for 'cuda' fails: use `device = 'cuda' if torch.cuda.is_available() else 'cpu'`."
+)
+RUN_ALL_SKIP = (
+    "{prefix} You are running the setup cells yourself (this cell is [{number}] of the plan), so nothing is replayed."
+)
 VALIDATORS_FAILED = "{prefix} The validators could not be turned on ({error}); the environment is set."
-OLD_CODE = ("{prefix} The replay ran the patched cell [{number}] ({title}); the notebook still holds the old code: "
-            "apply the patch there too (`%cudaassert fix` shows it).")
+OLD_CODE = (
+    "{prefix} The replay ran the patched cell [{number}] ({title}); the notebook still holds the old code: "
+    "apply the patch there too (`%cudaassert fix` shows it)."
+)
 INTERNAL = "{prefix} The replay itself failed ({error}); your cell runs as usual. Details: {log}"
 
 
@@ -71,6 +78,7 @@ class ReplayHost(Protocol):
     """What the replay needs from the loaded extension."""
 
     history: CellHistory
+
     @property
     def config(self) -> PanelSetting: ...
 
@@ -113,8 +121,10 @@ class Replayer:
             self._run(info, source)
         except Exception as e:  # a hook that raises gets a traceback in the user's cell; one line instead
             plan_files.log(f"replay failed: {e!r}")
-            print(INTERNAL.format(prefix=PREFIX, error=error_line(e),
-                                  log=plan_files.plan_dir() / plan_files.LOG_NAME), file=sys.stderr)
+            print(
+                INTERNAL.format(prefix=PREFIX, error=error_line(e), log=plan_files.plan_dir() / plan_files.LOG_NAME),
+                file=sys.stderr,
+            )
 
     def _announce(self) -> None:
         for note in self.notes:
@@ -123,7 +133,8 @@ class Replayer:
         after = ""
         if failing is not None and failing.number is not None:
             after = f" after cell [{failing.number}] failed" + (
-                f" ({diag.title})" if diag is not None and diag.title else "")
+                f" ({diag.title})" if diag is not None and diag.title else ""
+            )
         print(ANNOUNCE.format(prefix=PREFIX, after=after, mode_text=self.plan.mode.text))
 
     def _user_reruns_setup(self, info: Any, source: str) -> PlanCell | None:
@@ -148,8 +159,14 @@ class Replayer:
             keep.discard(self.plan.key)  # nothing replays: the kept values are not needed
         if mine is not None:
             print(RUN_ALL_SKIP.format(prefix=PREFIX, number=mine.number))
-            self.resumed.report = {"cells": len(cells), "replayed": 0, "ok": True, "skipped": True, "seconds": 0.0,
-                                   "original_seconds": 0.0}
+            self.resumed.report = {
+                "cells": len(cells),
+                "replayed": 0,
+                "ok": True,
+                "skipped": True,
+                "seconds": 0.0,
+                "original_seconds": 0.0,
+            }
         elif cells:
             self.resumed.report = self._replay(cells)
         from cudaassert_ipy.view.display import display
@@ -168,8 +185,11 @@ class Replayer:
         progress = progress_for(self.host, [_view(c) for c in cells])
         print(REPLAYING.format(prefix=PREFIX, count=len(cells), seconds=original, how=progress.how))
         progress.start()
-        saved = {name: getattr(sys, name) for name in ("last_type", "last_value", "last_traceback", "last_exc")
-                 if hasattr(sys, name)}
+        saved = {
+            name: getattr(sys, name)
+            for name in ("last_type", "last_value", "last_traceback", "last_exc")
+            if hasattr(sys, name)
+        }
         started = time.perf_counter()
         done, failure, timings = 0, None, []
         with keep.opened(self.plan.key, self.plan.created, self.shell.user_ns) as restorer:
@@ -178,8 +198,15 @@ class Replayer:
                 restored = restorer.restore(cell.number, cell.cell_id, cell.source)
                 if restored is not None and restored.kept:  # recorded as run: a later restart keeps it again
                     with self.host.history.replaying(cell):
-                        self.host.history.record(KeptOutcome(source=cell.source, execution_count=cell.number,
-                                                             cell_id=cell.cell_id, error=None, duration=cell.duration))
+                        self.host.history.record(
+                            KeptOutcome(
+                                source=cell.source,
+                                execution_count=cell.number,
+                                cell_id=cell.cell_id,
+                                error=None,
+                                duration=cell.duration,
+                            )
+                        )
                     progress.kept(i, time.perf_counter() - t0)
                     done += 1
                     continue
@@ -210,11 +237,24 @@ class Replayer:
         else:
             i, cell, error = failure
             progress.finish(False)
-            rest = [f"[{c.number}]" for c in cells[i + 1:]]
+            rest = [f"[{c.number}]" for c in cells[i + 1 :]]
             head = (str(error).strip().splitlines() or [""])[0]
             hint = CPU_HINT if self.plan.mode is Mode.CPU and "cuda" in head.lower() else ""
-            print(REPLAY_STOPPED.format(prefix=PREFIX, number=cell.number, index=i + 1, count=len(cells),
-                                        error=error_line(error) + hint,
-                                        rest=NOT_REPLAYED.format(numbers=", ".join(rest)) if rest else ""))
-        return {"cells": len(cells), "replayed": done, "ok": failure is None, "skipped": False,
-                "seconds": seconds, "original_seconds": original}
+            print(
+                REPLAY_STOPPED.format(
+                    prefix=PREFIX,
+                    number=cell.number,
+                    index=i + 1,
+                    count=len(cells),
+                    error=error_line(error) + hint,
+                    rest=NOT_REPLAYED.format(numbers=", ".join(rest)) if rest else "",
+                )
+            )
+        return {
+            "cells": len(cells),
+            "replayed": done,
+            "ok": failure is None,
+            "skipped": False,
+            "seconds": seconds,
+            "original_seconds": original,
+        }

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart import plan_files, startup_stub
@@ -35,8 +36,18 @@ if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
     from cudaassert_ipy.restart.replay import Resumed
 
-__all__ = ["ActionList", "Host", "RequestError", "actions_for", "build_plan", "plan_listing", "request_restart",
-           "restart_command", "setup_command", "setup_listing"]
+__all__ = [
+    "ActionList",
+    "Host",
+    "RequestError",
+    "actions_for",
+    "build_plan",
+    "plan_listing",
+    "request_restart",
+    "restart_command",
+    "setup_command",
+    "setup_listing",
+]
 
 Checker = Callable[..., "tuple[Verdict, str]"]
 
@@ -54,8 +65,10 @@ class Host(Protocol):
 
     shell: Any
     history: CellHistory
+
     @property
     def state(self) -> DeadSince: ...
+
     last: Diagnosis | None
     resumed: Resumed | None
 
@@ -67,52 +80,67 @@ class RequestError(ValueError):
 PLAN_HEADER = "{prefix} Restart {mode_text}; {count} setup cell(s) replay before your next cell:"
 PLAN_LINE = "  [{number}] {first_line}  ({duration:.2f} s)"
 NO_CELLS = "  (no cells: the kernel restarts empty)"
-RESTARTING = ("{prefix} Restarting the kernel now; it comes back in a few seconds with the same id. Then run a cell "
-              "(the failing one{cell}): the setup replays first, inside that cell.")
+RESTARTING = (
+    "{prefix} Restarting the kernel now; it comes back in a few seconds with the same id. Then run a cell "
+    "(the failing one{cell}): the setup replays first, inside that cell."
+)
 #: what to do next, for each frontend that does not restart its kernel itself (the server does: RESTARTING)
 ARMED: dict[FrontendKind, str] = {
-    FrontendKind.VSCODE:
+    FrontendKind.VSCODE: (
         "{prefix} Plan armed. VS Code does not restart this kernel by itself: press Restart in the notebook "
-        "toolbar, then run a cell; the setup replays first, inside that cell.",
-    FrontendKind.TERMINAL:
+        "toolbar, then run a cell; the setup replays first, inside that cell."
+    ),
+    FrontendKind.TERMINAL: (
         "{prefix} Plan armed. This IPython cannot restart itself: exit (Ctrl-D), start `ipython` again in "
-        "this directory and terminal, and run a command; the setup replays first.",
-    FrontendKind.HEADLESS:
+        "this directory and terminal, and run a command; the setup replays first."
+    ),
+    FrontendKind.HEADLESS: (
         "{prefix} This run has no interactive frontend ({detail}), so nothing here can restart the kernel. "
         "The plan is kept for {ttl} min: restart this kernel and run a cell to replay the setup, or re-run "
-        "the notebook with CUDA_LAUNCH_BLOCKING=1 and CUDAASSERT_VALIDATORS=1 in its environment.",
-    FrontendKind.KERNEL:
+        "the notebook with CUDA_LAUNCH_BLOCKING=1 and CUDAASSERT_VALIDATORS=1 in its environment."
+    ),
+    FrontendKind.KERNEL: (
         "{prefix} No Jupyter server was found for this kernel (looked for {detail}), so it cannot restart "
         "itself. The plan is kept for {ttl} min: restart the kernel from your frontend, then run a cell; the "
-        "setup replays first, inside that cell.",
+        "setup replays first, inside that cell."
+    ),
 }
 #: a server that does not know this kernel's id: armed, as if no server were there
-SERVER_UNKNOWN = ("{prefix} The Jupyter server at {detail} does not know this kernel's id, so it would not restart it. "
-                  "Nothing was restarted. The plan is kept for {ttl} min: restart the kernel from your frontend, then "
-                  "run a cell.")
+SERVER_UNKNOWN = (
+    "{prefix} The Jupyter server at {detail} does not know this kernel's id, so it would not restart it. "
+    "Nothing was restarted. The plan is kept for {ttl} min: restart the kernel from your frontend, then "
+    "run a cell."
+)
 SERVER_NOTE = {
     "refused": "{prefix} The Jupyter server at {url} refused the token in its runtime file ({why}), so this "
-               "kernel's id could not be confirmed; restarting anyway: the server that launched this kernel "
-               "restarts it when it exits.",
+    "kernel's id could not be confirmed; restarting anyway: the server that launched this kernel "
+    "restarts it when it exits.",
     "unreachable": "{prefix} The Jupyter server at {url} did not answer ({why}), so this kernel's id could not be "
-                   "confirmed; restarting anyway: the server that launched this kernel restarts it when it exits.",
+    "confirmed; restarting anyway: the server that launched this kernel restarts it when it exits.",
 }
-BUTTON = {RestartOutcome.RESTARTING: "Restarting…", RestartOutcome.ARMED: "Armed: restart the kernel",
-          RestartOutcome.FAILED: "Restart failed"}
+BUTTON = {
+    RestartOutcome.RESTARTING: "Restarting…",
+    RestartOutcome.ARMED: "Armed: restart the kernel",
+    RestartOutcome.FAILED: "Restart failed",
+}
 SETUP_HEADER = {
     "pinned": "{prefix} Setup cells a restart replays (your choice, `%cudaassert setup`):",
     "failing": "{prefix} Setup cells a restart replays (default: cells that succeeded before cell [{cell}]):",
     "all": "{prefix} Setup cells a restart replays (default: every cell that succeeded):",
 }
-SETUP_FOOTER = ("Choose with `%cudaassert setup 2,3,5` (or 2-5), back to the default with `%cudaassert setup auto`; "
-                "a first line `# cudaassert: setup` forces a cell in, `# cudaassert: skip` keeps it out. "
-                "`%cudaassert setup keep 3,4` (or a first line `# cudaassert: keep`) restores those cells' values "
-                "instead of replaying them.")
+SETUP_FOOTER = (
+    "Choose with `%cudaassert setup 2,3,5` (or 2-5), back to the default with `%cudaassert setup auto`; "
+    "a first line `# cudaassert: setup` forces a cell in, `# cudaassert: skip` keeps it out. "
+    "`%cudaassert setup keep 3,4` (or a first line `# cudaassert: keep`) restores those cells' values "
+    "instead of replaying them."
+)
 KEEP_MARK = "  keep"
 SETUP_USAGE = "`%cudaassert setup {value}`: give cell numbers like 2,3,5 or 2-5, or `auto`, or `show`."
 UNKNOWN_CELLS = "`{what}`: cell(s) {missing} are not in this kernel's history (known: {known})."
-CPU_NORMAL = ("`--cpu` and `--normal` do not go together: `--normal` restarts without blocking mode and validators; "
-              "`--cpu` keeps both and hides the GPU.")
+CPU_NORMAL = (
+    "`--cpu` and `--normal` do not go together: `--normal` restarts without blocking mode and validators; "
+    "`--cpu` keeps both and hides the GPU."
+)
 NO_REPLAY_CELLS = "`--no-replay` and `--cells` do not go together: `--no-replay` replays nothing."
 
 
@@ -128,17 +156,33 @@ def _diagnosis_summary(d: Diagnosis | None) -> DiagnosisSummary | None:
     return DiagnosisSummary(d.cause_id, d.title, d.headline, d.specific, d.cell, d.exception_line)
 
 
-def build_plan(ext: Host, fe: Frontend, mode: Mode, cells: Sequence[CellRecord],
-               failing_batch: tuple[str, tuple[int, ...]] | None = None, fix: AppliedFix | None = None) -> ResumePlan:
+def build_plan(
+    ext: Host,
+    fe: Frontend,
+    mode: Mode,
+    cells: Sequence[CellRecord],
+    failing_batch: tuple[str, tuple[int, ...]] | None = None,
+    fix: AppliedFix | None = None,
+) -> ResumePlan:
     failing = failing_record(ext)
     now = time.time()
     return ResumePlan(
-        key=fe.key, mode=mode, cells=tuple(c.as_plan_cell() for c in cells), created=now,
-        expires=now + plan_files.PLAN_TTL, kernel_id=fe.kernel_id, notebook=fe.notebook, frontend=fe.kind,
-        env=tuple(mode.env.items()), validators=mode.validators,
-        failing=None if failing is None else FailingCell(failing.number, failing.cell_id, failing.source,
-                                                         failing.error),
-        diagnosis=_diagnosis_summary(ext.state.dead_since or ext.last), failing_batch=failing_batch, fix=fix,
+        key=fe.key,
+        mode=mode,
+        cells=tuple(c.as_plan_cell() for c in cells),
+        created=now,
+        expires=now + plan_files.PLAN_TTL,
+        kernel_id=fe.kernel_id,
+        notebook=fe.notebook,
+        frontend=fe.kind,
+        env=tuple(mode.env.items()),
+        validators=mode.validators,
+        failing=None
+        if failing is None
+        else FailingCell(failing.number, failing.cell_id, failing.source, failing.error),
+        diagnosis=_diagnosis_summary(ext.state.dead_since or ext.last),
+        failing_batch=failing_batch,
+        fix=fix,
     )
 
 
@@ -182,10 +226,16 @@ def _feedback(button: Any, outcome: RestartOutcome, message: str) -> None:
     button.disabled = True
 
 
-def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
-                    cells: Sequence[CellRecord] | None = None, button: Any = None,
-                    checker: Checker = check_server, keep: bool = True,
-                    fix: AppliedFix | None = None) -> RestartOutcome:
+def request_restart(
+    ext: Host,
+    frontend: Frontend,
+    mode: Mode = Mode.DEBUG,
+    cells: Sequence[CellRecord] | None = None,
+    button: Any = None,
+    checker: Checker = check_server,
+    keep: bool = True,
+    fix: AppliedFix | None = None,
+) -> RestartOutcome:
     """Write the plan, then restart (or arm and explain). ``checker`` asks the server about this kernel's id.
     Cells marked keep are saved first (restored instead of replayed); ``keep=False`` replays them all."""
     fe = frontend
@@ -228,8 +278,9 @@ def request_restart(ext: Host, frontend: Frontend, mode: Mode = Mode.DEBUG,
 
 
 # -- the panel's buttons -------------------------------------------------------------------------
-def _on_click(ext: Host, fe: Frontend, mode: Mode, picks: list[tuple[ReplayChoice, CellRecord]],
-              checker: Checker) -> Callable[[Any], None]:
+def _on_click(
+    ext: Host, fe: Frontend, mode: Mode, picks: list[tuple[ReplayChoice, CellRecord]], checker: Checker
+) -> Callable[[Any], None]:
     def callback(button: Any) -> None:
         ext.history.kept = {rec.number for choice, rec in picks if choice.keep and rec.number is not None}
         request_restart(ext, fe, mode, [rec for choice, rec in picks if choice.selected], button, checker)
@@ -245,34 +296,60 @@ class ActionList(list[Action]):
         self.replay_choices = list(replay_choices)
 
 
-def actions_for(ext: Host, diagnosis: Diagnosis | None, frontend: Frontend,
-                checker: Checker = check_server) -> ActionList:
+def actions_for(
+    ext: Host, diagnosis: Diagnosis | None, frontend: Frontend, checker: Checker = check_server
+) -> ActionList:
     """Restart only helps a dead context (or ends the debug mode of a restarted kernel); else no buttons."""
     resumed = ext.resumed.mode if ext.resumed is not None else None
     dead = diagnosis is not None and diagnosis.context_dead
     if not dead and resumed in (None, Mode.NORMAL):
         return ActionList()
     records = ext.history.plan(failing_record(ext))
-    picks = [(ReplayChoice(r.number or 0, r.first_line, r.duration, True,
-                           r.mark == "keep" or r.number in ext.history.kept), r) for r in records]
+    picks = [
+        (
+            ReplayChoice(
+                r.number or 0, r.first_line, r.duration, True, r.mark == "keep" or r.number in ext.history.kept
+            ),
+            r,
+        )
+        for r in records
+    ]
     fe = frontend
-    reason = (ARMED[FrontendKind.HEADLESS].format(prefix=PREFIX, detail=fe.detail,
-                                                  ttl=int(plan_files.PLAN_TTL // 60))
-              if fe.kind is FrontendKind.HEADLESS else None)
+    reason = (
+        ARMED[FrontendKind.HEADLESS].format(prefix=PREFIX, detail=fe.detail, ttl=int(plan_files.PLAN_TTL // 60))
+        if fe.kind is FrontendKind.HEADLESS
+        else None
+    )
     n = len(picks)
     if dead:
         actions = [
-            Action("restart_replay", "Restart & replay setup", _on_click(ext, fe, Mode.DEBUG, picks, checker),
-                   reason, f"Restart the kernel with CUDA_LAUNCH_BLOCKING=1 and validators on; the {n} ticked setup "
-                   "cell(s) replay when you run your next cell."),
-            Action("restart_cpu", "Restart on CPU", _on_click(ext, fe, Mode.CPU, picks, checker), reason,
-                   f"Restart with the GPU hidden (CUDA_VISIBLE_DEVICES=) and validators on; the {n} ticked "
-                   "setup cell(s) replay on the CPU."),
+            Action(
+                "restart_replay",
+                "Restart & replay setup",
+                _on_click(ext, fe, Mode.DEBUG, picks, checker),
+                reason,
+                f"Restart the kernel with CUDA_LAUNCH_BLOCKING=1 and validators on; the {n} ticked setup "
+                "cell(s) replay when you run your next cell.",
+            ),
+            Action(
+                "restart_cpu",
+                "Restart on CPU",
+                _on_click(ext, fe, Mode.CPU, picks, checker),
+                reason,
+                f"Restart with the GPU hidden (CUDA_VISIBLE_DEVICES=) and validators on; the {n} ticked "
+                "setup cell(s) replay on the CPU.",
+            ),
         ]
     else:
-        actions = [Action("restart_normal", "Back to normal speed", _on_click(ext, fe, Mode.NORMAL, picks, checker),
-                          reason,
-                          f"Restart without blocking mode and validators; the {n} ticked setup cell(s) replay.")]
+        actions = [
+            Action(
+                "restart_normal",
+                "Back to normal speed",
+                _on_click(ext, fe, Mode.NORMAL, picks, checker),
+                reason,
+                f"Restart without blocking mode and validators; the {n} ticked setup cell(s) replay.",
+            )
+        ]
     return ActionList(actions, [choice for choice, _ in picks])
 
 
@@ -281,18 +358,29 @@ def _records_for(ext: Host, text: str, what: str) -> list[CellRecord]:
     try:
         numbers = parse_cell_numbers(text)
     except ValueError:
-        raise RequestError(SETUP_USAGE.format(value=text) if what.startswith("%cudaassert setup")
-                           else f"`{what}`: give cell numbers like --cells 2,3,5 (the n of In [n]).") from None
+        raise RequestError(
+            SETUP_USAGE.format(value=text)
+            if what.startswith("%cudaassert setup")
+            else f"`{what}`: give cell numbers like --cells 2,3,5 (the n of In [n])."
+        ) from None
     try:
         return ext.history.resolve(numbers)
     except KeyError as e:
         known = ", ".join(map(str, ext.history.known_numbers())) or "none yet"
-        raise RequestError(UNKNOWN_CELLS.format(what=what, missing=", ".join(map(str, e.args[0])),
-                                                known=known)) from None
+        raise RequestError(
+            UNKNOWN_CELLS.format(what=what, missing=", ".join(map(str, e.args[0])), known=known)
+        ) from None
 
 
-def restart_command(ext: Host, frontend: Frontend, cpu: bool = False, normal: bool = False,
-                    no_replay: bool = False, cells: str | None = None, no_keep: bool = False) -> RestartOutcome:
+def restart_command(
+    ext: Host,
+    frontend: Frontend,
+    cpu: bool = False,
+    normal: bool = False,
+    no_replay: bool = False,
+    cells: str | None = None,
+    no_keep: bool = False,
+) -> RestartOutcome:
     """``%cudaassert restart [--cpu] [--normal] [--no-replay] [--cells 2,3,5] [--no-keep]``."""
     if cpu and normal:
         raise RequestError(CPU_NORMAL)
@@ -316,16 +404,22 @@ def setup_listing(ext: Host) -> str:
         header = SETUP_HEADER["failing" if failing is not None else "all"]
     cells = history.plan(failing)
     lines = [header.format(prefix=PREFIX, cell=failing.number if failing else "")]
-    lines += [PLAN_LINE.format(number=c.number, first_line=c.first_line, duration=c.duration)
-              + (KEEP_MARK if c.mark == "keep" or c.number in history.kept else "") for c in cells]
+    lines += [
+        PLAN_LINE.format(number=c.number, first_line=c.first_line, duration=c.duration)
+        + (KEEP_MARK if c.mark == "keep" or c.number in history.kept else "")
+        for c in cells
+    ]
     return "\n".join([*lines, *([] if cells else ["  (none)"]), SETUP_FOOTER])
 
 
 def setup_command(ext: Host, value: str | None, numbers: str | None = None) -> str:
     """``%cudaassert setup [show|auto|2,3,5]``: choose the cells a restart replays; returns the listing."""
     if value == "keep":
-        ext.history.kept = set() if numbers in (None, "none") else {
-            r.number for r in _records_for(ext, numbers, f"%cudaassert setup keep {numbers}") if r.number}
+        ext.history.kept = (
+            set()
+            if numbers in (None, "none")
+            else {r.number for r in _records_for(ext, numbers, f"%cudaassert setup keep {numbers}") if r.number}
+        )
     elif value not in (None, "show", "auto"):
         records = _records_for(ext, value, f"%cudaassert setup {value}")
         ext.history.pinned = [r.number for r in records if r.number is not None]

@@ -22,7 +22,7 @@ __all__ = ["STUB_NAME", "STUB_SOURCE", "StubError", "ensure_stub", "remove_if_id
 
 STUB_NAME = "00-cudaassert-resume.py"
 STUB_MARK = "# Written by cudaassert_ipy"
-STUB_SOURCE = '''\
+STUB_SOURCE = """\
 # Written by cudaassert_ipy for `%cudaassert restart` (and its "Restart & replay setup" button).
 # It resumes a kernel restarted by cudaassert: it does nothing unless a resume plan for this very
 # kernel is waiting, and it is removed again when no plan is. Safe to delete.
@@ -54,7 +54,7 @@ def _cudaassert_resume():
 
 _cudaassert_resume()
 del _cudaassert_resume
-'''
+"""
 
 STUB_WRITE_FAILED = (
     "{prefix} Cannot write the startup file {path} ({error}), so a restarted kernel could not replay your setup. "

@@ -8,7 +8,7 @@ site-packages or anywhere else, so nothing is left behind. The hook chains to an
 from __future__ import annotations
 
 import os
-from typing import MutableMapping
+from collections.abc import MutableMapping
 
 from cudaassert_ipy.run.options import CHILD_ENV, RunOptions
 

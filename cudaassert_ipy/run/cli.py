@@ -47,29 +47,52 @@ exit code:  the script's own; 1 for an uncaught exception; 2 when the script fil
 def build_parser(prog: str) -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
-                                usage=f"{prog} [options] (script.py | -m module) [args ...]",
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--validators", action="store_true",
-                   help="check the inputs of risky calls (cross_entropy, embedding, indexing, ...) before they "
-                        "launch, so a bad value raises a Python error naming it instead of killing the GPU context "
-                        "(costs one small reduction and one device-to-host read per checked call)")
-    p.add_argument("--blocking", action="store_true",
-                   help="set CUDA_LAUNCH_BLOCKING=1 so the traceback points at the call that failed "
-                        "(every kernel launch waits for the previous one: slower)")
-    p.add_argument("--report-json", metavar="PATH",
-                   help="also write the outcome and the diagnosis as JSON to PATH (for CI and batch jobs)")
-    p.add_argument("--quiet", action="store_true",
-                   help="on failure print only the headline and the fix (the JSON and torchrun's error file "
-                        "keep the full report); no notes")
-    p.add_argument("--rerun-on-failure", action="store_true",
-                   help="after a CUDA failure, run the same command once more with CUDA_LAUNCH_BLOCKING=1 and "
-                        "validators on, and show what the validator found beside the first diagnosis")
-    p.add_argument("--apply-fix", action="store_true",
-                   help="write the proposed patch (shown as a diff after the report) into the script or module file "
-                        "it changes, when the data decides for one and the file is unchanged since the run")
-    p.add_argument("--no-children", dest="children", action="store_false",
-                   help="do not watch the processes the script starts")
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        usage=f"{prog} [options] (script.py | -m module) [args ...]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--validators",
+        action="store_true",
+        help="check the inputs of risky calls (cross_entropy, embedding, indexing, ...) before they "
+        "launch, so a bad value raises a Python error naming it instead of killing the GPU context "
+        "(costs one small reduction and one device-to-host read per checked call)",
+    )
+    p.add_argument(
+        "--blocking",
+        action="store_true",
+        help="set CUDA_LAUNCH_BLOCKING=1 so the traceback points at the call that failed "
+        "(every kernel launch waits for the previous one: slower)",
+    )
+    p.add_argument(
+        "--report-json",
+        metavar="PATH",
+        help="also write the outcome and the diagnosis as JSON to PATH (for CI and batch jobs)",
+    )
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="on failure print only the headline and the fix (the JSON and torchrun's error file "
+        "keep the full report); no notes",
+    )
+    p.add_argument(
+        "--rerun-on-failure",
+        action="store_true",
+        help="after a CUDA failure, run the same command once more with CUDA_LAUNCH_BLOCKING=1 and "
+        "validators on, and show what the validator found beside the first diagnosis",
+    )
+    p.add_argument(
+        "--apply-fix",
+        action="store_true",
+        help="write the proposed patch (shown as a diff after the report) into the script or module file "
+        "it changes, when the data decides for one and the file is unchanged since the run",
+    )
+    p.add_argument(
+        "--no-children", dest="children", action="store_false", help="do not watch the processes the script starts"
+    )
     return p
 
 
@@ -87,14 +110,15 @@ def parse(argv: list[str], prog: str) -> tuple[RunOptions, Target | None]:
             break
         ours.append(arg)
         if arg in _VALUED:
-            ours += argv[i + 1:i + 2]
+            ours += argv[i + 1 : i + 2]
             i += 1
         i += 1
     options = RunOptions()
     if ours:  # argparse costs a few ms: only when there are options to read
         ns = build_parser(prog).parse_args(ours)  # --help and bad options exit here, as argparse does
-        options = RunOptions(ns.validators, ns.blocking, ns.quiet, ns.report_json, ns.rerun_on_failure, ns.children,
-                             ns.apply_fix)
+        options = RunOptions(
+            ns.validators, ns.blocking, ns.quiet, ns.report_json, ns.rerun_on_failure, ns.children, ns.apply_fix
+        )
     rest = argv[i:]
     if not rest:
         return options, None

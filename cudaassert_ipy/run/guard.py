@@ -12,7 +12,8 @@ import contextlib
 import os
 import sys
 import types
-from typing import TYPE_CHECKING, Any, Callable, Container, NamedTuple
+from collections.abc import Callable, Container
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.run.options import RunOptions
@@ -27,8 +28,18 @@ if TYPE_CHECKING:  # the diagnosis stack loads only when something failed: start
     from cudaassert_ipy.fix.model import ProposedFix
     from cudaassert_ipy.run.ranks import DeadRanks
 
-__all__ = ["DEAD_PROCESS", "DIAGNOSIS_FAILED", "RERUN_HINT", "RERUN_HINT_TORCHRUN", "Guard", "GuardOutcome",
-           "MainFiles", "UserFiles", "exit_now", "write_report"]
+__all__ = [
+    "DEAD_PROCESS",
+    "DIAGNOSIS_FAILED",
+    "RERUN_HINT",
+    "RERUN_HINT_TORCHRUN",
+    "Guard",
+    "GuardOutcome",
+    "MainFiles",
+    "UserFiles",
+    "exit_now",
+    "write_report",
+]
 
 DEAD_PROCESS = (
     "The GPU context of this process is dead: nothing on the GPU can be used again in it, so the run stops here."
@@ -96,8 +107,15 @@ class Guard:
     two verbs after it, ``report`` (at most once) and ``close`` (once), are all a caller does with it.
     """
 
-    def __init__(self, options: RunOptions, target_label: str = "", user_files: Container[str] = (),
-                 notes: tuple[str, ...] = (), *, launcher: bool = False) -> None:
+    def __init__(
+        self,
+        options: RunOptions,
+        target_label: str = "",
+        user_files: Container[str] = (),
+        notes: tuple[str, ...] = (),
+        *,
+        launcher: bool = False,
+    ) -> None:
         self.options = options
         self.notes = notes  # lines the report ends with (a rerun's first diagnosis)
         self.rank = RankInfo.from_env()
@@ -343,8 +361,9 @@ class Guard:
         self.tap.drain()
         return self.tap.text_since((0,) * len(self.tap.taps))
 
-    def _diagnose(self, detection: Detection, sites: list[AssertSite], text: str,
-                  user_ns: dict[str, Any] | None = None) -> Diagnosis:
+    def _diagnose(
+        self, detection: Detection, sites: list[AssertSite], text: str, user_ns: dict[str, Any] | None = None
+    ) -> Diagnosis:
         from cudaassert_ipy.data.failure import explain_failure
 
         # the script's frame is in the traceback of the error that reached the top (a framework's cleanup may
@@ -352,8 +371,15 @@ class Guard:
         top = detection.top if detection.top is not None else detection.exception
         if user_ns is None:
             user_ns = _script_globals(top.__traceback__, self.user_files)
-        diagnosis, check = explain_failure(detection, sites, text, user_ns=user_ns, user_files=self.user_files,
-                                           bookmark=self.bookmark, dead_status=DEAD_PROCESS)
+        diagnosis, check = explain_failure(
+            detection,
+            sites,
+            text,
+            user_ns=user_ns,
+            user_files=self.user_files,
+            bookmark=self.bookmark,
+            dead_status=DEAD_PROCESS,
+        )
         self._checked = check.lines if check is not None else ()
         self._user_ns = user_ns
         failing = check.failing if check is not None else None
@@ -380,8 +406,11 @@ class Guard:
 
         lines = fix_lines(fix)
         if fix.patch is not None:
-            lines.append(patch.apply_fix(fix) if self.options.apply_fix
-                         else patch.SHOWN.format(prefix=PREFIX, path=fix.patch.path))
+            lines.append(
+                patch.apply_fix(fix)
+                if self.options.apply_fix
+                else patch.SHOWN.format(prefix=PREFIX, path=fix.patch.path)
+            )
         elif self.options.apply_fix:
             lines.append(patch.apply_fix(fix))
         text = "\n".join(lines)
@@ -419,8 +448,9 @@ def write_report(path: str, outcome: GuardOutcome, exit_code: int, rerun: dict[s
     """``--report-json``: the outcome as JSON; a one-line message on stderr when it cannot be written."""
     from cudaassert_ipy.run import outputs
 
-    data = outputs.report_data(outcome.diagnosis, outcome.rank, exit_code, outcome.report_text, outcome.exception,
-                               rerun)
+    data = outputs.report_data(
+        outcome.diagnosis, outcome.rank, exit_code, outcome.report_text, outcome.exception, rerun
+    )
     if outcome.fix is not None:
         from cudaassert_ipy.run.patch import fix_data
 
@@ -459,6 +489,7 @@ def _setenv(stack: contextlib.ExitStack, key: str, value: str) -> None:
 def _main_namespace() -> dict[str, Any]:
     """The running script's globals, where its DataLoaders have names (the validators' sample lookup reads them)."""
     return getattr(sys.modules.get("__main__"), "__dict__", {})
+
 
 def _target_globals(tb: types.TracebackType | None) -> dict[str, Any] | None:
     """A launcher target's module globals (its first frame outside the libraries), where its model and data live."""

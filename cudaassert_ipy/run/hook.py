@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cudaassert_ipy.base.passthrough import hide_own_frames
 from cudaassert_ipy.run.guard import Guard, MainFiles, exit_now

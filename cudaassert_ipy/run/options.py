@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple
 
 __all__ = ["CHILD_ENV", "RERUN_ENV", "RunOptions"]
 

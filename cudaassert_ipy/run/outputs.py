@@ -22,13 +22,18 @@ from cudaassert_ipy.run.rank import RankInfo
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 
-__all__ = ["ERROR_FILE_FAILED", "REPORT_DIR_NOT_WRITABLE", "REPORT_FAILED", "check_report_path",
-           "error_file_data", "write_error_file", "write_report_json"]
+__all__ = [
+    "ERROR_FILE_FAILED",
+    "REPORT_DIR_NOT_WRITABLE",
+    "REPORT_FAILED",
+    "check_report_path",
+    "error_file_data",
+    "write_error_file",
+    "write_report_json",
+]
 
 REPORT_FAILED = "{prefix} cannot write the JSON report to {path} ({error}); the report on stderr is complete."
-REPORT_DIR_NOT_WRITABLE = (
-    "{prefix} --report-json {path}: {reason}; the run goes on and the report goes to stderr only."
-)
+REPORT_DIR_NOT_WRITABLE = "{prefix} --report-json {path}: {reason}; the run goes on and the report goes to stderr only."
 ERROR_FILE_FAILED = (
     "{prefix} cannot write torchelastic's error file {path} ({error}); torchrun's summary will show only "
     "the exception, the report above has the cause."
@@ -49,8 +54,14 @@ def check_report_path(path: str) -> str | None:
     return REPORT_DIR_NOT_WRITABLE.format(prefix=PREFIX, path=path, reason=reason)
 
 
-def report_data(diagnosis: Diagnosis | None, rank: RankInfo, exit_code: int, report_text: str,
-                exception: BaseException | None = None, rerun: dict[str, Any] | None = None) -> dict[str, Any]:
+def report_data(
+    diagnosis: Diagnosis | None,
+    rank: RankInfo,
+    exit_code: int,
+    report_text: str,
+    exception: BaseException | None = None,
+    rerun: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The JSON report: the outcome, the rank, and the frozen Diagnosis as plain data."""
     return {
         "failed": exit_code != 0,

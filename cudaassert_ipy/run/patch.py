@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import types
-from typing import TYPE_CHECKING, Any, Container, Mapping
+from collections.abc import Container, Mapping
+from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.base.wording import PREFIX
 
@@ -46,8 +47,11 @@ def user_sources(tb: types.TracebackType | None, user_files: Container[str]) -> 
         if name in user_files and name not in seen:
             seen.append(name)
         tb = tb.tb_next
-    modules = [f for m in list(sys.modules.values())
-               if isinstance(f := getattr(m, "__file__", None), str) and f in user_files and f not in seen]
+    modules = [
+        f
+        for m in list(sys.modules.values())
+        if isinstance(f := getattr(m, "__file__", None), str) and f in user_files and f not in seen
+    ]
     seen += modules[:MAX_MODULES]
     out = []
     for name in reversed(seen):  # the outermost (the script's <module>) ends the "history", as the failing cell
@@ -59,8 +63,9 @@ def user_sources(tb: types.TracebackType | None, user_files: Container[str]) -> 
     return out
 
 
-def propose(diagnosis: Diagnosis, sources: list[tuple[str, str]], ns: Mapping[str, Any] | None,
-            loader: str | None) -> ProposedFix:
+def propose(
+    diagnosis: Diagnosis, sources: list[tuple[str, str]], ns: Mapping[str, Any] | None, loader: str | None
+) -> ProposedFix:
     """The proposed fix over the user's files; the data's evidence from the script's globals."""
     from cudaassert_ipy.fix import derive
     from cudaassert_ipy.fix.model import CellSource
@@ -83,13 +88,24 @@ def fix_data(fix: ProposedFix) -> dict[str, Any]:
     """The ``fix`` object of ``--report-json``: path, diff, safety class, alternatives, why."""
     patch = fix.patch
     return {
-        "safety": fix.safety, "why": fix.why, "culprit": fix.culprit, "default": fix.default,
-        "path": patch.path if patch is not None else None, "diff": patch.diff if patch is not None else None,
-        "alternatives": [{"key": a.key, "title": a.title, "evidence": a.evidence,
-                          "path": a.patch.path if a.patch is not None else None,
-                          "diff": a.patch.diff if a.patch is not None else None,
-                          "why_cell": a.patch.why_cell if a.patch is not None else None,
-                          "no_patch": a.no_patch or None} for a in fix.alternatives],
+        "safety": fix.safety,
+        "why": fix.why,
+        "culprit": fix.culprit,
+        "default": fix.default,
+        "path": patch.path if patch is not None else None,
+        "diff": patch.diff if patch is not None else None,
+        "alternatives": [
+            {
+                "key": a.key,
+                "title": a.title,
+                "evidence": a.evidence,
+                "path": a.patch.path if a.patch is not None else None,
+                "diff": a.patch.diff if a.patch is not None else None,
+                "why_cell": a.patch.why_cell if a.patch is not None else None,
+                "no_patch": a.no_patch or None,
+            }
+            for a in fix.alternatives
+        ],
     }
 
 

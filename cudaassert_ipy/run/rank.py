@@ -7,7 +7,8 @@ every worker; Accelerate and Lightning launch through it or set the same names.
 from __future__ import annotations
 
 import os
-from typing import Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from cudaassert_ipy.base.wording import PREFIX
 
@@ -32,8 +33,12 @@ class RankInfo(NamedTuple):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RankInfo:
         env = os.environ if environ is None else environ
-        return cls(_int(env.get("RANK")), _int(env.get("LOCAL_RANK")), _int(env.get("WORLD_SIZE")),
-                   "TORCHELASTIC_RUN_ID" in env)
+        return cls(
+            _int(env.get("RANK")),
+            _int(env.get("LOCAL_RANK")),
+            _int(env.get("WORLD_SIZE")),
+            "TORCHELASTIC_RUN_ID" in env,
+        )
 
     @property
     def host(self) -> str:
@@ -54,8 +59,12 @@ class RankInfo(NamedTuple):
         """The report's first line under torchrun; None for a plain single process."""
         if self.rank is None:
             return None
-        return RANK_HEADER.format(prefix=PREFIX, rank=self.rank, host=self.host,
-                                  local_rank=self.local_rank if self.local_rank is not None else "?")
+        return RANK_HEADER.format(
+            prefix=PREFIX,
+            rank=self.rank,
+            host=self.host,
+            local_rank=self.local_rank if self.local_rank is not None else "?",
+        )
 
     def as_dict(self) -> dict[str, object]:
         return {"rank": self.rank, "local_rank": self.local_rank, "world_size": self.world_size, "host": self.host}

@@ -15,7 +15,8 @@ import os
 import re
 import signal
 import time
-from typing import TYPE_CHECKING, Any, Callable, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.capture import job_folder
 from cudaassert_ipy.capture.job_folder import cleanup, mark_reported, prepare, reported
@@ -25,31 +26,58 @@ if TYPE_CHECKING:
     from cudaassert_ipy.capture.fd_tap import FdTap
 from cudaassert_ipy.base.wording import PREFIX
 
-__all__ = ["DIED", "LAST", "NO_BATCHES", "RUNNER_KILLED", "DeadRanks", "cleanup", "mark_reported", "prepare",
-           "reported", "runner_killed", "summary", "wait_for_rescue"]
+__all__ = [
+    "DIED",
+    "LAST",
+    "NO_BATCHES",
+    "RUNNER_KILLED",
+    "DeadRanks",
+    "cleanup",
+    "mark_reported",
+    "prepare",
+    "reported",
+    "runner_killed",
+    "summary",
+    "wait_for_rescue",
+]
 
 DIED = "{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) died {how} without a Python traceback: {why}"
 LAST = "{prefix}   its last batches, latest first (written by its DataLoader bookmark as it went): {batches}"
-AHEAD_ONE = ("{prefix}   its loader had fetched {n} batch{es} beyond the one being processed: that one was batch "
-             "{batch:,} of epoch {epoch}")
-AHEAD_SOME = ("{prefix}   its loader had fetched {low} to {high} batches beyond the one being processed (gradient "
-              "accumulation): that one was one of batches {first:,} to {last:,} of epoch {epoch}")
+AHEAD_ONE = (
+    "{prefix}   its loader had fetched {n} batch{es} beyond the one being processed: that one was batch "
+    "{batch:,} of epoch {epoch}"
+)
+AHEAD_SOME = (
+    "{prefix}   its loader had fetched {low} to {high} batches beyond the one being processed (gradient "
+    "accumulation): that one was one of batches {first:,} to {last:,} of epoch {epoch}"
+)
 NO_BATCHES = "{prefix}   it recorded no DataLoader batch (no torch DataLoader was iterated in it)"
-WATCHDOG = ("its NCCL watchdog thread found the sticky CUDA error and aborted the process, so no excepthook ran "
-            "(stderr: \"{line}\"). The kernel's assertion lines above, if any, name the failing op.")
-ABORTED = ("abort() ended it (an uncaught C++ exception, as the NCCL watchdog raises for a CUDA error), so no "
-           "excepthook ran.")
-KILLED = ("it was killed from outside (Lightning's DDP observer kills every rank within seconds of one failing; "
-          "the kernel's OOM killer also sends SIGKILL), so no excepthook or atexit ran.")
+WATCHDOG = (
+    "its NCCL watchdog thread found the sticky CUDA error and aborted the process, so no excepthook ran "
+    '(stderr: "{line}"). The kernel\'s assertion lines above, if any, name the failing op.'
+)
+ABORTED = (
+    "abort() ended it (an uncaught C++ exception, as the NCCL watchdog raises for a CUDA error), so no excepthook ran."
+)
+KILLED = (
+    "it was killed from outside (Lightning's DDP observer kills every rank within seconds of one failing; "
+    "the kernel's OOM killer also sends SIGKILL), so no excepthook or atexit ran."
+)
 SIGNALLED = "a signal ended it, so no excepthook ran."
-STOPPED = ("{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) was stopped by the launcher ({how}) after "
-           "rank {first} died.")
-RUNNER_KILLED = ("{prefix} the runner (pid {pid}) was itself ended {how} before it could print its summary "
-                 "(Lightning's DDP observer kills rank 0, the runner, with the rest); its watcher reports what the "
-                 "ranks left on disk:")
+STOPPED = (
+    "{prefix} rank {rank} (local_rank {local_rank}, pid {pid}) was stopped by the launcher ({how}) after "
+    "rank {first} died."
+)
+RUNNER_KILLED = (
+    "{prefix} the runner (pid {pid}) was itself ended {how} before it could print its summary "
+    "(Lightning's DDP observer kills rank 0, the runner, with the rest); its watcher reports what the "
+    "ranks left on disk:"
+)
 UNKNOWN = "it never reached Python's exit (the launcher gave no exit code for it)."
-_WATCHDOG = re.compile(r"(?:\[PG [^\]]*?Rank (\d+)\] )?Process group watchdog thread terminated with exception: "
-                       r"([^\n]*)")
+_WATCHDOG = re.compile(
+    r"(?:\[PG [^\]]*?Rank (\d+)\] )?Process group watchdog thread terminated with exception: "
+    r"([^\n]*)"
+)
 _SHOWN = 3  # batches named per rank
 _WATCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watcher.py")  # run by path: it imports us
 _RESCUE_S = 3.0  # how long the summary waits for a dead rank's helper to forward its last stderr
@@ -152,11 +180,20 @@ def summary(folder: str | None, error: BaseException | None, text: str) -> list[
         how, why = _how(code, watchdog.get(data.rank) or watchdog.get(None))
         # the launcher ends the others after a failure (unknown: its status was collected before a helper could read it)
         if first is not None and data.rank != first and (code in stops or (code is None and data.pid in deaths)):
-            lines.append(STOPPED.format(prefix=PREFIX, rank=data.rank, local_rank=data.local_rank, pid=data.pid,
-                                        how=how[3:] if how.startswith("by ") else how[1:-1], first=first))
+            lines.append(
+                STOPPED.format(
+                    prefix=PREFIX,
+                    rank=data.rank,
+                    local_rank=data.local_rank,
+                    pid=data.pid,
+                    how=how[3:] if how.startswith("by ") else how[1:-1],
+                    first=first,
+                )
+            )
             continue
-        lines.append(DIED.format(prefix=PREFIX, rank=data.rank, local_rank=data.local_rank, pid=data.pid, how=how,
-                                 why=why))
+        lines.append(
+            DIED.format(prefix=PREFIX, rank=data.rank, local_rank=data.local_rank, pid=data.pid, how=how, why=why)
+        )
         if data.batches:
             shown = "; ".join(f"batch {b:,} of epoch {e}: indices {i}" for e, b, i in data.batches[:_SHOWN])
             lines.append(LAST.format(prefix=PREFIX, batches=shown))
@@ -174,8 +211,11 @@ def _ahead(data: ring.RingData) -> list[str]:
         return []
     if low == high:
         return [AHEAD_ONE.format(prefix=PREFIX, n=low, es="" if low == 1 else "es", batch=latest - low, epoch=epoch)]
-    return [AHEAD_SOME.format(prefix=PREFIX, low=low, high=high, first=max(0, latest - high), last=latest - low,
-                              epoch=epoch)]
+    return [
+        AHEAD_SOME.format(
+            prefix=PREFIX, low=low, high=high, first=max(0, latest - high), last=latest - low, epoch=epoch
+        )
+    ]
 
 
 def _how(code: int | None, watchdog: str | None) -> tuple[str, str]:

@@ -138,8 +138,10 @@ def _torchrun(options: RunOptions, target: Target, rank: RankInfo) -> int:
             print(NO_RESTARTS.format(prefix=PREFIX), file=sys.stderr, flush=True)
         elif not restarted:  # a note only where a restart will read it
             os.makedirs(state, mode=0o700, exist_ok=True)
-            write_atomic(os.path.join(state, f"rank{rank.rank}.json"),  # whole or absent for the restarted rank
-                         json.dumps(dataclasses.asdict(outcome.diagnosis), default=str))
+            write_atomic(
+                os.path.join(state, f"rank{rank.rank}.json"),  # whole or absent for the restarted rank
+                json.dumps(dataclasses.asdict(outcome.diagnosis), default=str),
+            )
     if outcome.diagnosis is not None:
         exit_now(code)
     return code

@@ -24,8 +24,15 @@ _RUNNER_DIRS = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 _RUNPY = (os.path.abspath(runpy.__file__), "<frozen runpy>")  # 3.11+ names frozen modules' frames so
 #: Launchers the runner may run as its target (``python -m cudaassert_ipy -m torch.distributed.run ... train.py``):
 #: the user's code is the script they start in each rank, not the launcher's own file.
-LAUNCHER_MODULES = frozenset(("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch",
-                              "accelerate.commands.accelerate_cli", "deepspeed.launcher.runner"))
+LAUNCHER_MODULES = frozenset(
+    (
+        "torch.distributed.run",
+        "torch.distributed.launch",
+        "accelerate.commands.launch",
+        "accelerate.commands.accelerate_cli",
+        "deepspeed.launcher.runner",
+    )
+)
 LAUNCHER_SCRIPTS = frozenset(("torchrun", "accelerate", "deepspeed"))
 
 
@@ -53,7 +60,8 @@ class Target(NamedTuple):
         """The file the user wrote: for a launcher target, the script it starts in each rank (``train.py``, or
         ``-m pkg.train``'s file); else :meth:`origin`."""
         launcher = self.module in LAUNCHER_MODULES or (
-            self.path is not None and os.path.basename(self.path) in LAUNCHER_SCRIPTS)
+            self.path is not None and os.path.basename(self.path) in LAUNCHER_SCRIPTS
+        )
         if not launcher:
             return self.origin()
         for i, arg in enumerate(self.args):
@@ -81,8 +89,9 @@ class Target(NamedTuple):
         try:
             spec = _find_spec(name)
         except (ImportError, ValueError) as e:  # a parent package that is missing or fails to import
-            return f"{prog}: {type(e).__name__}: {e}" if not isinstance(e, ModuleNotFoundError) else \
-                NO_MODULE.format(prog=prog, name=getattr(e, "name", None) or name), 1
+            return f"{prog}: {type(e).__name__}: {e}" if not isinstance(e, ModuleNotFoundError) else NO_MODULE.format(
+                prog=prog, name=getattr(e, "name", None) or name
+            ), 1
         if spec is None:
             return NO_MODULE.format(prog=prog, name=name), 1
         return None
@@ -105,8 +114,13 @@ class Target(NamedTuple):
 def _exec_as_main(path: str) -> None:
     """What ``python path`` does: a fresh ``__main__`` module that stays ``__main__`` (pickling, atexit)."""
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __cached__=None, __builtins__=builtins, __spec__=None,
-                         __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+    main.__dict__.update(
+        __file__=path,
+        __cached__=None,
+        __builtins__=builtins,
+        __spec__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+    )
     with open(path, "rb") as f:
         source = f.read()
     code = compile(source, path, "exec", dont_inherit=True)

@@ -47,8 +47,9 @@ def summarize(death: Death, report: str | None) -> None:
         from cudaassert_ipy.run import outputs
         from cudaassert_ipy.run.rank import RankInfo
 
-        outputs.write_report_json(report, outputs.report_data(None, RankInfo(None, None, None, False),
-                                                             code if code is not None else 1, text))  # -9: SIGKILL
+        outputs.write_report_json(
+            report, outputs.report_data(None, RankInfo(None, None, None, False), code if code is not None else 1, text)
+        )  # -9: SIGKILL
 
 
 def main(argv: list[str]) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cudaassert_ipy.base.wording import PREFIX, error_line
 
@@ -84,12 +85,17 @@ class CellWatcher:
             except Exception as failure:  # our failure must never cost the user their traceback
                 from cudaassert_ipy.view.report import DIAGNOSIS_FAILED
 
-                print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(failure)),
-                      file=sys.stderr)
+                print(DIAGNOSIS_FAILED.format(prefix=PREFIX, error=error_line(failure)), file=sys.stderr)
         if not self.listeners:
             return
-        outcome = CellRunOutcome(source, getattr(result, "execution_count", None), getattr(info, "cell_id", None),
-                                 error, _clock() - started, detection)
+        outcome = CellRunOutcome(
+            source,
+            getattr(result, "execution_count", None),
+            getattr(info, "cell_id", None),
+            error,
+            _clock() - started,
+            detection,
+        )
         for listener in self.listeners[:]:
             try:
                 listener(outcome)
@@ -102,8 +108,11 @@ class CellWatcher:
         dead = self.state.dead
         tap = self.tap
         detection = classify(error, context_dead=dead)
-        if detection is None and (tap is None or classify(error, context_dead=dead, assert_seen=True) is None) \
-                and not is_launched(error):  # a launcher's wrapper: the child's text may make it ours
+        if (
+            detection is None
+            and (tap is None or classify(error, context_dead=dead, assert_seen=True) is None)
+            and not is_launched(error)
+        ):  # a launcher's wrapper: the child's text may make it ours
             return None  # not ours, and not an error that an assertion line in this cell would make ours
         if detection is not None and dead and detection.kills_context:
             self.banner()

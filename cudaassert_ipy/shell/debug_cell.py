@@ -18,7 +18,8 @@ from __future__ import annotations
 import ast
 import linecache
 import sys
-from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, TypeVar, cast
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast
 
 from IPython.core.error import UsageError
 
@@ -83,8 +84,8 @@ def parse_debug_args(line: str) -> DebugOptions:
 
 
 # ---------------------------------------------------------------- finding the user's line
-def _filename_map(shell: Any) -> Dict[str, int]:
-    found: Dict[str, int] = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
+def _filename_map(shell: Any) -> dict[str, int]:
+    found: dict[str, int] = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
     return found
 
 
@@ -93,7 +94,7 @@ def is_shell_cell(filename: str, shell: Any = None) -> bool:
     return is_cell_filename(filename, _filename_map(shell) if shell is not None else ())
 
 
-def find_cell_frame(shell: Any, frame: Any = None) -> Tuple[Optional[str], Optional[int], str, str]:
+def find_cell_frame(shell: Any, frame: Any = None) -> tuple[str | None, int | None, str, str]:
     """(filename, line number, line text, label such as ``cell In[3]``) of the innermost cell frame."""
     frame = frame if frame is not None else sys._getframe(1)
     while frame is not None:
@@ -110,7 +111,7 @@ def find_cell_frame(shell: Any, frame: Any = None) -> Tuple[Optional[str], Optio
 
 
 # ---------------------------------------------------------------- running the cell
-def _compile_cell(shell: Any, cell: str, header: str) -> Tuple[List[Any], str]:
+def _compile_cell(shell: Any, cell: str, header: str) -> tuple[list[Any], str]:
     """Code objects for the cell, numbered as on screen (line 1 is the magic line)."""
     transformed = shell.transform_cell(cell)
     source = header + "\n" + transformed

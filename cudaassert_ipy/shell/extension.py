@@ -7,7 +7,8 @@ Loading imports neither torch nor ipywidgets and never touches CUDA. Loading twi
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Int, List
 from traitlets.config import Configurable
@@ -42,16 +43,23 @@ class CudaAssert(Configurable):
     enabled = Bool(True, help="Diagnose CUDA failures after each cell (also: %cudaassert on|off).").tag(config=True)
     tap = Bool(True, help="Tee fd 1/2 to read the kernel's assertion lines (set before loading).").tag(config=True)
     tap_fds = List(Int(), default_value=[2, 1], help="File descriptors to tee (each keeps its own tail).").tag(
-        config=True)
+        config=True
+    )
     tail_bytes = Int(4 * 1024 * 1024, help="Bytes of fd output kept for parsing.").tag(config=True)
-    raw_lines_per_site = Int(3, help="Raw kernel assertion lines shown in the cell per assert site; the rest go "
-                             "to the kernel's log only (-1: all).").tag(config=True)
+    raw_lines_per_site = Int(
+        3,
+        help="Raw kernel assertion lines shown in the cell per assert site; the rest go "
+        "to the kernel's log only (-1: all).",
+    ).tag(config=True)
     panel = Bool(True, help="Show the ipywidgets panel when the frontend can render it.").tag(config=True)
     gpu_state = Bool(True, help="Read the GPU state through NVML (nvidia-ml-py) for the report.").tag(config=True)
-    bookmark = Bool(True, help="Record each DataLoader's last 3 batches to name the bad samples after a failure "
-                    "(set before loading).").tag(config=True)
-    bookmark_bytes = Int(256 * 1024 * 1024, help="Most bytes of CPU batches the bookmark keeps per loader "
-                         "(set before loading).").tag(config=True)
+    bookmark = Bool(
+        True,
+        help="Record each DataLoader's last 3 batches to name the bad samples after a failure (set before loading).",
+    ).tag(config=True)
+    bookmark_bytes = Int(
+        256 * 1024 * 1024, help="Most bytes of CPU batches the bookmark keeps per loader (set before loading)."
+    ).tag(config=True)
 
 
 class Extension:
@@ -62,8 +70,9 @@ class Extension:
         self.config = CudaAssert(parent=shell)
         self.state = ContextState()
         # looked up at each failure, so a replaced method (a test, a subclass) is the one that runs
-        self.watcher = CellWatcher(self.state, lambda *report: self.diagnose_and_show(*report),
-                                   lambda: self.show_banner())
+        self.watcher = CellWatcher(
+            self.state, lambda *report: self.diagnose_and_show(*report), lambda: self.show_banner()
+        )
         self.tap_note: str | None = None
         self.last: Diagnosis | None = None
         self.history = CellHistory()
@@ -121,6 +130,7 @@ class Extension:
         self.history.note_loading_cell(shell)
         self.watcher.listeners.append(self.history.record)
         self._undo.append(lambda: self.watcher.listeners.remove(self.history.record))
+
         def remove_stub() -> None:  # the resume stub stays only while a plan is pending
             from cudaassert_ipy.restart.startup_stub import remove_if_idle  # at unload: %load_ext stays light
 
@@ -135,8 +145,11 @@ class Extension:
     def _start_tap(self) -> None:
         from cudaassert_ipy.capture.fd_tap import TapError, TapSet
 
-        tap = TapSet(fds=tuple(self.config.tap_fds), tail_bytes=self.config.tail_bytes,
-                     shown_lines=self.config.raw_lines_per_site)
+        tap = TapSet(
+            fds=tuple(self.config.tap_fds),
+            tail_bytes=self.config.tail_bytes,
+            shown_lines=self.config.raw_lines_per_site,
+        )
         try:
             tap.start()
         except (TapError, OSError) as e:
@@ -183,15 +196,22 @@ class Extension:
         verify(self, plan)
 
     # -- reporting ---------------------------------------------------------------------------
-    def diagnose_and_show(self, detection: Detection, sites: list[AssertSite], source: str, execution_count: int | None,
-                          stderr_text: str) -> None:
+    def diagnose_and_show(
+        self, detection: Detection, sites: list[AssertSite], source: str, execution_count: int | None, stderr_text: str
+    ) -> None:
         if not self.config.enabled:
             return
         from cudaassert_ipy.data.failure import explain_failure
 
-        diagnosis, samples = explain_failure(detection, sites, stderr_text, source=source,
-                                             execution_count=execution_count, user_ns=self.shell.user_ns,
-                                             bookmark=self.bookmark)
+        diagnosis, samples = explain_failure(
+            detection,
+            sites,
+            stderr_text,
+            source=source,
+            execution_count=execution_count,
+            user_ns=self.shell.user_ns,
+            bookmark=self.bookmark,
+        )
         if self.bookmark is not None:  # the dataset samples that hold the bad values
             self.samples = samples
         self.last = diagnosis
@@ -213,12 +233,12 @@ class Extension:
                 print(f"{PREFIX} panel unavailable ({e}); showing the text report.", file=sys.stderr)
             if panel is not None and panel.available():
                 try:
-                    panel.display_panel(diagnosis, self.actions(diagnosis), gpu_state=gpu,
-                                        fix=self.fix_actions(proposed))
+                    panel.display_panel(
+                        diagnosis, self.actions(diagnosis), gpu_state=gpu, fix=self.fix_actions(proposed)
+                    )
                     return
                 except Exception as e:  # the diagnosis must still reach the user
-                    print(f"{PREFIX} panel failed ({error_line(e)}); showing the text report.",
-                          file=sys.stderr)
+                    print(f"{PREFIX} panel failed ({error_line(e)}); showing the text report.", file=sys.stderr)
         from cudaassert_ipy.diagnose.gpu_state import GpuState, describe
         from cudaassert_ipy.view.report import Report
 
@@ -234,8 +254,10 @@ class Extension:
         try:
             return fix.proposed(self, SURVEY_BUDGET_S)
         except Exception as e:
-            print(f"{PREFIX} the patch could not be derived ({error_line(e)}); `%cudaassert fix` tries again.",
-                  file=sys.stderr)
+            print(
+                f"{PREFIX} the patch could not be derived ({error_line(e)}); `%cudaassert fix` tries again.",
+                file=sys.stderr,
+            )
             return None
 
     def fix_actions(self, proposed: ProposedFix | None) -> FixActions | None:

@@ -11,7 +11,8 @@ on the failing batch (the whole cell only when asked), and says one of three out
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.fix.model import NONE, PATCH_MIME, Alternative, CellSource, LabelSurvey, ProposedFix
@@ -25,12 +26,10 @@ if TYPE_CHECKING:
 __all__ = ["FixError", "apply", "fix_text", "panel_actions", "proposed", "show", "verify"]
 
 NO_FAILURE = "no patch: no CUDA failure has been diagnosed in this kernel yet"
-CHOOSE = ("The data does not decide: choose an alternative with `%cudaassert fix apply --choose N` "
-          "(N = {numbers}).")
+CHOOSE = "The data does not decide: choose an alternative with `%cudaassert fix apply --choose N` (N = {numbers})."
 NO_PATCH_CHOSEN = "Alternative {n} has no patch ({why}); nothing was applied."
 EDITED = "Cell [{number}] ran again or changed since the patch was proposed: run `%cudaassert fix` again."
-APPLIED = ("{prefix} Patched cell [{number}] in this kernel's history: a restart replays the patched code. "
-           "{where}")
+APPLIED = "{prefix} Patched cell [{number}] in this kernel's history: a restart replays the patched code. {where}"
 IN_NOTEBOOK = "In JupyterLab and Notebook 7 the patch's Apply buttons edit the notebook's cell too (undo reverts it)."
 COPY = "Where no frontend edits notebooks (Colab, Kaggle, VS Code, a batch run), copy the patched cell into it."
 BUTTON_DONE = "Patched cell [{number}]: {title}.{restart}"
@@ -42,8 +41,10 @@ FIXED = "{prefix} fixed: cell [{number}] ran to the end with validators on, and 
 FIXED_NO_DATA = "{prefix} fixed: cell [{number}] ran to the end with validators on."
 NOT_ENOUGH = "{prefix} the patch was not enough: cell [{number}] failed again ({error}); its diagnosis is above."
 MORE_BAD = "{prefix} preflight found {k} more bad samples: {rows}."
-NOT_RUN = ("{prefix} preflight: all {n} samples are in range; cell [{number}] was not run again (it reads no "
-           "DataLoader to shrink to the failing batch): run it to check, or `%cudaassert fix apply --restart --full`.")
+NOT_RUN = (
+    "{prefix} preflight: all {n} samples are in range; cell [{number}] was not run again (it reads no "
+    "DataLoader to shrink to the failing batch): run it to check, or `%cudaassert fix apply --restart --full`."
+)
 
 
 class FixError(ValueError):
@@ -66,8 +67,11 @@ def proposed(ext: Extension, budget_s: float | None = None) -> ProposedFix:
     from cudaassert_ipy.fix import derive
 
     limit = _failing_index(ext, d.cell)
-    cells = [CellSource(r.number, r.cell_id, r.source, r.ok) for r in ext.history.records
-             if limit is None or r.index <= limit]
+    cells = [
+        CellSource(r.number, r.cell_id, r.source, r.ok)
+        for r in ext.history.records
+        if limit is None or r.index <= limit
+    ]
     ns = ext.shell.user_ns
     survey = None
     c = d.culprit
@@ -77,8 +81,9 @@ def proposed(ext: Extension, budget_s: float | None = None) -> ProposedFix:
     return derive.propose(d, cells, survey, resizable)
 
 
-def _survey(ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: Any,
-            budget_s: float | None = None) -> LabelSurvey | None:
+def _survey(
+    ext: Extension, ns: Mapping[str, Any], declared: str | None, facts: Any, budget_s: float | None = None
+) -> LabelSurvey | None:
     """The training set behind the failure (the failing loader's dataset, else the one that declared the classes),
     scanned whole; None when none is known or it cannot be read."""
     from cudaassert_ipy.fix.survey import survey_from
@@ -122,8 +127,9 @@ def _chosen(fix: ProposedFix, choose: int | None) -> Alternative:
         raise FixError(fix.why)
     if choose is None:
         if fix.chosen is None:
-            raise FixError(CHOOSE.format(numbers=", ".join(
-                str(i) for i, a in enumerate(fix.alternatives, 1) if a.patch)))
+            raise FixError(
+                CHOOSE.format(numbers=", ".join(str(i) for i, a in enumerate(fix.alternatives, 1) if a.patch))
+            )
         return fix.chosen
     if not 1 <= choose <= len(fix.alternatives):
         raise FixError(f"`--choose {choose}`: there are {len(fix.alternatives)} alternatives (1..)")
@@ -133,8 +139,14 @@ def _chosen(fix: ProposedFix, choose: int | None) -> Alternative:
     return alt
 
 
-def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: bool = False,
-          full: bool = False, in_notebook: bool = False) -> Alternative:
+def apply(
+    ext: Extension,
+    fix: ProposedFix,
+    choose: int | None = None,
+    restart: bool = False,
+    full: bool = False,
+    in_notebook: bool = False,
+) -> Alternative:
     """Apply the chosen alternative's patch (the buttons and ``%cudaassert fix apply`` both come here).
 
     ``in_notebook``: the frontend extension's buttons ran this and edit the notebook's cell once the apply
@@ -153,19 +165,30 @@ def apply(ext: Extension, fix: ProposedFix, choose: int | None = None, restart: 
     from cudaassert_ipy.view.display import display
 
     display({PATCH_MIME: patch.request(), "text/plain": patch.new_source}, raw=True)
-    print(APPLIED.format(prefix=PREFIX, number=patch.number, where="" if in_notebook else f"{IN_NOTEBOOK} {COPY}")
-          .rstrip())
+    print(
+        APPLIED.format(
+            prefix=PREFIX, number=patch.number, where="" if in_notebook else f"{IN_NOTEBOOK} {COPY}"
+        ).rstrip()
+    )
     if restart:
         from cudaassert_ipy.restart.frontend import detect
         from cudaassert_ipy.restart.plan import AppliedFix, Mode
         from cudaassert_ipy.restart.request import request_restart
 
-        applied = AppliedFix(patch.number, patch.cell_id, patch.diff, alt.title, dataset=fix.dataset,
-                             num_classes=alt.num_classes if alt.num_classes is not None else fix.num_classes,
-                             ignore_index=alt.ignore_index if alt.num_classes is not None else fix.ignore_index,
-                             vocab_size=fix.vocab_size, full=full, in_notebook=in_notebook,
-                             failing_number=failing.number if failing is not None else None,
-                             failing_source=failing.source if failing is not None else "")
+        applied = AppliedFix(
+            patch.number,
+            patch.cell_id,
+            patch.diff,
+            alt.title,
+            dataset=fix.dataset,
+            num_classes=alt.num_classes if alt.num_classes is not None else fix.num_classes,
+            ignore_index=alt.ignore_index if alt.num_classes is not None else fix.ignore_index,
+            vocab_size=fix.vocab_size,
+            full=full,
+            in_notebook=in_notebook,
+            failing_number=failing.number if failing is not None else None,
+            failing_source=failing.source if failing is not None else "",
+        )
         request_restart(ext, detect(ext.shell), Mode.DEBUG, fix=applied)
     return alt
 
@@ -210,11 +233,15 @@ def panel_actions(ext: Extension, fix: ProposedFix, frontend: Frontend) -> FixAc
         if patch is not None and patch.path is not None:
             return FILE_BUTTON_DONE.format(path=patch.path, title=alt.title)
         number = patch.number if patch is not None else None
-        return BUTTON_DONE.format(number=number, title=alt.title, restart=" Restarting: the replay runs it." if restart
-                                  else " Restart to run it (the replay runs the patched cell).")
+        return BUTTON_DONE.format(
+            number=number,
+            title=alt.title,
+            restart=" Restarting: the replay runs it."
+            if restart
+            else " Restart to run it (the replay runs the patched cell).",
+        )
 
-    restart_disabled = (NO_RESTART.format(detail=frontend.detail) if frontend.kind is FrontendKind.HEADLESS
-                        else None)
+    restart_disabled = NO_RESTART.format(detail=frontend.detail) if frontend.kind is FrontendKind.HEADLESS else None
     return FixActions(fix, on_apply if fix.safety != NONE else None, edits_cells(frontend), restart_disabled)
 
 
@@ -253,8 +280,13 @@ def verify(ext: Extension, plan: ResumePlan) -> str:
         from cudaassert_ipy.checks.preflight import preflight
 
         try:
-            report: Any = preflight(ns[fix.dataset], num_classes=fix.num_classes, vocab_size=fix.vocab_size,
-                                    ignore_index=fix.ignore_index, progress=False)
+            report: Any = preflight(
+                ns[fix.dataset],
+                num_classes=fix.num_classes,
+                vocab_size=fix.vocab_size,
+                ignore_index=fix.ignore_index,
+                progress=False,
+            )
         except Exception:  # an object preflight cannot read (a dataset-like holder of class names): the cell decides
             report = None
         n = report.n_samples if report is not None else 0

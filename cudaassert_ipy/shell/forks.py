@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import sys
 import weakref
+from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from cudaassert_ipy.data.after_import import AfterImport
 from cudaassert_ipy.data.bookmark import Bookmark

@@ -7,7 +7,8 @@ either the method or a decorator (they take a name too); this is the one place t
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, TypeVar, cast
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from IPython.core import magic as _magic
 from IPython.core import magic_arguments as _magic_arguments

@@ -45,8 +45,9 @@ def status_text(ext: Extension) -> str:
     lines.append(ext.bookmark.status_line() if ext.bookmark is not None else "DataLoader bookmark: off")
     lines.extend(line for line in compat if line != validators_off and not line.startswith("DataLoader bookmark"))
     if ext.resumed is not None:
-        lines.append(f"restarted by cudaassert: {ext.resumed.mode.value} mode (`%cudaassert restart --normal` for "
-                     "normal speed)")
+        lines.append(
+            f"restarted by cudaassert: {ext.resumed.mode.value} mode (`%cudaassert restart --normal` for normal speed)"
+        )
     return "\n".join(lines)
 
 
@@ -57,34 +58,64 @@ class CudaAssertMagics(Magics):
         self.ext = ext
 
     @magic_arguments()
-    @argument("verb", choices=VERBS, help="status: what is on and whether the GPU context is alive; "
-              "explain: show the last diagnosis again; on/off: turn reports on or off; "
-              "validators on|off: check risky ops' inputs before they launch.")
-    @argument("value", nargs="?", help="for `validators`: on or off; for `setup`: cell numbers (2,3,5), "
-              "'auto', or 'show'")
-    @argument("numbers", nargs="?", help="for `setup keep`: the cells whose values a restart keeps instead of "
-              "replaying them, e.g. 3,4 (or `none`)")
+    @argument(
+        "verb",
+        choices=VERBS,
+        help="status: what is on and whether the GPU context is alive; "
+        "explain: show the last diagnosis again; on/off: turn reports on or off; "
+        "validators on|off: check risky ops' inputs before they launch.",
+    )
+    @argument(
+        "value", nargs="?", help="for `validators`: on or off; for `setup`: cell numbers (2,3,5), 'auto', or 'show'"
+    )
+    @argument(
+        "numbers",
+        nargs="?",
+        help="for `setup keep`: the cells whose values a restart keeps instead of replaying them, e.g. 3,4 (or `none`)",
+    )
     @argument("--no-keep", action="store_true", help="restart: replay every cell, keep none (see `setup keep`)")
     @argument("--cpu", action="store_true", help="restart: hide the GPU (CUDA_VISIBLE_DEVICES=) and replay on the CPU")
     @argument("--normal", action="store_true", help="restart: back to normal speed (no blocking mode, no validators)")
     @argument("--no-replay", action="store_true", help="restart: restart only, replay no cells")
     @argument("--cells", default=None, help="restart: replay exactly these cells, e.g. --cells 2,3,5")
-    @argument("--restart", action="store_true", help="fix apply: then restart, replay the patched setup with "
-              "validators on, and verify (preflight, one step on the failing batch)")
-    @argument("--full", action="store_true", help="fix apply --restart: run the whole failing cell again, not one "
-              "step on the failing batch")
-    @argument("--in-notebook", action="store_true", help="fix apply: the frontend extension's buttons edit the "
-              "notebook's cell too (they pass this; the replay then does not say the notebook holds the old code)")
-    @argument("--choose", type=int, default=None, metavar="N", help="fix apply: apply alternative N (when the data "
-              "does not decide)")
-    @argument("--log", default=None, metavar="PATH", help="explain: explain the assertions and CUDA errors in a "
-              "saved log file instead (a Kaggle, torchrun or SLURM log); pasted text: %%%%cudaassert_explain")
+    @argument(
+        "--restart",
+        action="store_true",
+        help="fix apply: then restart, replay the patched setup with "
+        "validators on, and verify (preflight, one step on the failing batch)",
+    )
+    @argument(
+        "--full",
+        action="store_true",
+        help="fix apply --restart: run the whole failing cell again, not one step on the failing batch",
+    )
+    @argument(
+        "--in-notebook",
+        action="store_true",
+        help="fix apply: the frontend extension's buttons edit the "
+        "notebook's cell too (they pass this; the replay then does not say the notebook holds the old code)",
+    )
+    @argument(
+        "--choose",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fix apply: apply alternative N (when the data does not decide)",
+    )
+    @argument(
+        "--log",
+        default=None,
+        metavar="PATH",
+        help="explain: explain the assertions and CUDA errors in a "
+        "saved log file instead (a Kaggle, torchrun or SLURM log); pasted text: %%%%cudaassert_explain",
+    )
     @line_magic
     def cudaassert(self, line: str) -> None:
         """Control the cudaassert extension."""
         args = parse_argstring(self.cudaassert, line)
-        restart_only = [o for o in ("cpu", "normal", "no_replay", "cells", "no_keep")
-                        if getattr(args, o) not in (False, None)]
+        restart_only = [
+            o for o in ("cpu", "normal", "no_replay", "cells", "no_keep") if getattr(args, o) not in (False, None)
+        ]
         if restart_only and args.verb != "restart":
             raise UsageError(f"--{restart_only[0].replace('_', '-')} only goes with `%cudaassert restart`.")
         fix_only = [o for o in ("restart", "full", "choose", "in_notebook") if getattr(args, o) not in (False, None)]
@@ -94,8 +125,10 @@ class CudaAssertMagics(Magics):
             from cudaassert_ipy.shell import fix
 
             if args.value not in (None, "show", "apply"):
-                raise UsageError(f"`%cudaassert fix {args.value}`: say `%cudaassert fix` (show the patch) or "
-                                 "`%cudaassert fix apply [--restart]`.")
+                raise UsageError(
+                    f"`%cudaassert fix {args.value}`: say `%cudaassert fix` (show the patch) or "
+                    "`%cudaassert fix apply [--restart]`."
+                )
             proposed = fix.proposed(self.ext)
             if args.value != "apply":
                 fix.show(proposed)
@@ -113,8 +146,15 @@ class CudaAssertMagics(Magics):
 
             try:
                 if args.verb == "restart":
-                    restart.restart_command(self.ext, detect(self.shell), cpu=args.cpu, normal=args.normal,
-                                            no_replay=args.no_replay, cells=args.cells, no_keep=args.no_keep)
+                    restart.restart_command(
+                        self.ext,
+                        detect(self.shell),
+                        cpu=args.cpu,
+                        normal=args.normal,
+                        no_replay=args.no_replay,
+                        cells=args.cells,
+                        no_keep=args.no_keep,
+                    )
                 else:
                     print(restart.setup_command(self.ext, args.value, args.numbers))
             except restart.RequestError as e:
@@ -123,8 +163,9 @@ class CudaAssertMagics(Magics):
         if args.verb == "validators" and args.value not in (None, "on", "off"):
             raise UsageError(f"`%cudaassert validators {args.value}`: say `on` or `off`.")
         if args.verb != "validators" and args.value is not None:
-            raise UsageError(f"`%cudaassert {args.verb}` takes no value; did you mean `%cudaassert validators "
-                             f"{args.value}`?")
+            raise UsageError(
+                f"`%cudaassert {args.verb}` takes no value; did you mean `%cudaassert validators {args.value}`?"
+            )
         if args.verb == "status":
             print(status_text(self.ext))
         elif args.verb == "explain" and args.log is not None:

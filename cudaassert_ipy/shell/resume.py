@@ -107,8 +107,10 @@ class _LateClaim:
                     print(note)
         except Exception as e:
             plan_files.log(f"late claim failed: {e!r}")
-            print(INTERNAL.format(prefix=PREFIX, error=error_line(e),
-                                  log=plan_files.plan_dir() / plan_files.LOG_NAME), file=sys.stderr)
+            print(
+                INTERNAL.format(prefix=PREFIX, error=error_line(e), log=plan_files.plan_dir() / plan_files.LOG_NAME),
+                file=sys.stderr,
+            )
 
 
 def resume_at_startup(shell: Any) -> None:
@@ -128,7 +130,9 @@ def resume_at_startup(shell: Any) -> None:
                 ext.add_hook("pre_run_cell", late.pre_run_cell)
             else:
                 shell.events.register("pre_run_cell", late.pre_run_cell)
-    plan_files.log(f"startup: key={key} claimed={claimed.plan is not None} notes={len(claimed.notes)} "
-                    f"CUDA_LAUNCH_BLOCKING={os.environ.get('CUDA_LAUNCH_BLOCKING')} torch={'torch' in sys.modules}",
-                    directory)
+    plan_files.log(
+        f"startup: key={key} claimed={claimed.plan is not None} notes={len(claimed.notes)} "
+        f"CUDA_LAUNCH_BLOCKING={os.environ.get('CUDA_LAUNCH_BLOCKING')} torch={'torch' in sys.modules}",
+        directory,
+    )
     startup_stub.remove_if_idle(shell, directory)

@@ -6,8 +6,9 @@ frontend cannot do is rendered disabled with its reason, never silently dead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from cudaassert_ipy.fix.model import ProposedFix
 
@@ -18,8 +19,8 @@ __all__ = ["Action", "FixActions", "ReplayChoice"]
 class Action:
     key: str  # "restart_replay" | "restart_cpu" | "copy_report" | ...
     label: str  # "Restart & replay setup"
-    callback: Optional[Callable[[Any], None]] = None  # gets the clicked Button (or None from a magic)
-    disabled_reason: Optional[str] = None  # shown as the button's tooltip and beside it
+    callback: Callable[[Any], None] | None = None  # gets the clicked Button (or None from a magic)
+    disabled_reason: str | None = None  # shown as the button's tooltip and beside it
     tooltip: str = ""
 
     @property
@@ -45,6 +46,6 @@ class FixActions:
 
     fix: ProposedFix
     #: (alternative number 1.., or None for the one the data decides for; restart) -> the line to show
-    apply: Optional[Callable[[Optional[int], bool], str]] = None
+    apply: Callable[[int | None, bool], str] | None = None
     editable: bool = False  # a frontend can edit the notebook's cell; else the panel offers the patched cell to copy
-    restart_disabled: Optional[str] = None  # why Apply, Restart & replay cannot run here
+    restart_disabled: str | None = None  # why Apply, Restart & replay cannot run here

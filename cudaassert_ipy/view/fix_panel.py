@@ -10,7 +10,8 @@ When the data does not decide, no alternative is picked: the buttons wait for th
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from cudaassert_ipy.fix.model import NONE
 from cudaassert_ipy.view.actions import FixActions
@@ -24,13 +25,15 @@ APPLY_RESTART = "Apply, Restart & replay"
 CHOOSE = "Choose the fix to apply:"
 COPY_CELL = "Copy patched cell"
 COPY_HIDE = "Hide patched cell"
-COPY_HINT = ("This frontend does not edit notebook cells: select all in the box (Ctrl+A / ⌘A), copy it (Ctrl+C / ⌘C) "
-             "and paste it over cell {where}.")
+COPY_HINT = (
+    "This frontend does not edit notebook cells: select all in the box (Ctrl+A / ⌘A), copy it (Ctrl+C / ⌘C) "
+    "and paste it over cell {where}."
+)
 NO_CHOICE = "Choose an alternative first: the data does not decide between them."
 FAILED = "{label} failed: {error}"
 
 
-def _where(actions: FixActions, choice: Optional[int]) -> str:
+def _where(actions: FixActions, choice: int | None) -> str:
     alt = actions.fix.alternatives[choice - 1] if choice is not None else actions.fix.chosen
     patch = alt.patch if alt is not None else None
     if patch is None:
@@ -47,28 +50,37 @@ def build_fix(widgets: Any, actions: FixActions) -> Any | None:
     status = widgets.HTML("")
     output = widgets.Output()
     patched = [(i, a) for i, a in enumerate(fix.alternatives, 1) if a.patch is not None]
-    state: dict[str, Optional[int]] = {"choice": fix.default + 1 if fix.default is not None else None}
+    state: dict[str, int | None] = {"choice": fix.default + 1 if fix.default is not None else None}
     picker = None
     if len(patched) > 1 or (patched and fix.default is None):
         options = [(f"[{i}] {a.title}", i) for i, a in patched]
-        picker = widgets.RadioButtons(options=options, value=state["choice"], description="",
-                                      layout=widgets.Layout(width="auto"))
+        picker = widgets.RadioButtons(
+            options=options, value=state["choice"], description="", layout=widgets.Layout(width="auto")
+        )
         picker.add_class("cudaassert-fix-choice")
         children.append(widgets.HTML(block(f'<div class="ca-label">{escape(CHOOSE)}</div>')))
         children.append(picker)
-    apply_button = widgets.Button(description=APPLY, layout=widgets.Layout(width="auto"),
-                                  tooltip="Patch the cell in this kernel's history (and in the notebook where a "
-                                          "frontend extension edits cells)")
-    restart_button = widgets.Button(description=APPLY_RESTART, layout=widgets.Layout(width="auto"),
-                                    tooltip="Patch the cell, restart with validators on, replay the setup cells "
-                                            "(the patched one included) and verify on the failing batch")
+    apply_button = widgets.Button(
+        description=APPLY,
+        layout=widgets.Layout(width="auto"),
+        tooltip="Patch the cell in this kernel's history (and in the notebook where a frontend extension edits cells)",
+    )
+    restart_button = widgets.Button(
+        description=APPLY_RESTART,
+        layout=widgets.Layout(width="auto"),
+        tooltip="Patch the cell, restart with validators on, replay the setup cells "
+        "(the patched one included) and verify on the failing batch",
+    )
     apply_button.add_class("cudaassert-action-fix-apply")
     restart_button.add_class("cudaassert-action-fix-apply-restart")
     copy_box = widgets.VBox([])
     copy_button = None
     if not actions.editable:
-        copy_button = widgets.Button(description=COPY_CELL, layout=widgets.Layout(width="auto"),
-                                     tooltip="Show the patched cell, ready to copy into the notebook")
+        copy_button = widgets.Button(
+            description=COPY_CELL,
+            layout=widgets.Layout(width="auto"),
+            tooltip="Show the patched cell, ready to copy into the notebook",
+        )
         copy_button.add_class("cudaassert-action-fix-copy")
 
     def refresh() -> None:
@@ -91,8 +103,9 @@ def build_fix(widgets: Any, actions: FixActions) -> Any | None:
             return
         area = widgets.Textarea(value=alt.patch.new_source, layout=widgets.Layout(width="100%", height="12em"))
         area.add_class("cudaassert-fix-cell")
-        hint = widgets.HTML(block(f'<span class="ca-muted">{escape(COPY_HINT.format(where=_where(actions, choice)))}'
-                                  "</span>"))
+        hint = widgets.HTML(
+            block(f'<span class="ca-muted">{escape(COPY_HINT.format(where=_where(actions, choice)))}</span>')
+        )
         copy_box.children = (hint, area)
 
     def chose(change: Mapping[str, object]) -> None:
@@ -119,6 +132,7 @@ def build_fix(widgets: Any, actions: FixActions) -> Any | None:
     restart_button.on_click(lambda _b: run(True))
     buttons = [apply_button, restart_button]
     if copy_button is not None:
+
         def toggle(_b: Any) -> None:
             if copy_box.children:
                 copy_box.children = ()

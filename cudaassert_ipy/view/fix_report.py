@@ -14,8 +14,7 @@ from cudaassert_ipy.view.style import block, escape
 __all__ = ["CLASS_WORDS", "diff_html", "fix_html", "fix_lines", "fix_text", "where_text"]
 
 #: the safety class in words (the panel's badge, the text's first line)
-CLASS_WORDS = {SAFE: "safe", DECISION: "decision",
-               NONE: "no patch"}
+CLASS_WORDS = {SAFE: "safe", DECISION: "decision", NONE: "no patch"}
 NO_DEFAULT = "The data does not decide: nothing is applied until you choose one."
 DEFAULT_MARK = "(the data decides for this one)"
 
@@ -56,8 +55,13 @@ def diff_html(diff: str) -> str:
     """A unified diff in a ``pre``, added and removed lines marked (classes only: the panel's style colours them)."""
     rows = []
     for line in diff.rstrip("\n").splitlines():
-        kind = "add" if line.startswith("+") and not line.startswith("+++") else \
-            "del" if line.startswith("-") and not line.startswith("---") else "ctx"
+        kind = (
+            "add"
+            if line.startswith("+") and not line.startswith("+++")
+            else "del"
+            if line.startswith("-") and not line.startswith("---")
+            else "ctx"
+        )
         rows.append(f'<span class="ca-diff-{kind}">{escape(line)}</span>')
     return '<pre class="cudaassert-diff">' + "\n".join(rows) + "</pre>"
 
@@ -79,11 +83,15 @@ def fix_html(fix: ProposedFix) -> str:
     """The fix section: class and why, the alternatives side by side (the default first), each with its diff."""
     if fix.safety == NONE:
         return block(f'<p class="ca-muted">No patch: {escape(fix.why)}</p>') if fix.why else ""
-    head = (f'<div class="ca-label">Proposed fix for <code>{escape(fix.culprit)}</code>: '
-            f'<span class="cudaassert-fix-{fix.safety}">{escape(CLASS_WORDS[fix.safety])}</span></div>'
-            f"<p>{escape(fix.why)}.</p>")
-    alts = "".join(_alternative_html(i, a, fix.default == i - 1 and fix.safety == DECISION)
-                   for i, a in enumerate(fix.alternatives, 1))
+    head = (
+        f'<div class="ca-label">Proposed fix for <code>{escape(fix.culprit)}</code>: '
+        f'<span class="cudaassert-fix-{fix.safety}">{escape(CLASS_WORDS[fix.safety])}</span></div>'
+        f"<p>{escape(fix.why)}.</p>"
+    )
+    alts = "".join(
+        _alternative_html(i, a, fix.default == i - 1 and fix.safety == DECISION)
+        for i, a in enumerate(fix.alternatives, 1)
+    )
     side = f'<div class="cudaassert-alternatives" style="display:flex;flex-wrap:wrap;gap:8px">{alts}</div>'
     tail = f'<p class="ca-muted">{escape(NO_DEFAULT)}</p>' if fix.safety == DECISION and fix.default is None else ""
     return block(head, side, tail, cls="ca-text cudaassert-fix")

@@ -9,7 +9,8 @@ Click handlers give feedback through widget state: their prints would go to the 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.view.actions import Action, FixActions, ReplayChoice
@@ -39,8 +40,10 @@ COPY_HIDE = "Hide report"
 COPY_HINT = "Select all in the box (Ctrl+A, or ⌘A on macOS), then copy (Ctrl+C / ⌘C)."
 REPLAY_HEAD = "Setup cells to replay (untick the ones to skip):"
 KEEP_LABEL = "keep"
-KEEP_TIP = ("Keep this cell's values across the restart (restored, not re-run); values that hold CUDA tensors "
-            "are replayed instead")
+KEEP_TIP = (
+    "Keep this cell's values across the restart (restored, not re-run); values that hold CUDA tensors "
+    "are replayed instead"
+)
 ACTION_FAILED = "{label} failed: {error}"
 
 
@@ -92,8 +95,12 @@ def _copy_action(widgets: Any, d: Diagnosis, gpu: str | None, box: Any) -> Actio
 
 
 def _details(widgets: Any, d: Diagnosis) -> tuple[Any, Any]:
-    toggle = widgets.ToggleButton(value=False, description=DETAILS, tooltip="Show the raw exception and assertion text",
-                                  layout=widgets.Layout(width="auto"))
+    toggle = widgets.ToggleButton(
+        value=False,
+        description=DETAILS,
+        tooltip="Show the raw exception and assertion text",
+        layout=widgets.Layout(width="auto"),
+    )
     raw = widgets.HTML(details_html(d), layout=widgets.Layout(display="none"))
     raw.add_class("cudaassert-details")
 
@@ -107,15 +114,17 @@ def _details(widgets: Any, d: Diagnosis) -> tuple[Any, Any]:
 def _checklist(widgets: Any, choices: Sequence[ReplayChoice]) -> Any:
     boxes = [widgets.HTML(block(f'<div class="ca-label">{escape(REPLAY_HEAD)}</div>'))]
     for choice in choices:
-        box = widgets.Checkbox(value=choice.selected, description=choice_label(choice), indent=False,
-                               layout=widgets.Layout(width="auto"))
+        box = widgets.Checkbox(
+            value=choice.selected, description=choice_label(choice), indent=False, layout=widgets.Layout(width="auto")
+        )
 
         def bind(change: Mapping[str, object], c: ReplayChoice = choice) -> None:
             c.selected = bool(change["new"])
 
         box.observe(bind, names="value")
-        keep = widgets.ToggleButton(value=choice.keep, description=KEEP_LABEL, tooltip=KEEP_TIP,
-                                    layout=widgets.Layout(width="auto"))
+        keep = widgets.ToggleButton(
+            value=choice.keep, description=KEEP_LABEL, tooltip=KEEP_TIP, layout=widgets.Layout(width="auto")
+        )
 
         def bind_keep(change: Mapping[str, object], c: ReplayChoice = choice) -> None:
             c.keep = bool(change["new"])
@@ -125,9 +134,14 @@ def _checklist(widgets: Any, choices: Sequence[ReplayChoice]) -> Any:
     return widgets.VBox(boxes)
 
 
-def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput = None,
-          replay_choices: Sequence[ReplayChoice] | None = None, header: bool = True,
-          fix: FixActions | None = None) -> Any:
+def build(
+    diagnosis: Diagnosis,
+    actions: Sequence[Action],
+    gpu_state: GpuInput = None,
+    replay_choices: Sequence[ReplayChoice] | None = None,
+    header: bool = True,
+    fix: FixActions | None = None,
+) -> Any:
     """One VBox: header, cause and fix, the patch (view/fix_panel.py), evidence, Details, GPU state, replay
     checklist, buttons.
 
@@ -147,8 +161,9 @@ def build(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput =
     buttons: list[Any] = []
     reasons: dict[str, list[str]] = {}  # reason -> labels: one note for buttons that share a reason
     for i, action in enumerate(actions):
-        button = widgets.Button(description=action.label, tooltip=action.tooltip or action.label,
-                                layout=widgets.Layout(width="auto"))
+        button = widgets.Button(
+            description=action.label, tooltip=action.tooltip or action.label, layout=widgets.Layout(width="auto")
+        )
         button.add_class(f"cudaassert-action-{action.key.replace('_', '-')}")
         if action.enabled:
             button.on_click(_clicker(action, status))
@@ -194,8 +209,9 @@ def _clicker(action: Action, status: Any) -> Callable[[Any], None]:
 
 
 # -- display ------------------------------------------------------------------------------------
-def bundle(widget: Any, diagnosis: Diagnosis, gpu_state: GpuInput = None,
-           fix: FixActions | None = None) -> dict[str, Any]:
+def bundle(
+    widget: Any, diagnosis: Diagnosis, gpu_state: GpuInput = None, fix: FixActions | None = None
+) -> dict[str, Any]:
     """The widget view plus the complete text and HTML report (not ipywidgets' 110-character cut), the patch
     included."""
     make = getattr(widget, "_repr_mimebundle_", None)  # ipywidgets 8
@@ -208,8 +224,13 @@ def bundle(widget: Any, diagnosis: Diagnosis, gpu_state: GpuInput = None,
     return data
 
 
-def display_panel(diagnosis: Diagnosis, actions: Sequence[Action], gpu_state: GpuInput = None,
-                  replay_choices: Sequence[ReplayChoice] | None = None, fix: FixActions | None = None) -> None:
+def display_panel(
+    diagnosis: Diagnosis,
+    actions: Sequence[Action],
+    gpu_state: GpuInput = None,
+    replay_choices: Sequence[ReplayChoice] | None = None,
+    fix: FixActions | None = None,
+) -> None:
     """Display the headline, then the panel where widgets render (the full report everywhere else).
 
     The headline is its own plain output so that a notebook reopened without saved widget state

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Iterator, Protocol, TypedDict
+from collections.abc import Iterator
+from typing import Protocol, TypedDict
 
 from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.view.style import ACCENTS, box, escape
@@ -36,18 +37,24 @@ class _Host(Protocol):
     @property
     def config(self) -> PanelSetting: ...
 
+
 ON_HEADER = "{prefix} On in this kernel:"
-ON_BLOCKING = ("CUDA_LAUNCH_BLOCKING=1: each CUDA call waits for the GPU, so an error is raised at the line that "
-               "caused it. Cost: GPU work runs slower (often 1.2–3x).")
-ON_VALIDATORS = ("validators: cross_entropy, indexing, embedding, gather, one_hot … check their inputs before the "
-                 "kernel launches, so a bad value is a Python error and the GPU stays alive. Cost: one small check "
-                 "and one GPU sync per checked call (one to a few per training step).")
+ON_BLOCKING = (
+    "CUDA_LAUNCH_BLOCKING=1: each CUDA call waits for the GPU, so an error is raised at the line that "
+    "caused it. Cost: GPU work runs slower (often 1.2–3x)."
+)
+ON_VALIDATORS = (
+    "validators: cross_entropy, indexing, embedding, gather, one_hot … check their inputs before the "
+    "kernel launches, so a bad value is a Python error and the GPU stays alive. Cost: one small check "
+    "and one GPU sync per checked call (one to a few per training step)."
+)
 ON_CPU = "CPU mode: CUDA_VISIBLE_DEVICES= hides the GPU, so everything runs on the CPU (much slower for training)."
-ON_BACK = ("Back to normal speed: `%cudaassert restart --normal` (restarts and replays your setup without "
-           "these).")
+ON_BACK = "Back to normal speed: `%cudaassert restart --normal` (restarts and replays your setup without these)."
 ON_NORMAL = "{prefix} Normal speed: no blocking mode, no validators."
-ON_FAILING_BATCH = ("the failing batch: run one training step on `cudaassert_ipy.failing_batch({loader})`, a "
-                    "DataLoader over exactly its {count} samples, to name the bad value in seconds.")
+ON_FAILING_BATCH = (
+    "the failing batch: run one training step on `cudaassert_ipy.failing_batch({loader})`, a "
+    "DataLoader over exactly its {count} samples, to name the bad value in seconds."
+)
 TEXT_STEP = "{prefix} replay [{bar}] {index}/{count}: [{number}] {first_line}"
 TEXT_DONE = "{prefix}   ... ok ({seconds:.2f} s)"
 TEXT_FAILED = "{prefix}   ... failed ({seconds:.2f} s)"
@@ -82,8 +89,10 @@ class OnBanner:
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         lines = self.text.splitlines()
         body = "".join(f"<div>{_code(escape(line.strip()))}</div>" for line in lines[1:])
-        return {"text/plain": self.text,
-                "text/html": box("cudaassert-on", f"<b>{escape(lines[0])}</b>{body}", ACCENTS["info"])}
+        return {
+            "text/plain": self.text,
+            "text/html": box("cudaassert-on", f"<b>{escape(lines[0])}</b>{body}", ACCENTS["info"]),
+        }
 
     def __repr__(self) -> str:
         return self.text
@@ -101,8 +110,12 @@ class TextProgress:
     def _step(self, i: int) -> None:
         n, c = len(self.cells), self.cells[i]
         bar = "#" * (i + 1) + "." * (n - i - 1) if n <= 20 else f"{100 * (i + 1) // n:3d}%"
-        print(TEXT_STEP.format(prefix=PREFIX, bar=bar, index=i + 1, count=n, number=c.get("number"),
-                               first_line=c.get("first_line", "")), flush=True)
+        print(
+            TEXT_STEP.format(
+                prefix=PREFIX, bar=bar, index=i + 1, count=n, number=c.get("number"), first_line=c.get("first_line", "")
+            ),
+            flush=True,
+        )
 
     @contextlib.contextmanager
     def cell(self, i: int) -> Iterator[None]:

@@ -15,8 +15,22 @@ from cudaassert_ipy.diagnose.diagnosis import Diagnosis
 from cudaassert_ipy.fix.model import ProposedFix
 from cudaassert_ipy.view.style import ACCENTS, block, box, escape
 
-__all__ = ["Banner", "Report", "banner_text", "cause_html", "details_html", "evidence_html", "gpu_html", "gpu_line",
-           "header_html", "headline_bundle", "samples_html", "to_html", "to_markdown", "to_text"]
+__all__ = [
+    "Banner",
+    "Report",
+    "banner_text",
+    "cause_html",
+    "details_html",
+    "evidence_html",
+    "gpu_html",
+    "gpu_line",
+    "header_html",
+    "headline_bundle",
+    "samples_html",
+    "to_html",
+    "to_markdown",
+    "to_text",
+]
 
 if TYPE_CHECKING:  # the NVML module is imported only when there is a snapshot to show (not on %load_ext)
     from cudaassert_ipy.diagnose.gpu_state import GpuState
@@ -255,8 +269,7 @@ class Banner:
         self.text = banner_text(original)
 
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
-        return {"text/plain": self.text,
-                "text/html": box("cudaassert-banner", escape(self.text), ACCENTS["dead"])}
+        return {"text/plain": self.text, "text/html": box("cudaassert-banner", escape(self.text), ACCENTS["dead"])}
 
     def __repr__(self) -> str:
         return self.text

@@ -24,9 +24,11 @@ ACCENTS = {
 }
 _CODE_FONT = "font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px)"
 #: the box every output sits in; ``{accent}`` is the left border (and the headline's colour)
-BOX = ("border-left:4px solid {accent};padding:2px 10px 6px 10px;margin:4px 0;line-height:1.45;"
-       "background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#212121);"
-       "font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,13px)")
+BOX = (
+    "border-left:4px solid {accent};padding:2px 10px 6px 10px;margin:4px 0;line-height:1.45;"
+    "background:var(--jp-layout-color1,#fff);color:var(--jp-ui-font-color1,#212121);"
+    "font-family:var(--jp-ui-font-family,sans-serif);font-size:var(--jp-ui-font-size1,13px)"
+)
 #: selector inside the box (a class ``.x`` or a tag name) -> declarations
 RULES: tuple[tuple[str, str], ...] = (
     (".ca-text", "white-space:normal;line-height:1.45"),
@@ -35,14 +37,19 @@ RULES: tuple[tuple[str, str], ...] = (
     (".ca-label", "font-weight:bold;color:var(--jp-ui-font-color2,#616161);margin-top:4px"),
     (".ca-muted", "color:var(--jp-ui-font-color2,#616161);font-size:0.92em"),
     ("code", _CODE_FONT),
-    ("pre", _CODE_FONT + ";white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;margin:2px 0;"
-     "padding:3px 6px;background:var(--jp-layout-color2,#eee);border:1px solid var(--jp-border-color2,#e0e0e0);"
-     "color:var(--jp-content-font-color1,#212121)"),
+    (
+        "pre",
+        _CODE_FONT + ";white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;margin:2px 0;"
+        "padding:3px 6px;background:var(--jp-layout-color2,#eee);border:1px solid var(--jp-border-color2,#e0e0e0);"
+        "color:var(--jp-content-font-color1,#212121)",
+    ),
     ("ul", "margin:0;padding-left:1.4em"),
     (".ca-diff-add", "color:var(--jp-success-color1,#2e7d32)"),  # a patch's diff (view/fix_report.py)
     (".ca-diff-del", "color:var(--jp-error-color1,#c62828)"),
-    (".cudaassert-alternative", "flex:1 1 22em;min-width:0;padding:2px 6px;border:1px solid "
-     "var(--jp-border-color2,#e0e0e0)"),
+    (
+        ".cudaassert-alternative",
+        "flex:1 1 22em;min-width:0;padding:2px 6px;border:1px solid var(--jp-border-color2,#e0e0e0)",
+    ),
 )
 #: left to the frontend in standalone outputs: its own ``<code>`` style already follows its theme
 PANEL_ONLY = ("code",)
@@ -82,6 +89,7 @@ def inline(fragment: str, accent: str = ACCENTS["dead"]) -> str:
 
     Only our own markup is rewritten: text inside it is escaped (see ``escape``), so it holds no tags.
     """
+
     def add_style(m: re.Match[str]) -> str:
         tag, attrs = m.group(1), m.group(2)
         classes = _CLASSES.search(attrs)

@@ -38,8 +38,15 @@ class _Summary:
         self.cases: dict[str, dict[str, Any]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        case = self.cases.setdefault(report.nodeid, {"case": report.nodeid.split("::", 1)[-1], "outcome": "passed",
-                                                     "seconds": 0.0, "file": report.nodeid.split("::", 1)[0]})
+        case = self.cases.setdefault(
+            report.nodeid,
+            {
+                "case": report.nodeid.split("::", 1)[-1],
+                "outcome": "passed",
+                "seconds": 0.0,
+                "file": report.nodeid.split("::", 1)[0],
+            },
+        )
         case["seconds"] = round(case["seconds"] + report.duration, 2)
         if report.failed:
             case["outcome"] = "failed" if report.when == "call" else "error"

@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.kernel]
 
 SETUP = [
     ("c1", "%load_ext cudaassert"),
-    ("c2", f"""
+    (
+        "c2",
+        f"""
 import torch, torch.nn as nn, torch.nn.functional as F
 device = {DEVICE!r}
 from torch.utils.data import DataLoader, Dataset
@@ -34,19 +36,26 @@ class Cars(Dataset):
 train_ds = Cars()
 train_loader = DataLoader(train_ds, batch_size=64, shuffle=True, num_workers=2, pin_memory={ON_GPU})
 model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 195)).to(device)
-"""),
+""",
+    ),
 ]
-TRAIN = ("c3", """
+TRAIN = (
+    "c3",
+    """
 for images, targets in train_loader:
     images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
     loss = F.cross_entropy(model(images), targets)
     print(round(loss.item(), 3), end=" ")
-""")
-STEP = ("c5", """
+""",
+)
+STEP = (
+    "c5",
+    """
 import cudaassert_ipy
 for images, targets in cudaassert_ipy.failing_batch(train_loader):
     loss = F.cross_entropy(model(images.to(device)), targets.to(device))
-""")
+""",
+)
 
 
 def test_a_real_device_assert_names_the_bad_dataset_index_and_failing_batch_reproduces_it(tmp_path: Path):
@@ -62,8 +71,11 @@ def test_a_real_device_assert_names_the_bad_dataset_index_and_failing_batch_repr
             reply, messages = k.execute(TRAIN[1], TRAIN[0])
             out = text_of(messages)
             assert reply["status"] == "error", out
-            assert re.search(r"Bad samples:\n  batch \d+ of epoch 0 from `train_loader`: `train_ds\[1234\]` has class "
-                             r"label 195 \(position \d+ of `targets`; valid: 0\.\.194 or ignore_index=-100\)", out), out
+            assert re.search(
+                r"Bad samples:\n  batch \d+ of epoch 0 from `train_loader`: `train_ds\[1234\]` has class "
+                r"label 195 \(position \d+ of `targets`; valid: 0\.\.194 or ignore_index=-100\)",
+                out,
+            ), out
             pid, seen = k.pid(), k.restarts
             k.execute("%cudaassert restart", "c4")
             k.wait_for_new_process(pid, seen)

@@ -27,8 +27,10 @@ from helpers.gpu_device import DEVICE, ON_GPU
 pytestmark = [pytest.mark.gpu, pytest.mark.kernel]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-DEAD = ("[cudaassert] The GPU context of this kernel is dead. Nothing on the GPU can be used again in this process; "
-        "restart the kernel.")
+DEAD = (
+    "[cudaassert] The GPU context of this kernel is dead. Nothing on the GPU can be used again in this process; "
+    "restart the kernel."
+)
 ALIVE = "[cudaassert] A validator caught this input before any device-side assert: the GPU is still alive."
 
 SETUP = f"""
@@ -114,8 +116,11 @@ def test_assert_panel_restart_replay_then_the_validator_stops_the_same_cell_and_
             assert "cross_entropy: target has 2 bad values; valid: 0..194" in text, text
 
             # 5. the GPU (the CPU on the dry run) still works, in blocking mode
-            reply, msgs = k.execute("(os.environ.get('CUDA_LAUNCH_BLOCKING'), torch.ones(1, device=device).sum()"
-                                    ".item() == 1)", cell_id="alive", timeout=120)
+            reply, msgs = k.execute(
+                "(os.environ.get('CUDA_LAUNCH_BLOCKING'), torch.ones(1, device=device).sum().item() == 1)",
+                cell_id="alive",
+                timeout=120,
+            )
             assert reply["status"] == "ok", _texts(msgs)
             assert "('1', True)" in _texts(msgs)
         finally:

@@ -12,8 +12,11 @@ from helpers.gpu_device import gpu_only
 
 from cudaassert_ipy.diagnose.gpu_state import SOFTWARE_NO_ECC, describe, snapshot
 
-pytestmark = [pytest.mark.gpu, gpu_only("NVML reads a real GPU's state"),
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
+pytestmark = [
+    pytest.mark.gpu,
+    gpu_only("NVML reads a real GPU's state"),
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+]
 
 AFTER_ASSERT = r"""
 import torch, torch.nn.functional as F
@@ -41,8 +44,11 @@ def test_the_state_of_a_live_gpu_names_the_device_and_its_memory():
     line = describe(snapshot(0))
     assert line.startswith(f"{name} (GPU 0); ") and "\n" not in line
     assert state.reading.startswith(("software fault", "most likely a software fault", "possible hardware fault"))
-    if state.ecc_volatile_uncorrected is None and state.retired_pages is None \
-            and state.remapped_rows_uncorrectable is None:
+    if (
+        state.ecc_volatile_uncorrected is None
+        and state.retired_pages is None
+        and state.remapped_rows_uncorrectable is None
+    ):
         assert state.reading == SOFTWARE_NO_ECC
 
 

@@ -60,14 +60,29 @@ class Case:
 
 IMPORTS = "import torch\nimport torch.nn.functional as F\n"
 CLASS = ("nll_loss_target_out_of_range", "nll_loss_target_out_of_range_no_reduce")
-EMBEDDING = ("index_select_out_of_range", "vectorized_gather_index_out_of_range",
-             "scatter_gather_index_out_of_range_v2")
-ADVANCED = ("advanced_indexing_out_of_range_v2", "advanced_indexing_out_of_range_v1",
-            "vectorized_gather_index_out_of_range")
-SCATTER = ("scatter_gather_index_out_of_range_v2", "scatter_gather_index_out_of_range_v1",
-           "vectorized_gather_index_out_of_range", "tma_scatter_add_index_out_of_range")
-MULTINOMIAL = ("multinomial_invalid_probs_async", "multinomial_zero_sum_async", "multinomial_zero_mass_binary_search",
-               "multinomial_sample_once_invalid_probs", "assert_async_false")
+EMBEDDING = (
+    "index_select_out_of_range",
+    "vectorized_gather_index_out_of_range",
+    "scatter_gather_index_out_of_range_v2",
+)
+ADVANCED = (
+    "advanced_indexing_out_of_range_v2",
+    "advanced_indexing_out_of_range_v1",
+    "vectorized_gather_index_out_of_range",
+)
+SCATTER = (
+    "scatter_gather_index_out_of_range_v2",
+    "scatter_gather_index_out_of_range_v1",
+    "vectorized_gather_index_out_of_range",
+    "tma_scatter_add_index_out_of_range",
+)
+MULTINOMIAL = (
+    "multinomial_invalid_probs_async",
+    "multinomial_zero_sum_async",
+    "multinomial_zero_mass_binary_search",
+    "multinomial_sample_once_invalid_probs",
+    "assert_async_false",
+)
 
 
 def first(primary: str, accepted: tuple[str, ...]) -> tuple[str, ...]:
@@ -80,116 +95,266 @@ ROWS = first("vectorized_gather_index_out_of_range", ADVANCED)
 ZERO_SUM = first("multinomial_zero_sum_async", MULTINOMIAL)
 
 CASES = (
-    Case("cross_entropy_1d_input", IMPORTS + "logits = torch.randn(3)\nlabel = torch.tensor(3)",
-         "F.cross_entropy(logits.to(device), label.to(device))", CLASS, "class label 3"),
-    Case("cross_entropy_2d_input", IMPORTS + "logits = torch.randn(4, 3)\nlabels = torch.tensor([0, 1, 3, 2])",
-         "F.cross_entropy(logits.to(device), labels.to(device))", CLASS, "class label 3"),
-    Case("cross_entropy_no_reduce", IMPORTS + "logits = torch.randn(4, 3)\nlabels = torch.tensor([0, 1, 3, 2])",
-         "F.cross_entropy(logits.to(device), labels.to(device), reduction='none')",
-         ("nll_loss_target_out_of_range_no_reduce", "nll_loss_target_out_of_range"), "class label 3"),
-    Case("nll_loss2d_segmentation_void_255",
-         IMPORTS + "logits = torch.randn(2, 4, 8, 8)\nmask = torch.zeros(2, 8, 8, dtype=torch.long)\nmask[0, 0] = 255",
-         "F.cross_entropy(logits.to(device), mask.to(device))",
-         ("nll_loss2d_target_out_of_range", "nll_loss2d_target_out_of_range_no_reduce"), "255"),
-    Case("nll_loss2d_no_reduce",
-         IMPORTS + "logits = torch.randn(2, 4, 8, 8)\nmask = torch.zeros(2, 8, 8, dtype=torch.long)\nmask[1, 3] = 7",
-         "F.cross_entropy(logits.to(device), mask.to(device), reduction='none')",
-         ("nll_loss2d_target_out_of_range_no_reduce", "nll_loss2d_target_out_of_range"), "class label 7"),
-    Case("multi_margin_loss", IMPORTS + "scores = torch.randn(4, 3)\ny = torch.tensor([0, 1, 5, 2])",
-         "F.multi_margin_loss(scores.to(device), y.to(device))", ("multi_margin_target_out_of_range",)),
-    Case("bce_input_logits", IMPORTS + "logits = torch.linspace(-3, 3, 8)\ny = torch.rand(8)",
-         "F.binary_cross_entropy(logits.to(device), y.to(device))", ("bce_input_out_of_range",)),
-    Case("bce_target_0_255", IMPORTS + "p = torch.rand(8)\nmask = torch.full((8,), 255.0)",
-         "F.binary_cross_entropy(p.to(device), mask.to(device))", ("bce_target_out_of_range",)),
-    Case("embedding_token_id", IMPORTS + "weight = torch.randn(10, 4)\nids = torch.tensor([[1, 12, 3]])",
-         "F.embedding(ids.to(device), weight.to(device))", EMBEDDING, "Token ids reach 12"),
-    Case("index_select", IMPORTS + "x = torch.randn(10, 4)\nidx = torch.tensor([3, 10])",
-         "x.to(device).index_select(0, idx.to(device))", EMBEDDING),
-    Case("embedding_bag_index", IMPORTS + "weight = torch.randn(10, 3)\nids = torch.tensor([1, 2, 40, 4])\n"
-         "offsets = torch.tensor([0, 2])",
-         "F.embedding_bag(ids.to(device), weight.to(device), offsets.to(device))",
-         ("embedding_bag_invalid_index_v2", "embedding_bag_index_out_of_range", *EMBEDDING)),
-    Case("embedding_max_norm", IMPORTS + "weight = torch.randn(10, 4)\nids = torch.tensor([[1, 12, 3]])",
-         "F.embedding(ids.to(device), weight.to(device), max_norm=1.0)",
-         ("embedding_renorm_index_out_of_range", "embedding_renorm_wrap_index_out_of_range", *EMBEDDING),
-         "Token ids reach 12", cpu_error="select(): index 12 out of range for tensor of size [10, 4]"),
-    Case("cross_entropy_uint8_labels", IMPORTS + "logits = torch.randn(4, 3)\n"
-         "labels = torch.tensor([0, 1, 255, 2], dtype=torch.uint8)",
-         "F.nll_loss(logits.log_softmax(-1).to(device), labels.to(device))",
-         ("nll_loss_target_out_of_range_uint8", *CLASS), "class label 255"),
-    Case("embedding_bag_offsets_decreasing", IMPORTS + "weight = torch.randn(10, 3)\nids = torch.tensor([1, 2, 3, 4])\n"
-         "offsets = torch.tensor([0, 3, 2])",
-         "F.embedding_bag(ids.to(device), weight.to(device), offsets.to(device))",
-         ("embedding_bag_offsets_not_increasing",), cpu_error="Expected i < index_size to be true"),
-    Case("index_add_", IMPORTS + "idx = torch.tensor([0, 7])",
-         "torch.zeros(5, 3, device=device).index_add_(0, idx.to(device), torch.ones(2, 3, device=device))",
-         ("index_add_out_of_range", *SCATTER)),
-    Case("index_copy_", IMPORTS + "idx = torch.tensor([0, 7])",
-         "torch.zeros(5, 3, device=device).index_copy_(0, idx.to(device), torch.ones(2, 3, device=device))",
-         ("index_copy_out_of_range",)),
-    Case("index_fill_", IMPORTS + "idx = torch.tensor([0, 7])",
-         "torch.zeros(5, 3, device=device).index_fill_(0, idx.to(device), 1.0)", ("index_fill_out_of_range",),
-         cpu_error="index 7 is out of bounds for dimension 0 with size 5"),
-    Case("advanced_indexing_get", IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 9])",
-         "x.to(device)[idx.to(device)]", ADVANCED),
-    Case("advanced_indexing_set", IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 9])",
-         "xd = x.to(device)\nxd[idx.to(device)] = 1.0", ADVANCED),
-    Case("advanced_indexing_rows", IMPORTS + "table = torch.randn(10, 8)\nrows = torch.tensor([2, 10, 4])",
-         "table.to(device)[rows.to(device)]", ROWS),
-    Case("gather", IMPORTS + "x = torch.randn(4, 3)\nidx = torch.tensor([[0], [1], [5], [2]])",
-         "x.to(device).gather(1, idx.to(device))", SCATTER),
-    Case("scatter_", IMPORTS + "idx = torch.tensor([[0], [1], [5], [2]])",
-         "torch.zeros(4, 3, device=device).scatter_(1, idx.to(device), torch.ones(4, 1, device=device))", SCATTER),
-    Case("scatter_scalar_fill", IMPORTS + "idx = torch.tensor([[0], [1], [5], [2]])",
-         "torch.zeros(4, 3, device=device).scatter_(1, idx.to(device), 1.0)", SCATTER_FILL),
-    Case("one_hot_explicit_num_classes", IMPORTS + "labels = torch.tensor([0, 5, 1])",
-         # on the CPU the twin's own words name one_hot's class values (a frameless point); on the GPU the kernel's
-         # line names the scatter, and that cause stands
-         "F.one_hot(labels.to(device), num_classes=3)", (*SCATTER_FILL, "one_hot_class_out_of_range")),
-    Case("take", IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 10])",
-         "x.to(device).take(idx.to(device))", ("take_put_out_of_range",)),
-    Case("put_", IMPORTS + "idx = torch.tensor([0, 10])",
-         "torch.zeros(5, device=device).put_(idx.to(device), torch.ones(2, device=device))",
-         ("take_put_out_of_range",)),
-    Case("masked_scatter_", IMPORTS + "mask = torch.tensor([1, 1, 1, 1, 0, 0], dtype=torch.bool)",
-         "torch.zeros(6, device=device).masked_scatter_(mask.to(device), torch.ones(2, device=device))",
-         ("masked_scatter_source_too_small",)),
-    Case("multinomial_nan", IMPORTS + "probs = torch.tensor([[0.5, float('nan'), 0.5]])",
-         "torch.multinomial(probs.to(device), 1)", MULTINOMIAL),
-    Case("multinomial_zero_sum", IMPORTS + "probs = torch.zeros(2, 3)\nprobs[0, 1] = 1.0",
-         "torch.multinomial(probs.to(device), 1)", ZERO_SUM),
-    Case("multinomial_zero_sum_with_replacement", IMPORTS + "probs = torch.zeros(2, 3)\nprobs[0, 1] = 1.0",
-         "torch.multinomial(probs.to(device), 4, replacement=True)", ZERO_SUM),
-    Case("bernoulli", IMPORTS + "p = torch.tensor([0.5, 1.5])", "torch.bernoulli(p.to(device))",
-         ("bernoulli_prob_out_of_range",)),
-    Case("repeat_interleave_output_size", IMPORTS + "x = torch.tensor([1, 2])\nrepeats = torch.tensor([1, 2])",
-         "torch.repeat_interleave(x.to(device), repeats.to(device), output_size=5)",
-         ("repeat_interleave_output_size_mismatch",)),
-    Case("repeat_interleave_negative", IMPORTS + "repeats = torch.tensor([-1, 2])",
-         "torch.repeat_interleave(repeats.to(device), output_size=1)",
-         ("repeat_interleave_invalid_repeats_v2", "repeat_interleave_negative_repeats",
-          "repeat_interleave_output_size_mismatch")),
-    Case("poisson_negative_rate", IMPORTS + "rates = torch.tensor([1.0, -1.0])", "torch.poisson(rates.to(device))",
-         ("poisson_negative_rate",), cpu_error="invalid Poisson rate, expected rate to be non-negative"),
-    Case("index_put_accumulate", IMPORTS + "idx = torch.tensor([0, 9])",
-         "torch.zeros(5, device=device).index_put_((idx.to(device),), torch.ones(2, device=device), accumulate=True)",
-         ("assert_async_empty_message", "assert_async_false", *ADVANCED)),
-    Case("sparse_csr_invariants", IMPORTS + "crow = torch.tensor([1, 1, 2])\ncol = torch.tensor([0, 1])\n"
-         "val = torch.ones(2)",
-         "torch.sparse_csr_tensor(crow.to(device), col.to(device), val.to(device), size=(2, 2), "
-         "check_invariants=True)",
-         ("sparse_compressed_invariant_violated",), cpu_error="`crow_indices[..., 0] == 0` is not satisfied."),
-    Case("max_unpool2d", IMPORTS + "x = torch.randn(1, 1, 2, 2)\nidx = torch.tensor([[[[0, 1], [2, 99]]]])",
-         "F.max_unpool2d(x.to(device), idx.to(device), kernel_size=2, output_size=(4, 4))",
-         ("max_unpool2d_index_out_of_range",)),
-    Case("max_unpool3d", IMPORTS + "x = torch.randn(1, 1, 1, 2, 2)\nidx = torch.tensor([[[[[0, 1], [2, 999]]]]])",
-         "F.max_unpool3d(x.to(device), idx.to(device), kernel_size=(1, 2, 2), output_size=(1, 4, 4))",
-         ("max_unpool3d_index_out_of_range",)),
-    Case("assert_async", IMPORTS + "flag = torch.tensor(0)", "torch._assert_async(flag.to(device))",
-         ("assert_async_empty_message", "assert_async_false")),
-    Case("torch_compile_inductor_index", IMPORTS + "table = torch.randn(4, 8)\nids = torch.tensor([1, 7])\n"
-         "lookup = torch.compile(lambda t, i: t[i] * 2)",
-         "lookup(table.to(device), ids.to(device))", ("inductor_triton_index_out_of_bounds", *ADVANCED)),
+    Case(
+        "cross_entropy_1d_input",
+        IMPORTS + "logits = torch.randn(3)\nlabel = torch.tensor(3)",
+        "F.cross_entropy(logits.to(device), label.to(device))",
+        CLASS,
+        "class label 3",
+    ),
+    Case(
+        "cross_entropy_2d_input",
+        IMPORTS + "logits = torch.randn(4, 3)\nlabels = torch.tensor([0, 1, 3, 2])",
+        "F.cross_entropy(logits.to(device), labels.to(device))",
+        CLASS,
+        "class label 3",
+    ),
+    Case(
+        "cross_entropy_no_reduce",
+        IMPORTS + "logits = torch.randn(4, 3)\nlabels = torch.tensor([0, 1, 3, 2])",
+        "F.cross_entropy(logits.to(device), labels.to(device), reduction='none')",
+        ("nll_loss_target_out_of_range_no_reduce", "nll_loss_target_out_of_range"),
+        "class label 3",
+    ),
+    Case(
+        "nll_loss2d_segmentation_void_255",
+        IMPORTS + "logits = torch.randn(2, 4, 8, 8)\nmask = torch.zeros(2, 8, 8, dtype=torch.long)\nmask[0, 0] = 255",
+        "F.cross_entropy(logits.to(device), mask.to(device))",
+        ("nll_loss2d_target_out_of_range", "nll_loss2d_target_out_of_range_no_reduce"),
+        "255",
+    ),
+    Case(
+        "nll_loss2d_no_reduce",
+        IMPORTS + "logits = torch.randn(2, 4, 8, 8)\nmask = torch.zeros(2, 8, 8, dtype=torch.long)\nmask[1, 3] = 7",
+        "F.cross_entropy(logits.to(device), mask.to(device), reduction='none')",
+        ("nll_loss2d_target_out_of_range_no_reduce", "nll_loss2d_target_out_of_range"),
+        "class label 7",
+    ),
+    Case(
+        "multi_margin_loss",
+        IMPORTS + "scores = torch.randn(4, 3)\ny = torch.tensor([0, 1, 5, 2])",
+        "F.multi_margin_loss(scores.to(device), y.to(device))",
+        ("multi_margin_target_out_of_range",),
+    ),
+    Case(
+        "bce_input_logits",
+        IMPORTS + "logits = torch.linspace(-3, 3, 8)\ny = torch.rand(8)",
+        "F.binary_cross_entropy(logits.to(device), y.to(device))",
+        ("bce_input_out_of_range",),
+    ),
+    Case(
+        "bce_target_0_255",
+        IMPORTS + "p = torch.rand(8)\nmask = torch.full((8,), 255.0)",
+        "F.binary_cross_entropy(p.to(device), mask.to(device))",
+        ("bce_target_out_of_range",),
+    ),
+    Case(
+        "embedding_token_id",
+        IMPORTS + "weight = torch.randn(10, 4)\nids = torch.tensor([[1, 12, 3]])",
+        "F.embedding(ids.to(device), weight.to(device))",
+        EMBEDDING,
+        "Token ids reach 12",
+    ),
+    Case(
+        "index_select",
+        IMPORTS + "x = torch.randn(10, 4)\nidx = torch.tensor([3, 10])",
+        "x.to(device).index_select(0, idx.to(device))",
+        EMBEDDING,
+    ),
+    Case(
+        "embedding_bag_index",
+        IMPORTS + "weight = torch.randn(10, 3)\nids = torch.tensor([1, 2, 40, 4])\noffsets = torch.tensor([0, 2])",
+        "F.embedding_bag(ids.to(device), weight.to(device), offsets.to(device))",
+        ("embedding_bag_invalid_index_v2", "embedding_bag_index_out_of_range", *EMBEDDING),
+    ),
+    Case(
+        "embedding_max_norm",
+        IMPORTS + "weight = torch.randn(10, 4)\nids = torch.tensor([[1, 12, 3]])",
+        "F.embedding(ids.to(device), weight.to(device), max_norm=1.0)",
+        ("embedding_renorm_index_out_of_range", "embedding_renorm_wrap_index_out_of_range", *EMBEDDING),
+        "Token ids reach 12",
+        cpu_error="select(): index 12 out of range for tensor of size [10, 4]",
+    ),
+    Case(
+        "cross_entropy_uint8_labels",
+        IMPORTS + "logits = torch.randn(4, 3)\nlabels = torch.tensor([0, 1, 255, 2], dtype=torch.uint8)",
+        "F.nll_loss(logits.log_softmax(-1).to(device), labels.to(device))",
+        ("nll_loss_target_out_of_range_uint8", *CLASS),
+        "class label 255",
+    ),
+    Case(
+        "embedding_bag_offsets_decreasing",
+        IMPORTS + "weight = torch.randn(10, 3)\nids = torch.tensor([1, 2, 3, 4])\noffsets = torch.tensor([0, 3, 2])",
+        "F.embedding_bag(ids.to(device), weight.to(device), offsets.to(device))",
+        ("embedding_bag_offsets_not_increasing",),
+        cpu_error="Expected i < index_size to be true",
+    ),
+    Case(
+        "index_add_",
+        IMPORTS + "idx = torch.tensor([0, 7])",
+        "torch.zeros(5, 3, device=device).index_add_(0, idx.to(device), torch.ones(2, 3, device=device))",
+        ("index_add_out_of_range", *SCATTER),
+    ),
+    Case(
+        "index_copy_",
+        IMPORTS + "idx = torch.tensor([0, 7])",
+        "torch.zeros(5, 3, device=device).index_copy_(0, idx.to(device), torch.ones(2, 3, device=device))",
+        ("index_copy_out_of_range",),
+    ),
+    Case(
+        "index_fill_",
+        IMPORTS + "idx = torch.tensor([0, 7])",
+        "torch.zeros(5, 3, device=device).index_fill_(0, idx.to(device), 1.0)",
+        ("index_fill_out_of_range",),
+        cpu_error="index 7 is out of bounds for dimension 0 with size 5",
+    ),
+    Case(
+        "advanced_indexing_get",
+        IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 9])",
+        "x.to(device)[idx.to(device)]",
+        ADVANCED,
+    ),
+    Case(
+        "advanced_indexing_set",
+        IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 9])",
+        "xd = x.to(device)\nxd[idx.to(device)] = 1.0",
+        ADVANCED,
+    ),
+    Case(
+        "advanced_indexing_rows",
+        IMPORTS + "table = torch.randn(10, 8)\nrows = torch.tensor([2, 10, 4])",
+        "table.to(device)[rows.to(device)]",
+        ROWS,
+    ),
+    Case(
+        "gather",
+        IMPORTS + "x = torch.randn(4, 3)\nidx = torch.tensor([[0], [1], [5], [2]])",
+        "x.to(device).gather(1, idx.to(device))",
+        SCATTER,
+    ),
+    Case(
+        "scatter_",
+        IMPORTS + "idx = torch.tensor([[0], [1], [5], [2]])",
+        "torch.zeros(4, 3, device=device).scatter_(1, idx.to(device), torch.ones(4, 1, device=device))",
+        SCATTER,
+    ),
+    Case(
+        "scatter_scalar_fill",
+        IMPORTS + "idx = torch.tensor([[0], [1], [5], [2]])",
+        "torch.zeros(4, 3, device=device).scatter_(1, idx.to(device), 1.0)",
+        SCATTER_FILL,
+    ),
+    Case(
+        "one_hot_explicit_num_classes",
+        IMPORTS + "labels = torch.tensor([0, 5, 1])",
+        # on the CPU the twin's own words name one_hot's class values (a frameless point); on the GPU the kernel's
+        # line names the scatter, and that cause stands
+        "F.one_hot(labels.to(device), num_classes=3)",
+        (*SCATTER_FILL, "one_hot_class_out_of_range"),
+    ),
+    Case(
+        "take",
+        IMPORTS + "x = torch.randn(5)\nidx = torch.tensor([0, 10])",
+        "x.to(device).take(idx.to(device))",
+        ("take_put_out_of_range",),
+    ),
+    Case(
+        "put_",
+        IMPORTS + "idx = torch.tensor([0, 10])",
+        "torch.zeros(5, device=device).put_(idx.to(device), torch.ones(2, device=device))",
+        ("take_put_out_of_range",),
+    ),
+    Case(
+        "masked_scatter_",
+        IMPORTS + "mask = torch.tensor([1, 1, 1, 1, 0, 0], dtype=torch.bool)",
+        "torch.zeros(6, device=device).masked_scatter_(mask.to(device), torch.ones(2, device=device))",
+        ("masked_scatter_source_too_small",),
+    ),
+    Case(
+        "multinomial_nan",
+        IMPORTS + "probs = torch.tensor([[0.5, float('nan'), 0.5]])",
+        "torch.multinomial(probs.to(device), 1)",
+        MULTINOMIAL,
+    ),
+    Case(
+        "multinomial_zero_sum",
+        IMPORTS + "probs = torch.zeros(2, 3)\nprobs[0, 1] = 1.0",
+        "torch.multinomial(probs.to(device), 1)",
+        ZERO_SUM,
+    ),
+    Case(
+        "multinomial_zero_sum_with_replacement",
+        IMPORTS + "probs = torch.zeros(2, 3)\nprobs[0, 1] = 1.0",
+        "torch.multinomial(probs.to(device), 4, replacement=True)",
+        ZERO_SUM,
+    ),
+    Case(
+        "bernoulli",
+        IMPORTS + "p = torch.tensor([0.5, 1.5])",
+        "torch.bernoulli(p.to(device))",
+        ("bernoulli_prob_out_of_range",),
+    ),
+    Case(
+        "repeat_interleave_output_size",
+        IMPORTS + "x = torch.tensor([1, 2])\nrepeats = torch.tensor([1, 2])",
+        "torch.repeat_interleave(x.to(device), repeats.to(device), output_size=5)",
+        ("repeat_interleave_output_size_mismatch",),
+    ),
+    Case(
+        "repeat_interleave_negative",
+        IMPORTS + "repeats = torch.tensor([-1, 2])",
+        "torch.repeat_interleave(repeats.to(device), output_size=1)",
+        (
+            "repeat_interleave_invalid_repeats_v2",
+            "repeat_interleave_negative_repeats",
+            "repeat_interleave_output_size_mismatch",
+        ),
+    ),
+    Case(
+        "poisson_negative_rate",
+        IMPORTS + "rates = torch.tensor([1.0, -1.0])",
+        "torch.poisson(rates.to(device))",
+        ("poisson_negative_rate",),
+        cpu_error="invalid Poisson rate, expected rate to be non-negative",
+    ),
+    Case(
+        "index_put_accumulate",
+        IMPORTS + "idx = torch.tensor([0, 9])",
+        "torch.zeros(5, device=device).index_put_((idx.to(device),), torch.ones(2, device=device), accumulate=True)",
+        ("assert_async_empty_message", "assert_async_false", *ADVANCED),
+    ),
+    Case(
+        "sparse_csr_invariants",
+        IMPORTS + "crow = torch.tensor([1, 1, 2])\ncol = torch.tensor([0, 1])\nval = torch.ones(2)",
+        "torch.sparse_csr_tensor(crow.to(device), col.to(device), val.to(device), size=(2, 2), check_invariants=True)",
+        ("sparse_compressed_invariant_violated",),
+        cpu_error="`crow_indices[..., 0] == 0` is not satisfied.",
+    ),
+    Case(
+        "max_unpool2d",
+        IMPORTS + "x = torch.randn(1, 1, 2, 2)\nidx = torch.tensor([[[[0, 1], [2, 99]]]])",
+        "F.max_unpool2d(x.to(device), idx.to(device), kernel_size=2, output_size=(4, 4))",
+        ("max_unpool2d_index_out_of_range",),
+    ),
+    Case(
+        "max_unpool3d",
+        IMPORTS + "x = torch.randn(1, 1, 1, 2, 2)\nidx = torch.tensor([[[[[0, 1], [2, 999]]]]])",
+        "F.max_unpool3d(x.to(device), idx.to(device), kernel_size=(1, 2, 2), output_size=(1, 4, 4))",
+        ("max_unpool3d_index_out_of_range",),
+    ),
+    Case(
+        "assert_async",
+        IMPORTS + "flag = torch.tensor(0)",
+        "torch._assert_async(flag.to(device))",
+        ("assert_async_empty_message", "assert_async_false"),
+    ),
+    Case(
+        "torch_compile_inductor_index",
+        IMPORTS + "table = torch.randn(4, 8)\nids = torch.tensor([1, 7])\n"
+        "lookup = torch.compile(lambda t, i: t[i] * 2)",
+        "lookup(table.to(device), ids.to(device))",
+        ("inductor_triton_index_out_of_bounds", *ADVANCED),
+    ),
 )
 
 
@@ -199,8 +364,11 @@ NO_CPU_TWIN = {  # cases the dry run leaves to the GPU
 
 
 def run_child(case: Case, tmp_path: Path, device: str = DEVICE) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTEST_CURRENT_TEST", "CUDA_LAUNCH_BLOCKING", "CUDAASSERT_VALIDATORS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTEST_CURRENT_TEST", "CUDA_LAUNCH_BLOCKING", "CUDAASSERT_VALIDATORS")
+    }
     env[DEVICE_VAR] = device
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return run_case(case.name, case.setup, case.trigger, device, tmp_path, env, CASE_TIMEOUT)
@@ -216,22 +384,32 @@ def test_every_case_names_catalogued_causes_and_the_catalogue_reachable_set_is_c
     primaries = {case.causes[0] for case in CASES}
     beyond_one_gpu = {c.id for c in all_causes() if c.reach != "user" or "not in 2.14.1" in c.releases}
     unreachable = beyond_one_gpu | {
-        "tma_scatter_add_index_out_of_range", "multinomial_sample_once_invalid_probs",
-        "multinomial_renorm_negative", "multinomial_zero_mass_binary_search", "assert_async_false",
+        "tma_scatter_add_index_out_of_range",
+        "multinomial_sample_once_invalid_probs",
+        "multinomial_renorm_negative",
+        "multinomial_zero_mass_binary_search",
+        "assert_async_false",
         "embedding_renorm_wrap_index_out_of_range",
     }  # old kernels, internal invariants, beyond one GPU, and alternatives accepted within a group
     not_yet = {  # reachable on one GPU, no case yet: their fixtures are the census lines (tests/test_causes_*.py)
-        "nll_loss_target_out_of_range_no_reduce_uint8", "sparse_index_select_out_of_range",
-        "vectorized_scatter_add_index_out_of_range", "fractional_max_pool2d_backward_bad_index",
-        "fractional_max_pool2d_backward_index_row", "fractional_max_pool3d_backward_bad_index",
-        "fractional_max_pool3d_backward_index_plane", "segment_reduce_negative_length",
+        "nll_loss_target_out_of_range_no_reduce_uint8",
+        "sparse_index_select_out_of_range",
+        "vectorized_scatter_add_index_out_of_range",
+        "fractional_max_pool2d_backward_bad_index",
+        "fractional_max_pool2d_backward_index_row",
+        "fractional_max_pool3d_backward_bad_index",
+        "fractional_max_pool3d_backward_index_plane",
+        "segment_reduce_negative_length",
         "segment_reduce_mean_negative_length",
     }
     assert kernel - primaries - unreachable - not_yet == set()
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=gpu_only(NO_CPU_TWIN[c.name])) if c.name in NO_CPU_TWIN
-                                  else c for c in CASES], ids=[c.name for c in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=gpu_only(NO_CPU_TWIN[c.name])) if c.name in NO_CPU_TWIN else c for c in CASES],
+    ids=[c.name for c in CASES],
+)
 def test_a_real_device_assert_is_detected_folded_and_explained(case: Case, tmp_path: Path, record_property):
     r = run_child(case, tmp_path)
     where = f"\n--- the case's output:\n{r['log']}"

@@ -33,14 +33,18 @@ labels = torch.tensor([3, 195 if rank == 1 else 4, 7]).to(device)
 loss = F.cross_entropy(model(torch.randn(3, 8).to(device)), labels)
 print(loss.item())
 """
-DDP = """
+DDP = (
+    """
 import os
 import torch, torch.distributed as dist
 dist.init_process_group("gloo")
-""" + BAD_LABEL + """
+"""
+    + BAD_LABEL
+    + """
 t = torch.ones(1)
 dist.all_reduce(t)
 """
+)
 
 
 def env() -> dict[str, str]:
@@ -73,8 +77,10 @@ def test_rerun_on_failure_stops_the_real_bad_label_before_launch(tmp_path):
     result = run(tmp_path, BAD_LABEL, PY, "-m", "cudaassert_ipy", "--rerun-on-failure")
     err = result.stderr
     assert f"[cudaassert] First run: {DIED} · class label out of range" in err
-    assert "[cudaassert] Rerun with CUDA_LAUNCH_BLOCKING=1 and validators: GPU alive · class label out of range " \
-           "in cross_entropy" in err
+    assert (
+        "[cudaassert] Rerun with CUDA_LAUNCH_BLOCKING=1 and validators: GPU alive · class label out of range "
+        "in cross_entropy" in err
+    )
     assert "  first: 195 at [1]" in err
 
 
@@ -82,9 +88,20 @@ def test_a_real_assert_on_rank_1_reaches_torchruns_root_cause(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = run(tmp_path, DDP, *TORCHRUN, "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
-                 str(port), "-m", "cudaassert_ipy")
-    summary = result.stderr[result.stderr.index("Root Cause (first observed failure):"):]
+    result = run(
+        tmp_path,
+        DDP,
+        *TORCHRUN,
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        "-m",
+        "cudaassert_ipy",
+    )
+    summary = result.stderr[result.stderr.index("Root Cause (first observed failure):") :]
     assert result.returncode == 1
     assert "[cudaassert] rank 1 (local_rank 1, host " in summary
     assert f"[cudaassert] {DIED} · class label out of range" in summary

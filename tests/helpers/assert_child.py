@@ -20,12 +20,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ["torch", "torch.nn.functional", "IPython.core.interactiveshell", "cudaassert_ipy.shell.extension",
-           "helpers.assert_child"]
+PRELOAD = [
+    "torch",
+    "torch.nn.functional",
+    "IPython.core.interactiveshell",
+    "cudaassert_ipy.shell.extension",
+    "helpers.assert_child",
+]
 
 
-def _child(out_path: str, log_path: str, cwd: str, env: dict[str, str], setup: str, trigger: str,
-           device: str) -> None:
+def _child(out_path: str, log_path: str, cwd: str, env: dict[str, str], setup: str, trigger: str, device: str) -> None:
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -61,22 +65,34 @@ def _run(setup: str, trigger: str, device: str) -> dict[str, Any]:
         result["error_first_line"] = (str(err).strip().splitlines() or [""])[0] if err is not None else None
         d = ext.last
         result["dead"] = bool(ext.state.dead_since is not None)
-        result["diagnosis"] = None if d is None else {
-            "kind": d.kind, "context_dead": d.context_dead, "cause_id": d.cause_id, "title": d.title,
-            "specific": d.specific, "assert_sites": list(d.assert_sites), "assert_raw": list(d.assert_raw),
-            "exception_line": d.exception_line, "error_code": d.error_code,
-        }
+        result["diagnosis"] = (
+            None
+            if d is None
+            else {
+                "kind": d.kind,
+                "context_dead": d.context_dead,
+                "cause_id": d.cause_id,
+                "title": d.title,
+                "specific": d.specific,
+                "assert_sites": list(d.assert_sites),
+                "assert_raw": list(d.assert_raw),
+                "exception_line": d.exception_line,
+                "error_code": d.error_code,
+            }
+        )
     return result
 
 
-def run_case(name: str, setup: str, trigger: str, device: str, workdir: Path, env: dict[str, str],
-             timeout: float) -> dict[str, Any]:
+def run_case(
+    name: str, setup: str, trigger: str, device: str, workdir: Path, env: dict[str, str], timeout: float
+) -> dict[str, Any]:
     """Runs one case in a forked process; its JSON, with ``log`` (the tail of its fds 1 and 2) and ``exitcode``."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     out, log = workdir / f"{name}.json", workdir / f"{name}.log"
-    proc = ctx.Process(target=_child, args=(str(out), str(log), str(workdir), env, setup, trigger, device),
-                       name=f"case-{name}")
+    proc = ctx.Process(
+        target=_child, args=(str(out), str(log), str(workdir), env, setup, trigger, device), name=f"case-{name}"
+    )
     proc.start()
     timed_out = False
     try:

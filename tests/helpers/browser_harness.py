@@ -13,9 +13,10 @@ import contextlib
 import json
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
@@ -23,12 +24,24 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from helpers.server_harness import ROOT, Server, jupyter_server
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 THEMES = "@jupyterlab/apputils-extension/themes"
 #: no news prompt, no update check, no notification toasts over the outputs
-LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False,
-                                                                "doNotDisturbMode": True}}
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+        "doNotDisturbMode": True,
+    }
+}
 LAB_ARGS = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
 #: the prebuilt frontend extension of this checkout (scripts/build-frontend.sh), what the wheel installs
 LABEXTENSION = ROOT / "cudaassert_ipy" / "labextension"
@@ -46,8 +59,12 @@ class WebApp:
 
 JUPYTERLAB = WebApp("jupyterlab", "lab/tree/", '.jp-StatusBar-Widget:has-text("Python 3 (ipykernel) | Idle")')
 #: Notebook 7 has no status bar: its toolbar names the kernel and shows an execution indicator
-NOTEBOOK7 = WebApp("notebook", "notebooks/", '.jp-NotebookPanel-toolbar:has(.jp-KernelName:has-text("Python 3 '
-                   '(ipykernel)")) .jp-Notebook-ExecutionIndicator[data-status="idle"]')
+NOTEBOOK7 = WebApp(
+    "notebook",
+    "notebooks/",
+    '.jp-NotebookPanel-toolbar:has(.jp-KernelName:has-text("Python 3 '
+    '(ipykernel)")) .jp-Notebook-ExecutionIndicator[data-status="idle"]',
+)
 
 RESTART_CELLS = [
     "%load_ext cudaassert",
@@ -62,14 +79,21 @@ RESTART_CELLS = [
 
 def restart_notebook() -> nbformat.NotebookNode:
     """Three setup cells, then a training step that fails as a GPU does (the server must pretend a GPU)."""
-    return new_notebook(cells=[new_markdown_cell("# Restart & replay demo"), *map(new_code_cell, RESTART_CELLS)],
-                        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                                 "language": "python"}})
+    return new_notebook(
+        cells=[new_markdown_cell("# Restart & replay demo"), *map(new_code_cell, RESTART_CELLS)],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+    )
 
 
 @contextlib.contextmanager
-def lab_server(home: Path, name: str, notebook: nbformat.NotebookNode, theme: str = "JupyterLab Light",
-               app: WebApp = JUPYTERLAB, **env: str) -> Iterator[tuple[Server, str]]:
+def lab_server(
+    home: Path,
+    name: str,
+    notebook: nbformat.NotebookNode,
+    theme: str = "JupyterLab Light",
+    app: WebApp = JUPYTERLAB,
+    **env: str,
+) -> Iterator[tuple[Server, str]]:
     """JupyterLab (or ``app``) serving ``notebook`` as ``name``; yields (server, id of the notebook's kernel).
 
     Notebook 7 reads the same settings directory and takes the same LabApp options."""
@@ -86,16 +110,27 @@ def lab_server(home: Path, name: str, notebook: nbformat.NotebookNode, theme: st
     link.parent.mkdir(parents=True, exist_ok=True)
     if not link.exists():
         link.symlink_to(LABEXTENSION, target_is_directory=True)
-    with jupyter_server(home, app=app.module, args=LAB_ARGS, JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
-                        JUPYTERLAB_WORKSPACES_DIR=str(home / "lab-workspaces"), **env) as server:
-        session = server.rest("POST", "api/sessions", {"path": name, "type": "notebook", "name": name,
-                                                       "kernel": {"name": "python3"}}, timeout=30)
+    with jupyter_server(
+        home,
+        app=app.module,
+        args=LAB_ARGS,
+        JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(home / "lab-workspaces"),
+        **env,
+    ) as server:
+        session = server.rest(
+            "POST",
+            "api/sessions",
+            {"path": name, "type": "notebook", "name": name, "kernel": {"name": "python3"}},
+            timeout=30,
+        )
         yield server, session["kernel"]["id"]
 
 
 @contextlib.contextmanager
-def notebook_page(server: Server, name: str, tmp_path: Path, budget_s: float, viewport: dict[str, int],
-                  app: WebApp = JUPYTERLAB) -> Iterator[tuple[Any, Callable[[], float]]]:
+def notebook_page(
+    server: Server, name: str, tmp_path: Path, budget_s: float, viewport: dict[str, int], app: WebApp = JUPYTERLAB
+) -> Iterator[tuple[Any, Callable[[], float]]]:
     """Chromium on the notebook, its kernel idle; yields (page, milliseconds left of ``budget_s``)."""
     from playwright.sync_api import expect, sync_playwright
 
@@ -107,8 +142,12 @@ def notebook_page(server: Server, name: str, tmp_path: Path, budget_s: float, vi
 
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport=viewport)
+            str(tmp_path / "chromium-profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport=viewport,
+        )
         page = context.pages[0] if context.pages else context.new_page()
         try:
             page.goto(f"{server.url}{app.notebooks}{name}?token={server.token}", timeout=left_ms())

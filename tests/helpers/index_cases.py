@@ -3,7 +3,8 @@ values to draw, and the comparison of one call without and with validators."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from hypothesis import strategies as st
@@ -15,7 +16,7 @@ from helpers.validator_outcomes import outcome
 VALUE_ERRORS = ("out of bounds", "out of range", "out of DATA bounds", "index_size")
 
 
-def assert_same_outcome(fn: Callable[[], Any], must_validate: bool = True) -> Optional[ValidationError]:
+def assert_same_outcome(fn: Callable[[], Any], must_validate: bool = True) -> ValidationError | None:
     """Without and with validators: the same verdict, an exception of CPU's type, the same result.
 
     A bad index value must be caught by the validator; host-side shape errors stay torch's own.

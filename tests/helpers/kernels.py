@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import queue
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from jupyter_client.manager import start_new_kernel
 

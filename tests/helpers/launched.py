@@ -46,9 +46,11 @@ def spawned(index: int) -> None:
 
 #: a rank's NCCL watchdog hitting the sticky error and aborting the process before Python can raise
 #: (sgl-project/sglang#271, verbatim)
-WATCHDOG = ("terminate called after throwing an instance of 'c10::DistBackendError'\n"
-            "  what():  [PG 1 Rank 1] Process group watchdog thread terminated with exception: CUDA error: "
-            "device-side assert triggered\n")
+WATCHDOG = (
+    "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+    "  what():  [PG 1 Rank 1] Process group watchdog thread terminated with exception: CUDA error: "
+    "device-side assert triggered\n"
+)
 
 
 def aborted(index: int) -> None:
@@ -115,5 +117,9 @@ def rank_1_fails() -> None:
 
 
 if __name__ == "__main__":
-    {"engine_core": engine_core, "tp_worker": tp_worker, "fail": lambda: fail_like_gpu(threads=2),
-     "rank_1_fails": rank_1_fails}[sys.argv[1]]()
+    {
+        "engine_core": engine_core,
+        "tp_worker": tp_worker,
+        "fail": lambda: fail_like_gpu(threads=2),
+        "rank_1_fails": rank_1_fails,
+    }[sys.argv[1]]()

@@ -9,7 +9,7 @@ this failure (``OurFrameShown``) is the expected one: a crash, a wrong exception
 from __future__ import annotations
 
 import sys
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import pytest
 
@@ -24,13 +24,14 @@ class OurFrameShown(AssertionError):
 
 
 PY310_KEEPS_OUR_FRAME = pytest.mark.xfail(
-    sys.version_info < (3, 11), strict=True, raises=OurFrameShown,
+    sys.version_info < (3, 11),
+    strict=True,
+    raises=OurFrameShown,
     reason="Python 3.10's bare raise restores the wrapper's traceback entry",
 )
 
 
-def no_frame_of_ours(shown: Union[str, Sequence[str]], plain: Union[str, Sequence[str]] = "",
-                     ours: str = OURS) -> None:
+def no_frame_of_ours(shown: str | Sequence[str], plain: str | Sequence[str] = "", ours: str = OURS) -> None:
     """Raise OurFrameShown if ``shown`` names ``ours``, or says IPython hid a frame where ``plain`` does not."""
     text = shown if isinstance(shown, str) else "\n".join(shown)
     plain_text = plain if isinstance(plain, str) else "\n".join(plain)

@@ -20,8 +20,14 @@ def dead_pid() -> int:
 
 def plan_for(key: str, **extra) -> ResumePlan:
     now = time.time()
-    fields = {"mode": Mode.DEBUG, "cells": (PlanCell(2, None, "x = 1", 0.1),), "env": (("A", "1"),),
-              "created": now, "expires": now + 60, **extra}
+    fields = {
+        "mode": Mode.DEBUG,
+        "cells": (PlanCell(2, None, "x = 1", 0.1),),
+        "env": (("A", "1"),),
+        "created": now,
+        "expires": now + 60,
+        **extra,
+    }
     return ResumePlan(key=key, **fields)
 
 
@@ -41,4 +47,3 @@ def written(plan_dir, key="k1", plan=None, **extra):
 
 def mode_of(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
-

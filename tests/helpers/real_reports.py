@@ -24,30 +24,60 @@ SPLIT = DATA / "split.json"
 #: Which catalogue causes belong to which family of the corpus.
 FAMILY_CAUSES: dict[str, tuple[str, ...]] = {
     "class_label": (
-        "nll_loss_target_out_of_range", "nll_loss_target_out_of_range_no_reduce",
-        "nll_loss_target_out_of_range_uint8", "nll_loss_target_out_of_range_no_reduce_uint8",
-        "thcunn_class_nll_target_out_of_range", "multi_margin_target_out_of_range", "nll_loss2d_target_out_of_range",
-        "nll_loss2d_target_out_of_range_no_reduce", "thcunn_spatial_class_nll_target_out_of_range",
+        "nll_loss_target_out_of_range",
+        "nll_loss_target_out_of_range_no_reduce",
+        "nll_loss_target_out_of_range_uint8",
+        "nll_loss_target_out_of_range_no_reduce_uint8",
+        "thcunn_class_nll_target_out_of_range",
+        "multi_margin_target_out_of_range",
+        "nll_loss2d_target_out_of_range",
+        "nll_loss2d_target_out_of_range_no_reduce",
+        "thcunn_spatial_class_nll_target_out_of_range",
         "one_hot_class_out_of_range",
     ),
-    "token_id": ("index_select_out_of_range", "thc_index_select_out_of_range", "embedding_bag_index_out_of_range",
-                 "embedding_renorm_index_out_of_range", "embedding_renorm_wrap_index_out_of_range"),
+    "token_id": (
+        "index_select_out_of_range",
+        "thc_index_select_out_of_range",
+        "embedding_bag_index_out_of_range",
+        "embedding_renorm_index_out_of_range",
+        "embedding_renorm_wrap_index_out_of_range",
+    ),
     "position_id": ("position_ids_out_of_range",),
     "token_type_id": ("token_type_ids_out_of_range",),
-    "bce_range": ("bce_input_out_of_range", "bce_target_out_of_range", "thcunn_bce_input_out_of_range",
-                  "thcunn_bce_no_reduce_input_out_of_range"),
+    "bce_range": (
+        "bce_input_out_of_range",
+        "bce_target_out_of_range",
+        "thcunn_bce_input_out_of_range",
+        "thcunn_bce_no_reduce_input_out_of_range",
+    ),
     "detection_class": ("detection_class_out_of_range",),
     "node_index": ("graph_node_index_out_of_range", "tp_torch_scatter_thc_index_out_of_range"),
-    "probs_invalid": ("multinomial_invalid_probs_async", "multinomial_sample_once_invalid_probs",
-                      "multinomial_renorm_negative", "thc_multinomial_negative", "multinomial_zero_sum_async",
-                      "multinomial_zero_mass_binary_search", "bernoulli_prob_out_of_range"),
-    "index_bounds": ("advanced_indexing_out_of_range_v1", "advanced_indexing_out_of_range_v2",
-                     "scatter_gather_index_out_of_range_v1", "scatter_gather_index_out_of_range_v2",
-                     "vectorized_gather_index_out_of_range", "vectorized_scatter_add_index_out_of_range",
-                     "index_add_out_of_range", "index_copy_out_of_range", "index_fill_out_of_range",
-                     "take_put_out_of_range", "thc_gather_index_out_of_range", "thc_scatter_index_out_of_range",
-                     "thc_index_copy_out_of_range", "thc_index_fill_out_of_range",
-                     "tma_scatter_add_index_out_of_range"),
+    "probs_invalid": (
+        "multinomial_invalid_probs_async",
+        "multinomial_sample_once_invalid_probs",
+        "multinomial_renorm_negative",
+        "thc_multinomial_negative",
+        "multinomial_zero_sum_async",
+        "multinomial_zero_mass_binary_search",
+        "bernoulli_prob_out_of_range",
+    ),
+    "index_bounds": (
+        "advanced_indexing_out_of_range_v1",
+        "advanced_indexing_out_of_range_v2",
+        "scatter_gather_index_out_of_range_v1",
+        "scatter_gather_index_out_of_range_v2",
+        "vectorized_gather_index_out_of_range",
+        "vectorized_scatter_add_index_out_of_range",
+        "index_add_out_of_range",
+        "index_copy_out_of_range",
+        "index_fill_out_of_range",
+        "take_put_out_of_range",
+        "thc_gather_index_out_of_range",
+        "thc_scatter_index_out_of_range",
+        "thc_index_copy_out_of_range",
+        "thc_index_fill_out_of_range",
+        "tma_scatter_add_index_out_of_range",
+    ),
 }
 #: A family the thread established, and the families whose cause is the same failure said another way.
 ALSO_RIGHT: dict[str, tuple[str, ...]] = {
@@ -82,8 +112,9 @@ def load() -> list[Report]:
         if path.name == SPLIT.name:
             continue
         raw = json.loads(path.read_text(encoding="utf-8"))
-        out.append(Report(path.stem, raw["url"], raw["framework"], raw["text"], raw["cause"],
-                          tuple(raw.get("fix_words", ()))))
+        out.append(
+            Report(path.stem, raw["url"], raw["framework"], raw["text"], raw["cause"], tuple(raw.get("fix_words", ())))
+        )
     return out
 
 

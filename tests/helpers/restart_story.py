@@ -64,4 +64,3 @@ class FakeKernel:
 
     def add_callback(self, fn, *args):
         self.calls.append(("add_callback", fn.__name__, args))
-

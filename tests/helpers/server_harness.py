@@ -21,9 +21,10 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import websocket
 
@@ -34,9 +35,14 @@ def isolated_env(home: Path, **extra: str) -> dict[str, str]:
     """Our tests importable; every Jupyter and IPython directory under ``home``."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST" and not k.startswith("JUPYTER_")}
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(HOME=str(home), IPYTHONDIR=str(home / "ipython"), JUPYTER_CONFIG_DIR=str(home / "config"),
-               JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               JUPYTER_PLATFORM_DIRS="1")
+    env.update(
+        HOME=str(home),
+        IPYTHONDIR=str(home / "ipython"),
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_DATA_DIR=str(home / "data"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTER_PLATFORM_DIRS="1",
+    )
     env.update(extra)
     return env
 
@@ -79,19 +85,36 @@ class Server:
 
 
 @contextlib.contextmanager
-def jupyter_server(home: Path, app: str = "jupyter_server", timeout: float = 60, args: tuple[str, ...] = (),
-                   **env: str) -> Iterator[Server]:
+def jupyter_server(
+    home: Path, app: str = "jupyter_server", timeout: float = 60, args: tuple[str, ...] = (), **env: str
+) -> Iterator[Server]:
     """``python -m jupyter_server`` (or ``jupyterlab``) on 127.0.0.1 with a token; killed in ``finally``."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "root").mkdir(exist_ok=True)
     port, token = free_port(), secrets.token_hex(16)
     log = home / "server.log"
-    argv = [sys.executable, "-m", app, *args, "--no-browser", f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
-            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={home / 'root'}",
-            "--ServerApp.open_browser=False"] + (["--allow-root"] if os.geteuid() == 0 else [])
+    argv = [
+        sys.executable,
+        "-m",
+        app,
+        *args,
+        "--no-browser",
+        f"--ServerApp.port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={home / 'root'}",
+        "--ServerApp.open_browser=False",
+    ] + (["--allow-root"] if os.geteuid() == 0 else [])
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=isolated_env(home, **env), stdout=out, stderr=subprocess.STDOUT,
-                                cwd=home / "root", start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            env=isolated_env(home, **env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=home / "root",
+            start_new_session=True,
+        )
     server = Server(f"http://127.0.0.1:{port}/", token, home, proc, log)
     try:
         deadline = time.monotonic() + timeout
@@ -135,7 +158,9 @@ class WsKernel:
         ws_url = self.server.url.replace("http://", "ws://")
         self.ws = websocket.create_connection(
             f"{ws_url}api/kernels/{self.kernel_id}/channels?session_id={self.session}",
-            header=[f"Authorization: token {self.server.token}"], timeout=timeout)
+            header=[f"Authorization: token {self.server.token}"],
+            timeout=timeout,
+        )
 
     def close(self) -> None:
         if self.ws is not None:
@@ -145,10 +170,25 @@ class WsKernel:
 
     def send(self, channel: str, msg_type: str, content: dict, metadata: dict | None = None) -> str:
         msg_id = uuid.uuid4().hex
-        self.ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "msg_type": msg_type, "session": self.session, "username": "test",
-                       "version": "5.3", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-            "parent_header": {}, "metadata": metadata or {}, "content": content, "channel": channel, "buffers": []}))
+        self.ws.send(
+            json.dumps(
+                {
+                    "header": {
+                        "msg_id": msg_id,
+                        "msg_type": msg_type,
+                        "session": self.session,
+                        "username": "test",
+                        "version": "5.3",
+                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    },
+                    "parent_header": {},
+                    "metadata": metadata or {},
+                    "content": content,
+                    "channel": channel,
+                    "buffers": [],
+                }
+            )
+        )
         return msg_id
 
     def receive(self, timeout: float) -> dict | None:
@@ -185,15 +225,25 @@ class WsKernel:
         return reply, messages
 
     def execute(self, code: str, cell_id: str | None = None, timeout: float = 120) -> tuple[dict, list[dict]]:
-        msg_id = self.send("shell", "execute_request",
-                           {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                            "allow_stdin": True, "stop_on_error": True},  # as JupyterLab sends it
-                           {"cellId": cell_id} if cell_id else {})
+        msg_id = self.send(
+            "shell",
+            "execute_request",
+            {
+                "code": code,
+                "silent": False,
+                "store_history": True,
+                "user_expressions": {},
+                "allow_stdin": True,
+                "stop_on_error": True,
+            },  # as JupyterLab sends it
+            {"cellId": cell_id} if cell_id else {},
+        )
         return self.collect(msg_id, timeout)
 
     def click(self, comm_id: str) -> str:
-        return self.send("shell", "comm_msg", {"comm_id": comm_id, "data": {"method": "custom",
-                                                                            "content": {"event": "click"}}})
+        return self.send(
+            "shell", "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        )
 
     def wait_for_restarting(self, seen: int, timeout: float = 30) -> None:
         """Keep the socket open, as JupyterLab does, until the server says it restarted the kernel.
@@ -209,9 +259,18 @@ class WsKernel:
 
     def pid(self, timeout: float = 30) -> int:
         """The kernel's process id, from a *silent* request: it runs no cell, so it triggers no replay."""
-        msg_id = self.send("shell", "execute_request",
-                           {"code": "", "silent": True, "store_history": False, "allow_stdin": False,
-                            "user_expressions": {"pid": "__import__('os').getpid()"}, "stop_on_error": False})
+        msg_id = self.send(
+            "shell",
+            "execute_request",
+            {
+                "code": "",
+                "silent": True,
+                "store_history": False,
+                "allow_stdin": False,
+                "user_expressions": {"pid": "__import__('os').getpid()"},
+                "stop_on_error": False,
+            },
+        )
         reply, _ = self.collect(msg_id, timeout=timeout)
         assert reply is not None and reply["status"] == "ok", reply
         return int(reply["user_expressions"]["pid"]["data"]["text/plain"])
@@ -238,7 +297,6 @@ class WsKernel:
                     return time.monotonic() - started
             time.sleep(0.2)
         raise TimeoutError(f"kernel {self.kernel_id} did not come back in {timeout}s")
-
 
     def _new_process_running(self, old_pid: int) -> bool:
         """A process other than ``old_pid`` runs with this kernel's connection file (Linux /proc)."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from hypothesis import settings
 
@@ -13,7 +14,7 @@ from cudaassert_ipy.checks import ValidationError, validators
 SETTINGS = settings(max_examples=60, deadline=None)
 
 
-def outcome(fn: Callable[[], Any]) -> tuple[Optional[BaseException], Any]:
+def outcome(fn: Callable[[], Any]) -> tuple[BaseException | None, Any]:
     """(the exception ``fn`` raised or None, its result or None), warnings silenced."""
     try:
         with warnings.catch_warnings():
@@ -23,7 +24,7 @@ def outcome(fn: Callable[[], Any]) -> tuple[Optional[BaseException], Any]:
         return e, None
 
 
-def assert_same_verdict(fn: Callable[[], Any]) -> Optional[ValidationError]:
+def assert_same_verdict(fn: Callable[[], Any]) -> ValidationError | None:
     """Random ops: compare raising, not values."""
     plain_error, _ = outcome(fn)
     with validators():

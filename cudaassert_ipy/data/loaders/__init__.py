@@ -20,8 +20,9 @@ and whose packages are imported, and only those are loaded.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from cudaassert_ipy.frameworks.base import Ahead, frame_module, frame_self, in_packages
 from cudaassert_ipy.frameworks.table import adapters_with, packages_with

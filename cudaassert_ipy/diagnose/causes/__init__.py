@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from cudaassert_ipy.diagnose.causes.texts import (
     EXTRA_TEXTS,
@@ -26,9 +27,17 @@ from cudaassert_ipy.diagnose.causes.texts import (
 )
 
 __all__ = [
-    "GENERIC_ID", "Cause", "all_causes", "canonical_condition", "catalogue_table", "get_cause", "match_assert",
+    "GENERIC_ID",
+    "Cause",
+    "all_causes",
+    "canonical_condition",
+    "catalogue_table",
+    "get_cause",
+    "match_assert",
     "match_file",
-    "normalise_condition", "summary_table", "unknown_site_sentence",
+    "normalise_condition",
+    "summary_table",
+    "unknown_site_sentence",
 ]
 
 GENERIC_ID = "unknown_kernel_assert"
@@ -163,7 +172,7 @@ class _Index:
 
     causes: dict[str, Cause]
     exact: dict[str, tuple[Cause, ...]]
-    patterns: tuple[tuple[re.Pattern[str], Optional[re.Pattern[str]], Cause], ...]
+    patterns: tuple[tuple[re.Pattern[str], re.Pattern[str] | None, Cause], ...]
 
 
 @lru_cache(maxsize=1)
@@ -300,10 +309,14 @@ def catalogue_table() -> str:
         members = [c for c in all_causes() if c.family == family]
         if not members:
             continue
-        out += ["", f"### {heading}", "", "| kernel assertion | where | what it means | printed by | fix |",
-                "|---|---|---|---|---|"]
+        out += [
+            "",
+            f"### {heading}",
+            "",
+            "| kernel assertion | where | what it means | printed by | fix |",
+            "|---|---|---|---|---|",
+        ]
         for c in members:
             cond = c.conditions[0] if c.conditions[0] else "(empty)"
             out.append(f"| `{_cell(cond)}` | {_where(c)} | {_cell(c.title)} | {_cell(c.releases)} | {_cell(c.fix)} |")
     return "\n".join(out[1:])
-

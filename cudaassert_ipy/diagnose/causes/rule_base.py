@@ -8,8 +8,9 @@ None when the case is not its own. The wording of every fix comes from :mod:`..h
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Optional, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from cudaassert_ipy.diagnose.culprit import Culprit
@@ -31,7 +32,7 @@ class Finding:
     facts: list[tuple[str, str]] = field(default_factory=list)
     op: str | None = None
     fix: str | None = None  # from hints: the same string the validators and preflight show
-    culprit: Optional[Culprit] = None  # what a patch would change (diagnose/culprit.py), when the rule knows
+    culprit: Culprit | None = None  # what a patch would change (diagnose/culprit.py), when the rule knows
 
     @property
     def specific(self) -> str | None:
@@ -49,10 +50,10 @@ class Case:
     cause_id: str
     group: str | None = None
     value: int | None = None  # the offending value named by the error text (CPU twins), if any
-    known: Optional[Facts] = None  # the facts a validator worked out before raising, if any
+    known: Facts | None = None  # the facts a validator worked out before raising, if any
 
 
-Rule = Callable[[Case], Optional[Finding]]
+Rule = Callable[[Case], Finding | None]
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,12 @@ _T = TypeVar("_T", bound=_Named)
 
 def pick(items: Sequence[_T], words: tuple[str, ...], source: str) -> list[_T]:
     """Order candidates: named in the cell first, then by name words."""
+
     def score(item: _T) -> tuple[bool, bool]:
         name = item.name.split(":")[-1]
         root = name.split(".")[0]
         return (root in source, any(w in name.lower() for w in words))
+
     return sorted(items, key=score, reverse=True)
 
 

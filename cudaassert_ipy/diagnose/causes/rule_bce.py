@@ -37,8 +37,10 @@ def bce(case: Case) -> Finding | None:
     if facts.has_nan:
         f.sentences.append(HAS_NAN.format(which=which))
     f.fix = hints.bce(facts) or None
-    losses = [m for m in pick(case.ev.losses, ("loss", "criterion"), case.ev.cell_source)
-              if m.type_name.startswith("BCE")]
-    f.culprit = Culprit(BCE, facts, loss=losses[0].name if losses else None,
-                        loss_type=losses[0].type_name if losses else None, op=f.op)
+    losses = [
+        m for m in pick(case.ev.losses, ("loss", "criterion"), case.ev.cell_source) if m.type_name.startswith("BCE")
+    ]
+    f.culprit = Culprit(
+        BCE, facts, loss=losses[0].name if losses else None, loss_type=losses[0].type_name if losses else None, op=f.op
+    )
     return f

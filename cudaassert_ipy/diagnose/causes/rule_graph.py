@@ -18,8 +18,10 @@ __all__ = ["pooled_readout"]
 _INTERVAL = re.compile(r"valid indices in the interval \[0, (?P<n>\d+)(?P<end>[\])])")
 _BATCH = re.compile(r"\bDataBatch\((?P<body>[^()\n]{0,2000})\)")
 _FIELD = re.compile(r"\b(?P<key>x|ptr|batch)=\[(?P<n>\d+)")
-POOLED = ("The conv layer got {rows} row(s) of features, as many as the graphs in the batch ({graphs}), while the "
-          "batch holds {nodes} nodes: the features passed to it are graph-level (one row per graph).")
+POOLED = (
+    "The conv layer got {rows} row(s) of features, as many as the graphs in the batch ({graphs}), while the "
+    "batch holds {nodes} nodes: the features passed to it are graph-level (one row per graph)."
+)
 
 
 def _rows(text: str) -> int | None:

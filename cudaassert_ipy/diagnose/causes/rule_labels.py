@@ -70,8 +70,15 @@ def class_labels(case: Case) -> Finding | None:
     if value is not None and not bad:
         bad = (value,)
     if n_classes is not None and bad:
-        facts = LabelFacts(bad=bad, n_classes=n_classes, ignore_index=ignore, dense=_dense(case, candidates, known),
-                           declared=declared, declared_by=declared_by, head=ev.head)
+        facts = LabelFacts(
+            bad=bad,
+            n_classes=n_classes,
+            ignore_index=ignore,
+            dense=_dense(case, candidates, known),
+            declared=declared,
+            declared_by=declared_by,
+            head=ev.head,
+        )
         f.fix = hints.class_labels(facts) or None
         f.culprit = _culprit(case, facts)
     if case.cause_id.endswith("_uint8"):  # the kernel printed the uint8 form of its check
@@ -86,11 +93,16 @@ def _culprit(case: Case, facts: LabelFacts) -> Culprit:
     lin = last_linear(ev)
     head = lin if lin is not None and lin.get("out_features") == facts.n_classes else None
     loss = next(iter(pick(ev.losses, ("loss", "criterion"), ev.cell_source)), None)
-    return Culprit(CLASS_LABELS, facts, module=head.name if head else None,
-                   module_type=head.type_name if head else None,
-                   loss=loss.name if loss else None, loss_type=loss.type_name if loss else None,
-                   op=ev.call.function if ev.call is not None else None,
-                   dataset=ev.datasets[0][0] if ev.datasets else None)
+    return Culprit(
+        CLASS_LABELS,
+        facts,
+        module=head.name if head else None,
+        module_type=head.type_name if head else None,
+        loss=loss.name if loss else None,
+        loss_type=loss.type_name if loss else None,
+        op=ev.call.function if ev.call is not None else None,
+        dataset=ev.datasets[0][0] if ev.datasets else None,
+    )
 
 
 def _n_classes(case: Case, f: Finding) -> tuple[int | None, str]:

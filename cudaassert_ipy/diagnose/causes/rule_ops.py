@@ -24,22 +24,43 @@ class _Op(NamedTuple):
     fix: str  # from hints
 
 
-_INDEX_PUT = _Op(("index_put_", "index_put", "use_deterministic_algorithms"), "index_put_",
-                 "its index range check runs on the GPU and prints no message", hints.ASYNC_INDEX_PUT)
-_CTC = _Op(("ctc_loss", "CTCLoss"), "ctc_loss",
-           "on the cuDNN path its length checks run on the GPU and print no message", hints.ASYNC_CTC)
+_INDEX_PUT = _Op(
+    ("index_put_", "index_put", "use_deterministic_algorithms"),
+    "index_put_",
+    "its index range check runs on the GPU and prints no message",
+    hints.ASYNC_INDEX_PUT,
+)
+_CTC = _Op(
+    ("ctc_loss", "CTCLoss"),
+    "ctc_loss",
+    "on the cuDNN path its length checks run on the GPU and print no message",
+    hints.ASYNC_CTC,
+)
 _OWN = _Op(("_assert_async",), "torch._assert_async", "a check you wrote", hints.ASYNC_OWN)
-_MULTINOMIAL = _Op(("multinomial", "Categorical", "generate"), "multinomial",
-                   "its probability check prints `input[0] != 0` on Windows builds", hints.PROBS_NONFINITE)
+_MULTINOMIAL = _Op(
+    ("multinomial", "Categorical", "generate"),
+    "multinomial",
+    "its probability check prints `input[0] != 0` on Windows builds",
+    hints.PROBS_NONFINITE,
+)
 
 #: The ops to look for, by cause, in the order they are tried.
 OPS: dict[str, tuple[_Op, ...]] = {
     "assert_async_empty_message": (_OWN, _CTC, _INDEX_PUT),
     "assert_async_false": (_OWN, _MULTINOMIAL, _CTC, _INDEX_PUT),
 }
-_SPARSE = ("sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor",
-           "sparse_compressed_tensor", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc",
-           "check_sparse_tensor_invariants")
+_SPARSE = (
+    "sparse_csr_tensor",
+    "sparse_csc_tensor",
+    "sparse_bsr_tensor",
+    "sparse_bsc_tensor",
+    "sparse_compressed_tensor",
+    "to_sparse_csr",
+    "to_sparse_csc",
+    "to_sparse_bsr",
+    "to_sparse_bsc",
+    "check_sparse_tensor_invariants",
+)
 CALLS = "The cell calls {op}: {what}."
 
 
@@ -49,8 +70,9 @@ def op_from_source(case: Case) -> Finding | None:
         if name is None:
             return None
         f = Finding(op=name)
-        f.sentences.append(CALLS.format(op=name, what="the kernel printed only `cond && message`, not the rule that "
-                                                      "failed"))
+        f.sentences.append(
+            CALLS.format(op=name, what="the kernel printed only `cond && message`, not the rule that failed")
+        )
         f.fix = hints.SPARSE_ON_CPU.format(call=name)
         return f
     for candidate in OPS.get(case.cause_id, ()):

@@ -32,8 +32,9 @@ def _rows(case: Case, top: int) -> tuple[str, int] | None:
 
 
 def scatter_index(case: Case) -> Finding | None:
-    for cand in pick([v for v in case.ev.labels if any(w in v.name.lower() for w in _INDEX_WORDS)],
-                     _INDEX_WORDS, case.ev.cell_source):
+    for cand in pick(
+        [v for v in case.ev.labels if any(w in v.name.lower() for w in _INDEX_WORDS)], _INDEX_WORDS, case.ev.cell_source
+    ):
         rows = _rows(case, cand.maximum)
         if cand.minimum >= 0 and rows is None:
             continue

@@ -28,8 +28,13 @@ BAD_SAMPLE = "{sample}, but `nc: {nc}` allows 0..{last}."
 _NC = re.compile(r"\bnc=(\d+)")
 _CLASS_ID = re.compile(r"^class id (-?\d+)")
 #: a host fact's attribute -> what an index checked against it is
-_WHAT = (("num_labels", "class id"), ("max_position_embeddings", "position"), ("type_vocab_size", "token type id"),
-         ("num_nodes", "node id"), ("vocab_size", "token id"))
+_WHAT = (
+    ("num_labels", "class id"),
+    ("max_position_embeddings", "position"),
+    ("type_vocab_size", "token type id"),
+    ("num_nodes", "node id"),
+    ("vocab_size", "token id"),
+)
 
 
 def _size(case: Case) -> int | None:
@@ -72,8 +77,7 @@ def sized_index(case: Case) -> Finding | None:
         class_id = int(m.group(1)) if m is not None else nc[1]
         f.fix = hints.yolo_class_id(nc[1], class_id)
         # what a patch widens: the class count, where the adapter found it set (the data YAML's nc:)
-        f.culprit = Culprit(CLASS_LABELS, LabelFacts(bad=(class_id,), n_classes=nc[1], head=case.ev.head),
-                            module=nc[0])
+        f.culprit = Culprit(CLASS_LABELS, LabelFacts(bad=(class_id,), n_classes=nc[1], head=case.ev.head), module=nc[0])
         return f
     size = _size(case)
     if size is None or case.value is None:

@@ -11,7 +11,7 @@ num_classes=4) ..."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from cudaassert_ipy.diagnose import hints
 from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, last_linear, pick, range_text
@@ -37,7 +37,7 @@ COUNT = "{count} value(s) of `{name}` are out of range (first: {shown})."
 _LABEL_WORDS = ("target", "label", "y", "cls")
 
 
-def _loss(ev: Evidence) -> Optional[tuple[str, str]]:
+def _loss(ev: Evidence) -> tuple[str, str] | None:
     """(the loss's class name, how it uses the labels), or None when no label-smoothing loss is around."""
     for loss in ev.losses:
         if loss.type_name in SMOOTHING_LOSSES:
@@ -48,7 +48,7 @@ def _loss(ev: Evidence) -> Optional[tuple[str, str]]:
     return None
 
 
-def _classes(ev: Evidence) -> Optional[int]:
+def _classes(ev: Evidence) -> int | None:
     if ev.head is not None and isinstance(ev.head.now, int) and ev.head.now > 0:
         return ev.head.now
     lin = last_linear(ev)
@@ -64,8 +64,9 @@ def label_smoothing(case: Case) -> Finding | None:
         return None
     f = Finding(op=loss[0])
     bad: tuple[int, ...] = ()
-    for cand in pick([v for v in ev.labels if any(w in v.name.lower() for w in _LABEL_WORDS)], _LABEL_WORDS,
-                     ev.cell_source):
+    for cand in pick(
+        [v for v in ev.labels if any(w in v.name.lower() for w in _LABEL_WORDS)], _LABEL_WORDS, ev.cell_source
+    ):
         count, examples = cand.outside(0, n)
         if count:
             bad = cand.distinct_outside(0, n)
@@ -83,7 +84,11 @@ def label_smoothing(case: Case) -> Finding | None:
     head = lin if lin is not None and lin.get("out_features") == n else None
     # the head (or the framework's class-count setting, ev.head) is what a patch widens; the loss takes no
     # ignore_index, so it is left out of the culprit
-    f.culprit = Culprit(CLASS_LABELS, facts, module=head.name if head else None,
-                        module_type=head.type_name if head else None,
-                        dataset=ev.datasets[0][0] if ev.datasets else None)
+    f.culprit = Culprit(
+        CLASS_LABELS,
+        facts,
+        module=head.name if head else None,
+        module_type=head.type_name if head else None,
+        dataset=ev.datasets[0][0] if ev.datasets else None,
+    )
     return f

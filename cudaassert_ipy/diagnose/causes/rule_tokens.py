@@ -53,7 +53,8 @@ def token_ids(case: Case) -> Finding | None:
     bad: tuple[int, ...] = known.bad if known is not None else ()
     own = call.values("input") if call is not None else None
     candidates = ([own] if own is not None else []) + [
-        c for c in pick(ev.labels, _ID_WORDS, ev.cell_source) if c is not own]
+        c for c in pick(ev.labels, _ID_WORDS, ev.cell_source) if c is not own
+    ]
     value = case.value
     if num is not None:
         for cand in candidates:
@@ -66,8 +67,11 @@ def token_ids(case: Case) -> Finding | None:
                 break
         if value is None and bad:
             value = max(bad, key=abs)
-        head = IDS_REACH.format(value=value, where=where, valid=range_text(num)) if value is not None else \
-            ID_OUT_OF_RANGE.format(where=where, valid=range_text(num))
+        head = (
+            IDS_REACH.format(value=value, where=where, valid=range_text(num))
+            if value is not None
+            else ID_OUT_OF_RANGE.format(where=where, valid=range_text(num))
+        )
         f.sentences.insert(0, head)
     tokenizer_size: int | None = None
     for name, n in ev.tokenizers:
@@ -85,9 +89,14 @@ def token_ids(case: Case) -> Finding | None:
         facts = TokenFacts(bad=bad, num_embeddings=num, tokenizer_size=tokenizer_size, config_vocab=config_vocab)
         f.fix = hints.token_ids(facts) or None
         same = emb is not None and emb.get("num_embeddings") == num
-        f.culprit = Culprit(TOKEN_IDS, facts, module=emb.name if same and emb else None,
-                            module_type=emb.type_name if same and emb else None, op=f.op,
-                            tokenizer=ev.tokenizers[0][0] if ev.tokenizers else None)
+        f.culprit = Culprit(
+            TOKEN_IDS,
+            facts,
+            module=emb.name if same and emb else None,
+            module_type=emb.type_name if same and emb else None,
+            op=f.op,
+            tokenizer=ev.tokenizers[0][0] if ev.tokenizers else None,
+        )
     if case.cause_id in _RENORM:
         max_norm = call.scalar("max_norm") if call is not None else None
         f.sentences.append(MAX_NORM.format(value=f" (max_norm={max_norm})" if max_norm is not None else ""))

@@ -52,7 +52,7 @@ def inductor_bounds(condition: str) -> tuple[str | None, str, str | None] | None
     """``(lower, index, upper)`` of Inductor's bounds message; either bound may be None. None when not one."""
     if not condition.startswith(_PREFIX):
         return None
-    body = condition[len(_PREFIX):]
+    body = condition[len(_PREFIX) :]
     lower = None
     head, sep, rest = body.partition(" <= ")
     if sep and " " not in head:
@@ -61,7 +61,7 @@ def inductor_bounds(condition: str) -> tuple[str | None, str, str | None] | None
     cut = body.rfind(" < ")
     while cut > 0:  # the last " < " outside the index expression's brackets
         if _balanced(body[:cut]):
-            body, upper = body[:cut], body[cut + 3:]
+            body, upper = body[:cut], body[cut + 3 :]
             break
         cut = body.rfind(" < ", 0, cut)
     return lower, body, upper

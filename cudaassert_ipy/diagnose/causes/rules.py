@@ -7,7 +7,7 @@ one-line note, and the rest of the diagnosis (title, fix, assert sites, exceptio
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from cudaassert_ipy.base.wording import error_line
 from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding, RuleEntry
@@ -36,13 +36,25 @@ RULES: tuple[RuleEntry, ...] = (
     RuleEntry("int16_wrapped", frozenset({"embedding_or_index_select_out_of_range"}), int16_wrapped),
     RuleEntry("token_ids", frozenset({"embedding_or_index_select_out_of_range"}), token_ids),
     RuleEntry("bce", frozenset({"bce_range"}), bce),
-    RuleEntry("triton_size", frozenset({"inductor_triton_index_out_of_bounds", "inductor_triton_index_upper_only",
-                                        "inductor_triton_index_lower_only"}), triton_size),
+    RuleEntry(
+        "triton_size",
+        frozenset(
+            {
+                "inductor_triton_index_out_of_bounds",
+                "inductor_triton_index_upper_only",
+                "inductor_triton_index_lower_only",
+            }
+        ),
+        triton_size,
+    ),
     RuleEntry("label_smoothing", frozenset({"scatter_gather_out_of_range"}), label_smoothing),
     RuleEntry("scatter_index", frozenset({"scatter_gather_out_of_range"}), scatter_index),
     RuleEntry("repeat_sizes", frozenset({"repeat_interleave_output_size_mismatch"}), repeat_sizes),
-    RuleEntry("op_from_source", frozenset({"assert_async_empty_message", "assert_async_false",
-                                           "sparse_compressed_invariant_violated"}), op_from_source),
+    RuleEntry(
+        "op_from_source",
+        frozenset({"assert_async_empty_message", "assert_async_false", "sparse_compressed_invariant_violated"}),
+        op_from_source,
+    ),
     RuleEntry("internal_op", frozenset({"internal_invariant"}), internal_op),
     RuleEntry("sized_index", frozenset({"advanced_indexing_out_of_range"}), sized_index),
     RuleEntry("pooled_readout", frozenset({"graph_node_index_out_of_range"}), pooled_readout),

@@ -188,8 +188,7 @@ _FLASHMLA = Text(
     "split and block accounting did not add up, usually from sequence lengths or block tables that do not agree. "
     "It prints `Assertion failed (file:line): condition` and traps on purpose, so the CUDA error reads "
     "'unspecified launch failure', not 'device-side assert triggered'.",
-    "Report it to vLLM with the model, the batch and the KV-cache settings; meanwhile try another attention "
-    "backend.",
+    "Report it to vLLM with the model, the batch and the KV-cache settings; meanwhile try another attention backend.",
 )
 
 TEXTS: dict[str, Text] = {
@@ -205,8 +204,7 @@ TEXTS: dict[str, Text] = {
         "multi-margin loss target out of range",
         "multi_margin_loss / nn.MultiMarginLoss got a target class index that is negative or not "
         "smaller than the number of classes (input.size(1)).",
-        "Make targets 0-based class indices smaller than input.size(1), and make the model output "
-        "one score per class.",
+        "Make targets 0-based class indices smaller than input.size(1), and make the model output one score per class.",
     ),
     "bce_input_out_of_range": _BCE_IN,
     "thcunn_bce_input_out_of_range": _BCE_IN,
@@ -245,8 +243,7 @@ TEXTS: dict[str, Text] = {
         "The mask given to masked_scatter_ selects more positions than the source tensor has "
         "elements. Typical in multimodal models: more image/audio placeholder tokens than feature "
         "rows.",
-        "Make source.numel() >= mask.sum(): the number of placeholder tokens must match the "
-        "number of feature rows.",
+        "Make source.numel() >= mask.sum(): the number of placeholder tokens must match the number of feature rows.",
     ),
     "scatter_gather_index_out_of_range_v1": _SCATTER,
     "scatter_gather_index_out_of_range_v2": _SCATTER,
@@ -271,8 +268,7 @@ TEXTS: dict[str, Text] = {
         "bernoulli probability outside [0, 1]",
         "torch.bernoulli / Tensor.bernoulli_ / Bernoulli(probs=...).sample() got a probability "
         "tensor with a value < 0, > 1 or NaN.",
-        "Pass probabilities in [0, 1] (apply torch.sigmoid to logits or clamp) and remove NaN "
-        "sources.",
+        "Pass probabilities in [0, 1] (apply torch.sigmoid to logits or clamp) and remove NaN sources.",
     ),
     "repeat_interleave_output_size_mismatch": Text(
         "repeat_interleave output_size does not match",
@@ -299,9 +295,11 @@ TEXTS: dict[str, Text] = {
         "output_size equal to that pool's input size.",
     ),
     "dynamic_cast_unsupported_dtype": _internal(
-        "a dtype cast inside a kernel", "it was handed a dtype its cast table handles",
+        "a dtype cast inside a kernel",
+        "it was handed a dtype its cast table handles",
         extra=" A custom CUDA extension handing PyTorch a tensor of an unexpected dtype can reach it too: check the "
-        "dtypes going into the op."),
+        "dtypes going into the op.",
+    ),
     "inductor_triton_index_out_of_bounds": Text(
         "index out of bounds in a torch.compile kernel",
         "Inside a torch.compile'd graph an index is out of range: the generated kernel checks "
@@ -399,8 +397,7 @@ TEXTS: dict[str, Text] = {
         "FractionalMaxPool2d indices do not match its input",
         "The backward of FractionalMaxPool2d met a saved index that points outside the input (a row >= its "
         "height): indices from another call or shape, or indices spoiled by NaN in the forward pass.",
-        "Use the indices returned by the same forward call, and rule out NaN in the pool's input "
-        "(torch.isfinite).",
+        "Use the indices returned by the same forward call, and rule out NaN in the pool's input (torch.isfinite).",
     ),
     "fractional_max_pool3d_backward_bad_index": Text(
         "FractionalMaxPool3d found no maximum (NaN in its input)",
@@ -413,8 +410,7 @@ TEXTS: dict[str, Text] = {
         "FractionalMaxPool3d indices do not match its input",
         "The backward of FractionalMaxPool3d met a saved index that points outside the input (a plane >= its "
         "depth): indices from another call or shape, or spoiled by NaN in the forward pass.",
-        "Use the indices returned by the same forward call, and rule out NaN in the pool's input "
-        "(torch.isfinite).",
+        "Use the indices returned by the same forward call, and rule out NaN in the pool's input (torch.isfinite).",
     ),
     "segment_reduce_negative_length": Text(
         "negative segment length in segment_reduce",
@@ -503,10 +499,18 @@ TEXTS: dict[str, Text] = {
         "the 2-D operand).",
     ),
     # Distributed: NCCL's NaN check, symmetric memory, NVSHMEM all-to-all
-    **dict.fromkeys((
-        "c10d_nan_check_line46", "c10d_nan_check_line57", "c10d_nan_check_line70", "c10d_nan_check_line138",
-        "c10d_nan_check_line188", "c10d_nan_check_line217", "c10d_nan_check_v1",
-    ), _NAN_CHECK),
+    **dict.fromkeys(
+        (
+            "c10d_nan_check_line46",
+            "c10d_nan_check_line57",
+            "c10d_nan_check_line70",
+            "c10d_nan_check_line138",
+            "c10d_nan_check_line188",
+            "c10d_nan_check_line217",
+            "c10d_nan_check_v1",
+        ),
+        _NAN_CHECK,
+    ),
     "symm_mem_unsupported": Text(
         "symmetric-memory op not supported on this GPU or dtype",
         "A symmetric-memory primitive (multimem load-reduce or store, a bf16 add) ran on a GPU or with a dtype it "
@@ -549,7 +553,8 @@ TEXTS: dict[str, Text] = {
     "nvshmem_allToAllV_2d_573": _NVSHMEM_TILE,
     "nvshmem_allToAllV_2d_576": _NVSHMEM_TILE,
     "nvshmem_allToAllV_324": _internal(
-        "NVSHMEM all_to_all_vdev", "the kernel's blocks cover each peer's share exactly"),
+        "NVSHMEM all_to_all_vdev", "the kernel's blocks cover each peer's share exactly"
+    ),
     # torch.compile (Inductor-generated Triton kernels)
     "inductor_triton_index_lower_only": Text(
         "negative index in a torch.compile kernel",
@@ -584,45 +589,64 @@ TEXTS: dict[str, Text] = {
     # Internal invariants: never a made-up data cause
     "nll_loss_1d_single_thread_launch": _internal("nll_loss", "the 1-D reduction kernel runs as a single thread"),
     "nll_loss_backward_2d_index_overflow": _internal(
-        "nll_loss backward", "the flat offset into the gradient does not overflow"),
+        "nll_loss backward", "the flat offset into the gradient does not overflow"
+    ),
     "nll_loss2d_forward_input_index_overflow": _internal(
-        "nll_loss2d (cross_entropy on N x C x H x W)", "the flat offset into the input does not overflow; it follows "
+        "nll_loss2d (cross_entropy on N x C x H x W)",
+        "the flat offset into the input does not overflow; it follows "
         "the label check, so a bad label prints `t >= 0 && t < n_classes` instead",
-        extra=_OVERFLOW),
+        extra=_OVERFLOW,
+    ),
     "nll_loss2d_backward_grad_input_index_overflow": _internal(
-        "nll_loss2d backward", "the flat offset into the gradient does not overflow",
-        extra=_OVERFLOW),
+        "nll_loss2d backward", "the flat offset into the gradient does not overflow", extra=_OVERFLOW
+    ),
     "tma_scatter_add_requires_sm90": _internal(
-        "scatter_add_/index_add_ (TMA path)", "the TMA kernel only runs on sm_90 and later GPUs"),
+        "scatter_add_/index_add_ (TMA path)", "the TMA kernel only runs on sm_90 and later GPUs"
+    ),
     "depthwise_conv3d_backward_weight_block": _internal(
-        "depthwise Conv3d backward", "the kernel was launched with a power-of-two block size"),
-    "topk_gather_write_overflow": _internal("topk", "no more elements qualified than k",
-                                            extra=_NAN_SELECT),
+        "depthwise Conv3d backward", "the kernel was launched with a power-of-two block size"
+    ),
+    "topk_gather_write_overflow": _internal("topk", "no more elements qualified than k", extra=_NAN_SELECT),
     "topk_gather_write_start": _internal("topk", "the output slice holds every element written", extra=_NAN_SELECT),
     "radix_select_find_pattern_failed": _internal(
-        "topk / kthvalue / median", "radix selection found the k-th value", extra=_NAN_SELECT),
+        "topk / kthvalue / median", "radix selection found the k-th value", extra=_NAN_SELECT
+    ),
     "thc_topk_find_pattern_failed": _internal(
-        "topk / kthvalue / median", "radix selection found the k-th value",
-        extra=" Old (THC) releases had a known bug here on some sizes: upgrading PyTorch is the fix."),
+        "topk / kthvalue / median",
+        "radix selection found the k-th value",
+        extra=" Old (THC) releases had a known bug here on some sizes: upgrading PyTorch is the fix.",
+    ),
     "warp_merge_sort_block_x": _internal("sort / argsort", "the warp merge sort was launched one warp wide"),
     "warp_merge_sort_block_y": _internal("sort / argsort", "the warp merge sort's block height is within its limit"),
-    "reduce_output_vec_size": _internal("a reduction (sum, mean, max, norm, ...)",
-                                       "its vectorised output is one element wide"),
-    "reduce_unreachable": _internal("a reduction (sum, mean, max, norm, ...)",
-                                   "a code path meant never to run was not taken"),
+    "reduce_output_vec_size": _internal(
+        "a reduction (sum, mean, max, norm, ...)", "its vectorised output is one element wide"
+    ),
+    "reduce_unreachable": _internal(
+        "a reduction (sum, mean, max, norm, ...)", "a code path meant never to run was not taken"
+    ),
     "reduce_noutputs": _internal("a reduction (sum, mean, max, norm, ...)", "it writes a single output"),
     "vectorized_elementwise_vec8_128b_arch": _internal(
-        "an elementwise op", "the 8-wide vectorised kernel only runs on the GPU generations it was built for",
-        extra=" A wheel built for another GPU generation can reach it: check that the torch build matches the GPU."),
+        "an elementwise op",
+        "the 8-wide vectorised kernel only runs on the GPU generations it was built for",
+        extra=" A wheel built for another GPU generation can reach it: check that the torch build matches the GPU.",
+    ),
     "vectorized_elementwise_vec8_arch": _internal(
-        "an elementwise op", "the 8-wide vectorised kernel only runs on the GPU generations it was built for",
-        extra=" A wheel built for another GPU generation can reach it: check that the torch build matches the GPU."),
-    **{f"dynamic_cast_quantized_{q}_{side}": _internal(
-        "an op on a quantized tensor", f"the {'source' if side == 'src' else 'destination'} dtype is "
-        f"{ {'qint8': 'QInt8', 'quint8': 'QUInt8', 'qint32': 'QInt32'}[q]} as the kernel was built for")
-       for q in ("qint8", "quint8", "qint32") for side in ("src", "dest")},
+        "an elementwise op",
+        "the 8-wide vectorised kernel only runs on the GPU generations it was built for",
+        extra=" A wheel built for another GPU generation can reach it: check that the torch build matches the GPU.",
+    ),
+    **{
+        f"dynamic_cast_quantized_{q}_{side}": _internal(
+            "an op on a quantized tensor",
+            f"the {'source' if side == 'src' else 'destination'} dtype is "
+            f"{ {'qint8': 'QInt8', 'quint8': 'QUInt8', 'qint32': 'QInt32'}[q] } as the kernel was built for",
+        )
+        for q in ("qint8", "quint8", "qint32")
+        for side in ("src", "dest")
+    },
     "layer_norm_vectorized_double": _internal(
-        "layer_norm", "the vectorised kernel never runs on float64", extra=" Casting the input to float32 avoids it."),
+        "layer_norm", "the vectorised kernel never runs on float64", extra=" Casting the input to float32 avoids it."
+    ),
     # Third-party kernels users hit
     "tp_torch_scatter_segment_coo_unsorted": _UNSORTED,
     "tp_torch_scatter_segment_coo_broadcast_unsorted": _UNSORTED,
@@ -640,11 +664,21 @@ TEXTS: dict[str, Text] = {
         "Make knn_idx hold valid point indices (0..N0-1) of the same point cloud: build it from the same points, "
         "and check knn_idx.max() < points.size(1).",
     ),
-    **{f"tp_mmcv_assign_score_withk_{k}": _internal(
-        "assign_score_withk", f"a loop index stays below its bound ({cond})", who="mmcv")
-       for k, cond in (("b", "b < B"), ("kn", "kn < N0"), ("o", "o < O"), ("n", "n < N1"))},
-    **dict.fromkeys(("tp_vllm_flashmla_my_num_splits", "tp_vllm_flashmla_now_req_idx",
-                     "tp_vllm_flashmla_actual_num_splits", "tp_vllm_flashmla_now_idx"), _FLASHMLA),
+    **{
+        f"tp_mmcv_assign_score_withk_{k}": _internal(
+            "assign_score_withk", f"a loop index stays below its bound ({cond})", who="mmcv"
+        )
+        for k, cond in (("b", "b < B"), ("kn", "kn < N0"), ("o", "o < O"), ("n", "n < N1"))
+    },
+    **dict.fromkeys(
+        (
+            "tp_vllm_flashmla_my_num_splits",
+            "tp_vllm_flashmla_now_req_idx",
+            "tp_vllm_flashmla_actual_num_splits",
+            "tp_vllm_flashmla_now_idx",
+        ),
+        _FLASHMLA,
+    ),
     "tp_vllm_deepselect_nan": Text(
         "NaN in the scores of vLLM's top-k selection",
         "vLLM's sparse-attention top-k kernel (_deepselect_C) found NaN in its scores, printed this line and trapped "
@@ -814,8 +848,9 @@ UNSURE: dict[str, tuple[str, ...]] = {
 }
 #: A weak failure point (frame_points' ``unsure``: a loss or labels seen in the frames, a sync that only surfaced
 #: the failure) names the likeliest cause and ranks it with the others (UNSURE's "loss", "segmentation", "sync").
-UNSURE_POINT_LEAD = ("The frames or the error point to this cause but do not prove it; the likely causes, most "
-                     "common first:")
+UNSURE_POINT_LEAD = (
+    "The frames or the error point to this cause but do not prove it; the likely causes, most common first:"
+)
 #: A failure point seen only at a later call that used the result (frame_points: late frames).
 FRAME_LATE = (
     "The frame where it surfaced ({where}) only used the result: without CUDA_LAUNCH_BLOCKING=1 CUDA reports a "

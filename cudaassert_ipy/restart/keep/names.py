@@ -17,8 +17,8 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from cudaassert_ipy.base.wording import error_line
 
@@ -26,16 +26,74 @@ __all__ = ["CellNames", "is_keep_marked", "read_cell"]
 
 _KEEP_MARK = re.compile(r"^\s*#\s*cudaassert\s*:\s*keep\b", re.IGNORECASE)
 # method names that change their receiver (pandas, numpy, torch, containers, sklearn, datasets, tokenizers)
-MUTATORS = frozenset({
-    "append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "add", "discard",
-    "sort", "reverse", "shuffle", "fill", "resize", "put", "itemset", "setflags", "fit", "partial_fit",
-    "fit_transform", "set_params", "set_format", "set_transform", "reset_format", "add_tokens",
-    "add_special_tokens", "train_from_iterator", "to", "cuda", "cpu", "half", "float", "double", "bfloat16",
-    "train", "eval", "requires_grad_", "zero_grad", "apply", "load_state_dict", "register_buffer",
-    "register_parameter", "add_module", "register_forward_hook", "register_forward_pre_hook", "seed",
-    "set_index", "reset_index", "rename", "drop", "dropna", "fillna", "replace", "sort_values", "sort_index",
-    "set_axis", "astype", "__setitem__", "__delitem__", "__iadd__", "write", "close",
-})
+MUTATORS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "pop",
+        "popitem",
+        "remove",
+        "clear",
+        "update",
+        "setdefault",
+        "add",
+        "discard",
+        "sort",
+        "reverse",
+        "shuffle",
+        "fill",
+        "resize",
+        "put",
+        "itemset",
+        "setflags",
+        "fit",
+        "partial_fit",
+        "fit_transform",
+        "set_params",
+        "set_format",
+        "set_transform",
+        "reset_format",
+        "add_tokens",
+        "add_special_tokens",
+        "train_from_iterator",
+        "to",
+        "cuda",
+        "cpu",
+        "half",
+        "float",
+        "double",
+        "bfloat16",
+        "train",
+        "eval",
+        "requires_grad_",
+        "zero_grad",
+        "apply",
+        "load_state_dict",
+        "register_buffer",
+        "register_parameter",
+        "add_module",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "seed",
+        "set_index",
+        "reset_index",
+        "rename",
+        "drop",
+        "dropna",
+        "fillna",
+        "replace",
+        "sort_values",
+        "sort_index",
+        "set_axis",
+        "astype",
+        "__setitem__",
+        "__delitem__",
+        "__iadd__",
+        "write",
+        "close",
+    }
+)
 # top-level calls that only show something: replaying or skipping them changes nothing
 DISPLAY_CALLS = frozenset({"print", "display", "pprint", "Markdown", "HTML"})
 DISPLAY_METHODS = frozenset({"head", "tail", "describe", "info", "sample", "summary", "show"})
@@ -152,8 +210,11 @@ class _Walker(ast.NodeVisitor):
 
     def imports(self) -> frozenset[tuple[str, str]]:
         """Names bound by exactly one import and nothing else: binding them again is idempotent."""
-        return frozenset((n, next(iter(w))) for n, w in self.imported.items()
-                         if len(w) == 1 and n not in self.assigned and n not in self.changes)
+        return frozenset(
+            (n, next(iter(w)))
+            for n, w in self.imported.items()
+            if len(w) == 1 and n not in self.assigned and n not in self.changes
+        )
 
     visit_ImportFrom = visit_Import
 
@@ -177,8 +238,10 @@ class _Walker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        inplace = any(k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
-                      for k in node.keywords)
+        inplace = any(
+            k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+            for k in node.keywords
+        )
         if isinstance(func, ast.Attribute):
             root = _root(func.value)
             if root is not None and (func.attr in MUTATORS or func.attr.endswith("_") or inplace):

@@ -14,9 +14,10 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from cudaassert_ipy.base.wording import PREFIX, error_line
 from cudaassert_ipy.restart import plan_files
@@ -126,8 +127,9 @@ def open_checked(path: Path, name: str) -> io.BufferedReader:
 
 
 @contextlib.contextmanager
-def opened(key: str, stamp: float, namespace: dict[str, Any], directory: Path | None = None,
-           now: float | None = None) -> Iterator[Restorer]:
+def opened(
+    key: str, stamp: float, namespace: dict[str, Any], directory: Path | None = None, now: float | None = None
+) -> Iterator[Restorer]:
     """The kept values of plan ``key`` made at ``stamp``, checked; the directory is removed on exit."""
     path = keep_dir(key, directory)
     restorer = Restorer(namespace)
@@ -158,8 +160,9 @@ def opened(key: str, stamp: float, namespace: dict[str, Any], directory: Path | 
         return
     try:
         restorer.cells = data["cells"]
-        restorer.entries = [Stored(e["name"], e["offset"], e["size"], e["seconds"], e.get("fresh") is True)
-                            for e in data["entries"]]
+        restorer.entries = [
+            Stored(e["name"], e["offset"], e["size"], e["seconds"], e.get("fresh") is True) for e in data["entries"]
+        ]
         restorer.entry_cells = [e["cell"] for e in data["entries"]]
         restorer.reader = StreamReader(values, namespace)
         yield restorer

@@ -5,15 +5,26 @@ Standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, TypedDict
+from typing import Any, TypedDict
 
 from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart import plan_files
 
-__all__ = ["KeepBudget", "KeepCell", "KeepCellOutcome", "KeepResult", "ManifestCell", "ManifestEntry", "NameOutcome",
-           "human_size", "keep_dir", "report"]
+__all__ = [
+    "KeepBudget",
+    "KeepCell",
+    "KeepCellOutcome",
+    "KeepResult",
+    "ManifestCell",
+    "ManifestEntry",
+    "NameOutcome",
+    "human_size",
+    "keep_dir",
+    "report",
+]
 
 KEEP_VERSION = 1
 MANIFEST, VALUES = "manifest.json", "values.pickle"
@@ -27,15 +38,19 @@ LOAD_FAILED = "`{name}` could not be loaded in this kernel ({error})"
 NOT_SAVED = "it was not saved ({why})"
 # one-line notes
 SAVE_FAILED = "{prefix} Kept cells could not be saved ({why}); they replay instead."
-RESTORE_REFUSED = ("{prefix} The kept values in {path} were refused: {why}. Nothing was restored from them; the kept "
-                   "cells replay instead.")
+RESTORE_REFUSED = (
+    "{prefix} The kept values in {path} were refused: {why}. Nothing was restored from them; the kept "
+    "cells replay instead."
+)
 # the replay view's lines
 KEPT_LINE = "[{number}] kept: {names} (saved in {save:.1f} s, loaded in {load:.1f} s)"
 KEPT_NAME = "`{name}` {size}"
 REPLAYED_LINE = "[{number}] replayed: {reason}"
 KEPT_HEADER = "{prefix} Kept across the restart:"
-SUGGEST = ("{prefix} Replaying {cells} took {seconds:.1f} s, and they bind only CPU values: keep them across the next "
-           "restart with `%cudaassert setup keep {numbers}` (or a first line `# cudaassert: keep`).")
+SUGGEST = (
+    "{prefix} Replaying {cells} took {seconds:.1f} s, and they bind only CPU values: keep them across the next "
+    "restart with `%cudaassert setup keep {numbers}` (or a first line `# cudaassert: keep`)."
+)
 SUGGEST_MIN_SECONDS = 2.0  # a replayed cell faster than this is not worth keeping
 SUGGEST_MAX = 3
 
@@ -105,10 +120,15 @@ class KeepCellOutcome:
     def line(self) -> str:
         if not self.kept:
             return REPLAYED_LINE.format(number=self.number, reason=self.reason)
-        names = ", ".join(KEPT_NAME.format(name=n.name, size="deleted" if n.absent else human_size(n.size))
-                          for n in self.names)
-        return KEPT_LINE.format(number=self.number, names=names or "no names",
-                                save=sum(n.seconds for n in self.names), load=self.load_seconds)
+        names = ", ".join(
+            KEPT_NAME.format(name=n.name, size="deleted" if n.absent else human_size(n.size)) for n in self.names
+        )
+        return KEPT_LINE.format(
+            number=self.number,
+            names=names or "no names",
+            save=sum(n.seconds for n in self.names),
+            load=self.load_seconds,
+        )
 
 
 @dataclass(frozen=True)

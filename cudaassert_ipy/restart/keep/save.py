@@ -12,8 +12,9 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.base.atomic_file import write_atomic
 from cudaassert_ipy.base.wording import PREFIX, error_line
@@ -62,8 +63,15 @@ def _write_manifest(path: Path, manifest: dict[str, Any]) -> None:
     write_atomic(path / MANIFEST, json.dumps(manifest, indent=1), mode=0o600)
 
 
-def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str, Any],
-         budget: KeepBudget | None = None, directory: Path | None = None, expires: float | None = None) -> KeepResult:
+def save(
+    key: str,
+    stamp: float,
+    cells: Sequence[KeepCell],
+    namespace: dict[str, Any],
+    budget: KeepBudget | None = None,
+    directory: Path | None = None,
+    expires: float | None = None,
+) -> KeepResult:
     """Save the kept cells' names for the plan ``key`` (made at ``stamp``); every failure is a reason, not a raise."""
     started = time.perf_counter()
     budget = budget or KeepBudget()
@@ -74,8 +82,17 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
         return KeepResult()
 
     def result(stored: dict[int, list[NameOutcome]], note: str | None = None, path: Path | None = None) -> KeepResult:
-        out = tuple(KeepCellOutcome(cells[i].number, cells[i].cell_id, cells[i].source, i in stored,
-                                    tuple(stored.get(i, ())), None if i in stored else reasons.get(i)) for i in asked)
+        out = tuple(
+            KeepCellOutcome(
+                cells[i].number,
+                cells[i].cell_id,
+                cells[i].source,
+                i in stored,
+                tuple(stored.get(i, ())),
+                None if i in stored else reasons.get(i),
+            )
+            for i in asked
+        )
         return KeepResult(out, path, time.perf_counter() - started, note)
 
     try:
@@ -104,14 +121,30 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
         # a cell that failed now replays: kept cells before it whose names it changes must replay too
         drop_overwritten(cells, {i: names[i] for i in stored}, reasons)
         stored = {i: v for i, v in stored.items() if i not in reasons}
-        _write_manifest(path, {
-            "version": KEEP_VERSION, "key": key, "stamp": stamp, "created": time.time(),
-            "expires": expires if expires is not None else time.time() + plan_files.PLAN_TTL,
-            "writer_pid": os.getpid(), "entries": entries,
-            "cells": [{"index": i, "number": cells[i].number, "cell_id": cells[i].cell_id, "source": cells[i].source,
-                       "kept": i in stored, "reason": reasons.get(i),
-                       "names": [vars(n) for n in stored.get(i, ())]} for i in asked],
-        })  # the cells that are not kept too: the new kernel says why it replays them
+        _write_manifest(
+            path,
+            {
+                "version": KEEP_VERSION,
+                "key": key,
+                "stamp": stamp,
+                "created": time.time(),
+                "expires": expires if expires is not None else time.time() + plan_files.PLAN_TTL,
+                "writer_pid": os.getpid(),
+                "entries": entries,
+                "cells": [
+                    {
+                        "index": i,
+                        "number": cells[i].number,
+                        "cell_id": cells[i].cell_id,
+                        "source": cells[i].source,
+                        "kept": i in stored,
+                        "reason": reasons.get(i),
+                        "names": [vars(n) for n in stored.get(i, ())],
+                    }
+                    for i in asked
+                ],
+            },
+        )  # the cells that are not kept too: the new kernel says why it replays them
     except OSError as e:
         shutil.rmtree(path, ignore_errors=True)
         why = error_line(e)
@@ -121,8 +154,14 @@ def save(key: str, stamp: float, cells: Sequence[KeepCell], namespace: dict[str,
     return result(stored, path=path)
 
 
-def _save_cell(writer: StreamWriter, index: int, names: frozenset[str], namespace: dict[str, Any],
-               entries: list[ManifestEntry], reasons: dict[int, str]) -> list[NameOutcome] | None:
+def _save_cell(
+    writer: StreamWriter,
+    index: int,
+    names: frozenset[str],
+    namespace: dict[str, Any],
+    entries: list[ManifestEntry],
+    reasons: dict[int, str],
+) -> list[NameOutcome] | None:
     outcomes = []
     for name in sorted(names):
         if name not in namespace:
@@ -133,14 +172,21 @@ def _save_cell(writer: StreamWriter, index: int, names: frozenset[str], namespac
         except Refused as e:
             reasons[index] = WITH_NAME.format(name=name, why=e)
             return None
-        entries.append({"cell": index, "name": name, "offset": s.offset, "size": s.size, "seconds": s.seconds,
-                        "fresh": s.fresh})
+        entries.append(
+            {"cell": index, "name": name, "offset": s.offset, "size": s.size, "seconds": s.seconds, "fresh": s.fresh}
+        )
         outcomes.append(NameOutcome(name, s.size, s.seconds))
     return outcomes
 
 
-def save_for_plan(plan: ResumePlan, records: Iterable[HistoryCell], picked: Collection[int], namespace: dict[str, Any],
-                  budget: KeepBudget | None = None, directory: Path | None = None) -> KeepResult:
+def save_for_plan(
+    plan: ResumePlan,
+    records: Iterable[HistoryCell],
+    picked: Collection[int],
+    namespace: dict[str, Any],
+    budget: KeepBudget | None = None,
+    directory: Path | None = None,
+) -> KeepResult:
     """The old kernel's step before it restarts: save the kept cells of ``plan`` (a ResumePlan: ``key``,
     ``created`` as the stamp, ``expires``, ``cells``), reading the whole history ``records``."""
     cells = cells_for_plan(list(records), plan.cells, picked)

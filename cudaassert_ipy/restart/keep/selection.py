@@ -10,7 +10,8 @@ reason the replay shows.
 from __future__ import annotations
 
 import types
-from typing import Any, Collection, Protocol, Sequence
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol
 
 from cudaassert_ipy.base.wording import PREFIX
 from cudaassert_ipy.restart.cell_history import replayable_source
@@ -50,8 +51,7 @@ def decide(cells: Sequence[KeepCell], namespace: dict[str, Any]) -> tuple[dict[i
         if not cell.keep:
             continue
         read = read_cell(cell.source)
-        module = next((n for n in sorted(read.changes)
-                       if isinstance(namespace.get(n), types.ModuleType)), None)
+        module = next((n for n in sorted(read.changes) if isinstance(namespace.get(n), types.ModuleType)), None)
         if read.error is not None:
             reasons[i] = UNREADABLE.format(error=read.error)
         elif read.effect is not None:
@@ -86,8 +86,9 @@ def drop_overwritten(cells: Sequence[KeepCell], names: dict[int, frozenset[str]]
 
 
 # -- joining the restart, and offering cells for next time -----------------------------------------
-def cells_for_plan(records: Sequence[HistoryCell], plan_cells: Sequence[HistoryCell],
-                   picked: Collection[int] = ()) -> list[KeepCell]:
+def cells_for_plan(
+    records: Sequence[HistoryCell], plan_cells: Sequence[HistoryCell], picked: Collection[int] = ()
+) -> list[KeepCell]:
     """The old kernel's history in execution order (for the later-change rule), ``keep`` on the plan's cells
     that have a first line ``# cudaassert: keep`` or were picked (``%cudaassert setup keep 3,4``, the panel).
 
@@ -102,8 +103,11 @@ def cells_for_plan(records: Sequence[HistoryCell], plan_cells: Sequence[HistoryC
     return out
 
 
-def suggest(replayed: Sequence[tuple[int | None, str, float]], namespace: dict[str, Any],
-            min_seconds: float = SUGGEST_MIN_SECONDS) -> str | None:
+def suggest(
+    replayed: Sequence[tuple[int | None, str, float]],
+    namespace: dict[str, Any],
+    min_seconds: float = SUGGEST_MIN_SECONDS,
+) -> str | None:
     """After a replay: the slowest replayed cells (number, source, seconds) that bound only CPU values,
     offered for keeping next time. Looks at each name's value itself, not inside it (that is the save's job)."""
     picks = []
@@ -120,5 +124,9 @@ def suggest(replayed: Sequence[tuple[int | None, str, float]], namespace: dict[s
         return None
     picks = sorted(picks, reverse=True)[:SUGGEST_MAX]
     numbers = sorted(n for _, n in picks)
-    return SUGGEST.format(prefix=PREFIX, cells=", ".join(f"[{n}]" for n in numbers),
-                          seconds=sum(s for s, _ in picks), numbers=",".join(map(str, numbers)))
+    return SUGGEST.format(
+        prefix=PREFIX,
+        cells=", ".join(f"[{n}]" for n in numbers),
+        seconds=sum(s for s, _ in picks),
+        numbers=",".join(map(str, numbers)),
+    )

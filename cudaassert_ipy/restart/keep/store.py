@@ -114,8 +114,18 @@ class _Limits(io.RawIOBase):
         return n
 
 
-def _notebook_function(namespace: dict[str, Any], code: types.CodeType, name: str, qualname: str,
-                       defaults: Any, kwdefaults: Any, closure: Any, attrs: Any, doc: Any, module: Any) -> Any:
+def _notebook_function(
+    namespace: dict[str, Any],
+    code: types.CodeType,
+    name: str,
+    qualname: str,
+    defaults: Any,
+    kwdefaults: Any,
+    closure: Any,
+    attrs: Any,
+    doc: Any,
+    module: Any,
+) -> Any:
     """A notebook-defined function again, whose globals are the new kernel's namespace (as re-running ``def``)."""
     f = types.FunctionType(code, namespace, name, defaults, closure)
     f.__qualname__, f.__kwdefaults__, f.__doc__, f.__module__ = qualname, kwdefaults, doc, module
@@ -160,9 +170,17 @@ def _pickler_class() -> type:
                 if self.namespace.get(name) is obj and obj is not self.top:
                     return _notebook_global, (name,)
             if is_function and obj.__globals__ is self.namespace:
-                return _notebook_function, (obj.__code__, obj.__name__, obj.__qualname__,
-                                            obj.__defaults__, obj.__kwdefaults__, obj.__closure__,
-                                            obj.__dict__ or None, obj.__doc__, obj.__module__)
+                return _notebook_function, (
+                    obj.__code__,
+                    obj.__name__,
+                    obj.__qualname__,
+                    obj.__defaults__,
+                    obj.__kwdefaults__,
+                    obj.__closure__,
+                    obj.__dict__ or None,
+                    obj.__doc__,
+                    obj.__module__,
+                )
             return super().reducer_override(obj)
 
     return CheckingPickler
@@ -183,8 +201,9 @@ class StreamWriter:
     """Dumps names one after another into ``f``; a failed name is cut off the file and clears the memo
     (copying the memo before every name to roll it back costs O(objects) per name)."""
 
-    def __init__(self, f: BinaryIO, namespace: dict[str, Any], deadline: float, budget_s: float, limit: int,
-                 limit_text: str) -> None:
+    def __init__(
+        self, f: BinaryIO, namespace: dict[str, Any], deadline: float, budget_s: float, limit: int, limit_text: str
+    ) -> None:
         self.f = f
         self.limits = _Limits(f, deadline, budget_s, limit, limit_text)
         self.pickler = _pickler_class()(self.limits, namespace)
