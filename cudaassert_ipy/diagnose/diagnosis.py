@@ -199,8 +199,8 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
         context_dead=dead,
         cause_id=which.id or det.kind.value,
         title=which.text.title,
-        headline=f"{state} · {LIKELY if candidates and which.id not in _GENERIC_IDS else ''}{which.text.title}"
-        + (f" in {op}" if op else ""),
+        headline=f"{state} · {LIKELY if candidates[:1] in _GUESSES and which.id not in _GENERIC_IDS else ''}"
+        f"{which.text.title}" + (f" in {op}" if op else ""),
         status=status,
         specific=specific,
         explanation=which.text.explanation,
@@ -380,6 +380,8 @@ NOTHING_DECIDES = (
     "likely causes are ranked by how common they are"
 )
 RANKED_LEAD = "Ranked from the line that calls the failing op; check them in this order:"
+#: The leads of a cause ranked first, not decided: its headline says "likely" (a lookup's lead only asks which table).
+_GUESSES = ((UNSURE_POINT_LEAD,), (RANKED_LEAD,))
 _RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON)
 
 
