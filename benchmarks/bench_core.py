@@ -178,20 +178,17 @@ def bench_framework(env: dict[str, str]) -> tuple[str, str, str] | None:
 
     if importlib.util.find_spec("lightning") is None:
         return None
-    out = (
-        subprocess.run(
-            [sys.executable, "-c", FRAMEWORK_CODE],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            check=True,
-            env=env,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
+    out = _last_line(FRAMEWORK_CODE, env)
     ms, depth, follow = out.split("|", 2)
     return ms, depth, follow
+
+
+def _last_line(code: str, env: dict[str, str]) -> str:
+    """The last line a child running ``code`` prints; its stderr (the tee's copy of assertion lines) is dropped."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True, env=env
+    )
+    return done.stdout.strip().splitlines()[-1]
 
 
 def main() -> None:
@@ -210,18 +207,7 @@ def main() -> None:
         ).stdout.split(),
     )
     # the 10,000 lines go to this child's real stderr too (that is the tee): send them to /dev/null
-    out = (
-        subprocess.run(
-            [sys.executable, "-c", REPORT_CODE],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            check=True,
-            env=env,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
+    out = _last_line(REPORT_CODE, env)
     report_ms, site = out.split("|", 1)
     rows = [
         (
