@@ -9,7 +9,9 @@ with the key of what to check in :data:`cudaassert_ipy.diagnose.hints.CODE_CHECK
 
 A line that only used an earlier result (``loss.item()``, ``label.cuda()``) says where the failure surfaced, not
 where it ran: its rule says what ran before it. The innermost user line with a rule wins; a line that ran the op
-beats one where it only surfaced.
+beats one where it only surfaced. A frame whose line no rule reads may still name its op by its function
+(``def focal_loss``); when no user line is read, an installed package's lines are (its loss, its model's lookup),
+never PyTorch's own module calls, and never a package's line that only used a result.
 """
 
 from __future__ import annotations
@@ -41,10 +43,15 @@ class CodeRule:
     code: str  # a pattern searched in the printed line
     ranked: tuple[tuple[str, str], ...]  # (cause id, key of hints.CODE_CHECKS)
     late: bool = False  # the line only used a result: the failure ran before it
+    func: str = ""  # a pattern over the frame's function name, read when no rule reads the line (``focal_loss``)
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
         return re.compile(self.code)
+
+    @cached_property
+    def func_pattern(self) -> re.Pattern[str] | None:
+        return re.compile(self.func) if self.func else None
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,10 @@ class Ranking:
         return f"{name}:{self.frame.line}" if self.frame.line else name
 
 
+#: PyTorch's own frames: the module call, the autograd engine; they run whatever the user's model asked for.
+_TORCH = re.compile(r"/torch/")
+
+
 def _rule(entry: dict[str, object]) -> CodeRule:
     ranked = entry.get("ranked") or ()
     pairs = tuple(tuple(str(item).split(":", 1)) for item in ranked) if isinstance(ranked, list) else ()
@@ -78,6 +89,7 @@ def _rule(entry: dict[str, object]) -> CodeRule:
         code=str(entry["code"]),
         ranked=tuple((p[0], p[1]) for p in pairs if len(p) == 2),
         late=bool(entry.get("late")),
+        func=str(entry.get("func") or ""),
     )
 
 
@@ -93,15 +105,27 @@ def is_user_frame(frame: Frame) -> bool:
     return bool(frame.code) and _LIBRARY.search(frame.norm_path) is None
 
 
-def rank(frames: Sequence[Frame], catalogue: Sequence[CodeRule] | None = None) -> Ranking | None:
+def _is_package_frame(frame: Frame) -> bool:
+    """A line of an installed package other than PyTorch itself (whose module calls run what the model asked)."""
+    return bool(frame.code) and not is_user_frame(frame) and _TORCH.search(frame.norm_path) is None
+
+
+def rank(frames: Sequence[Frame], catalogue: Sequence[CodeRule] | None = None, library: bool = False) -> Ranking | None:
     """The ranking of the innermost user line a rule reads, in the first traceback printed (an op that ran beats a
-    line where the failure only surfaced). None when no user line calls anything a rule knows."""
+    line where the failure only surfaced). None when no user line calls anything a rule knows.
+
+    ``library``: read the other frames instead (an installed package's loss or model code, not torch's own), for a
+    traceback whose user lines call nothing a rule knows; a line there that only used a result (a trainer's
+    ``loss.backward()``) says nothing of the user's model, so only lines that ran an op count."""
     first = min((f.block for f in frames), default=0)
-    own = [f for f in frames if f.block == first and is_user_frame(f)]
+    chosen_rules = rules() if catalogue is None else catalogue
+    own = [f for f in frames if f.block == first and (_is_package_frame(f) if library else is_user_frame(f))]
     found: list[Ranking] = []
     for frame in reversed(own):  # innermost first
-        rule = next((r for r in (rules() if catalogue is None else catalogue) if r.pattern.search(frame.code)), None)
-        if rule is not None:
+        rule = next((r for r in chosen_rules if r.pattern.search(frame.code)), None)
+        name = frame.func.rsplit(".", 1)[-1]
+        rule = rule or next((r for r in chosen_rules if r.func_pattern and r.func_pattern.search(name)), None)
+        if rule is not None and not (library and rule.late):
             found.append(Ranking(rule, frame))
     ran = [r for r in found if not r.rule.late]
     chosen = ran or found

@@ -393,7 +393,8 @@ def _guarded_ranking(ev: Evidence, which: _Cause, notes: list[str]) -> Ranking |
     try:
         from cudaassert_ipy.diagnose.code_lines import rank
 
-        return rank(ev.frames)
+        # no user line a rule reads: a package's own loss or model line may, where no framework ranks the causes
+        return rank(ev.frames) or (rank(ev.frames, library=True) if _framework_key(ev) == "any" else None)
     except Exception as e:  # a broken rule costs one note, not the report
         notes.append(RULE_FAILED.format(rule="code_lines", error=f"{type(e).__name__}: {e}"))
         return None
@@ -450,12 +451,16 @@ def _candidates(
         return ()
     if ev.sites and which.cause is not None and which.cause.id != GENERIC_ID:
         return ()
+    return (UNSURE_LEAD, *UNSURE[_framework_key(ev)])
+
+
+def _framework_key(ev: Evidence) -> str:
+    """The UNSURE key of the framework the frames' module paths name ("any": none that ranks its own causes)."""
     paths = " ".join(f.norm_path for f in ev.frames)
-    key = "any"
     if "transformers/" in paths or "peft/" in paths or "trl/" in paths:
-        key = "transformers"
-    elif any(p in paths for p in ("ultralytics/", "yolov5", "detection/", "mmdet/", "detectron2/")):
-        key = "detection"
-    elif any(p in paths for p in ("torch_geometric/", "dgl/", "torch_scatter/")):
-        key = "graph"
-    return (UNSURE_LEAD, *UNSURE[key])
+        return "transformers"
+    if any(p in paths for p in ("ultralytics/", "yolov5", "detection/", "mmdet/", "detectron2/")):
+        return "detection"
+    if any(p in paths for p in ("torch_geometric/", "dgl/", "torch_scatter/")):
+        return "graph"
+    return "any"

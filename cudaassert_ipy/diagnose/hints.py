@@ -527,6 +527,18 @@ CODE_CHECKS: dict[str, str] = {
         "sequences longer than the model's position table: compare the input's length with "
         "max_position_embeddings, and truncate (max_length=...)"
     ),
+    "category_codes": (
+        "categorical codes (or user / item / field ids) >= the size their embedding was built with: compare each "
+        "categorical column's largest code with its embedding's cardinality (cat_dims, field_dims, input_dim, "
+        "cardinality, embedding_sizes); count the categories over every split the model will see (a category "
+        "unseen in training, at prediction time) or map unseen ones to a reserved code, and shift ids that start "
+        "at 1"
+    ),
+    "graph_nodes": (
+        "an edge_index node id >= the number of nodes: compare edge_index.max() with x.size(0) (num_nodes); "
+        "re-index the edges after dropping or sampling nodes, give every node an edge names a row of features, "
+        "and use cached=True on a conv only when every call gets the same graph"
+    ),
 }
 
 

@@ -1,0 +1,119 @@
+"""Honest when unsure, reading what the text holds (#25): a graph or a categorical lookup in the user's own line, a
+package's loss or op line when the user's lines call nothing a rule knows, and the categorical-embedding reading of a
+lookup that names no table. The generic sentence stays for text that holds nothing. Every text is written for the
+test, in the form Python and PyTorch print it."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.pastes import ASSERT
+from helpers.pastes import first as _first
+from helpers.pastes import trace as _trace
+
+from cudaassert_ipy.diagnose import hints
+from cudaassert_ipy.diagnose.causes import GENERIC_ID
+from cudaassert_ipy.diagnose.causes.texts import UNSURE
+
+SITE = "/srv/env/lib/python3.11/site-packages/"
+MODULE = (SITE + "torch/nn/modules/module.py", 1736, "_call_impl", "return forward_call(*args, **kwargs)")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "logits = gnn(batch.x, batch.edge_index, batch.batch)",  # PyG's Data fields
+        "out = self.conv3(x, edge_index, edge_weight=w)",
+        "g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'h'))",  # DGL's message passing
+        "feats = blk.srcdata['feat']",
+    ],
+)
+def test_a_graph_line_ranks_node_ids_first(code: str) -> None:
+    d = _first(
+        _trace(
+            ("/home/ana/gnn/run.py", 58, "<module>", "step(model, loader)"),
+            MODULE,
+            ("/home/ana/gnn/net.py", 19, "forward", code),
+        )
+    )
+    assert d.cause_id == "graph_node_index_out_of_range" and d.headline.endswith(
+        "likely node id out of range in a graph"
+    )
+    assert d.basis == f"a code line: net.py:19 (`{code}`), ranked, not decided"
+    assert d.candidates[1] == hints.CODE_CHECKS["graph_nodes"] and "labels.max()" in d.candidates[2]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "vecs = [table(X_cat[:, k]) for k, table in enumerate(self.emb_layers)]",
+        "u = self.user_embedding(user_ids)",
+        "pred = net(x_numeric, cat_features)",
+        "z = self.field_emb(fields + self.offsets)",
+    ],
+)
+def test_a_lookup_of_categorical_codes_ranks_the_embeddings_cardinality_first(code: str) -> None:
+    d = _first(
+        _trace(
+            ("/opt/rec/train.py", 120, "fit", code), error="RuntimeError: CUDA error: device-side assert triggered\n"
+        )
+    )
+    assert d.cause_id == "index_select_out_of_range" and "likely" in d.headline
+    assert d.candidates[1] == hints.CODE_CHECKS["category_codes"] and "cardinality" in d.candidates[1]
+
+
+def test_a_packages_loss_named_by_its_function_ranks_class_labels() -> None:
+    d = _first(
+        _trace(
+            ("/home/li/seg/main.py", 12, "<module>", "runner.train()"),
+            (SITE + "segkit/losses/combo.py", 88, "dice_focal_loss", "w = self.alpha * p_t ** self.gamma"),
+        )
+    )
+    assert d.cause_id == "nll_loss_target_out_of_range"
+    assert d.basis.startswith("a code line: combo.py:88") and d.candidates[1] == hints.CODE_CHECKS["labels"]
+
+
+def test_a_packages_op_line_ranks_when_the_users_lines_call_nothing_a_rule_knows() -> None:
+    d = _first(
+        _trace(
+            ("/work/exp.py", 7, "<module>", "main(cfg)"),
+            (SITE + "tinyrec/model.py", 240, "score", "chosen = torch.gather(scores, 1, cand)"),
+            MODULE,
+        )
+    )
+    assert d.cause_id == "scatter_gather_index_out_of_range_v1" and d.basis.startswith("a code line: model.py:240")
+
+
+def test_the_users_line_wins_over_a_packages_line() -> None:
+    d = _first(
+        _trace(
+            ("/work/exp.py", 30, "<module>", "loss = crit(out, tgt)"),
+            (SITE + "tinyrec/model.py", 240, "score", "chosen = torch.gather(scores, 1, cand)"),
+        )
+    )
+    assert d.cause_id == "nll_loss_target_out_of_range" and d.basis.startswith("a code line: exp.py:30")
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        (SITE + "somekit/trainer.py", 402, "training_step_end", "loss.backward()"),  # only used a result
+        (SITE + "torch/_tensor.py", 626, "backward", "torch.autograd.backward(self, gradient)"),  # torch's own
+        (SITE + "transformers/trainer.py", 3650, "training_step", "loss = self.compute_loss(model, inputs)"),
+    ],
+)
+def test_package_lines_that_say_nothing_of_the_users_model_rank_nothing(frame: tuple[str, int, str, str]) -> None:
+    d = _first(_trace(("/work/exp.py", 3, "<module>", "run()"), frame))
+    assert d.cause_id == GENERIC_ID and d.candidates[0].startswith("Nothing in the text decides")
+
+
+def test_a_lookup_that_names_no_table_ranks_categorical_codes_after_tokens_and_positions() -> None:
+    for error in ("IndexError: index out of range in self\n", "RuntimeError: index out of range in self\n"):
+        d = _first(error)
+        assert d.candidates[1:] == UNSURE["lookup"]
+        assert "cat_dims" in d.candidates[3] and "unseen" in d.candidates[3]
+
+
+def test_a_bare_assert_keeps_the_generic_answer_and_names_categorical_codes_among_embedding_ids() -> None:
+    d = _first(ASSERT)
+    assert d.cause_id == GENERIC_ID and d.candidates[1:] == UNSURE["any"]
+    assert any("categorical column" in c for c in d.candidates)
