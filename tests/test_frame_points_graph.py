@@ -200,3 +200,30 @@ def test_a_layoutlm_frame_names_the_box_coordinates() -> None:
         )
     )
     assert d.cause_id == "index_select_out_of_range" and "0..1000" in (d.likely_fix or "")
+
+
+@pytest.mark.parametrize(
+    "package, module, func, code",
+    [
+        ("deepctr_torch", "models/basemodel.py", "input_from_feature_columns", "embedding_dict[feat.embedding_name]("),
+        ("pytorch_tabular", "models/common/layers/embeddings.py", "forward", "embed = self.cat_embedding_layers[i]("),
+        ("recbole", "model/abstract_recommender.py", "forward", "user_e = self.user_embedding(user)"),
+    ],
+)
+def test_a_lookup_in_a_tabular_or_recommender_package_is_a_category_code_past_its_cardinality(
+    package: str, module: str, func: str, code: str
+) -> None:
+    frames = (
+        ("/home/bo/ctr/fit.py", 61, "<module>", "model.fit(train_x, train_y, epochs=4)"),
+        (SITE + f"{package}/{module}", 283, func, code),
+        (SITE + "torch/nn/modules/sparse.py", 190, "forward", "return F.embedding("),
+        (SITE + "torch/nn/functional.py", 2551, "embedding", "return torch.embedding(weight, input, padding_idx)"),
+    )
+    for error in (
+        "IndexError: index out of range in self\n",
+        "RuntimeError: CUDA error: device-side assert triggered\n",
+    ):
+        d = _first(_trace(*frames, error=error))
+        assert d.cause_id == "index_select_out_of_range" and d.basis.startswith(f"a frame: {module.rsplit('/', 1)[-1]}")
+        assert "categorical" in (d.specific or "") and "cardinality" in (d.likely_fix or "")
+        assert "resize_token_embeddings" not in (d.likely_fix or "")

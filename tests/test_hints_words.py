@@ -236,6 +236,7 @@ HINT_WORDS: dict[str, Words] = {
     "FRAME_FIXES[gluonts_cardinality]": says("cardinality", "static_cardinalities", "unseen categories"),
     "FRAME_FIXES[tabnet_cat_dims]": says("cat_dims", "0..cat_dims[i]-1", "unseen in training", "categorical"),
     "FRAME_FIXES[widedeep_dims]": says("wide_dim", "input_dim", "np.unique", "transform()"),
+    "FRAME_FIXES[category_codes]": says("cardinality", "vocabulary_size", "unseen in training", "start at 1"),
     "FRAME_FIXES[torchfm_field_dims]": says("field_dims", "0..field_dims[i]-1", "max id + 1", "start at 1"),
     "FRAME_FIXES[quantized_probs]": says(
         "unquantized", "Triton", "float32 or bfloat16", "do_sample=False", never=("temperature=0",)

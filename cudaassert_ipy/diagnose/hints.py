@@ -667,6 +667,12 @@ FRAME_FIXES: dict[str, str] = {
         "table of sum(field_dims) rows): ids that start at 1 (MovieLens) need field_dims = max id + 1 per field, or "
         "ids shifted to start at 0"
     ),
+    "category_codes": (
+        "every categorical code (a user, item or field id, an encoded column) must be below the size of the "
+        "embedding it is looked up in{bound} (its cardinality: vocabulary_size, categorical_cardinality, "
+        "cardinalities, n_users / n_items): count the categories over every split the model will see, map values "
+        "unseen in training to a reserved code included in that count, and shift ids that start at 1"
+    ),
     "quantized_probs": (
         "compare the logits with the unquantized model's on one prompt (torch.isfinite(logits).all()); try the "
         "library's other kernel backend (GPTQ: the Triton or exllama kernels instead of its CUDA ones), keep the "
