@@ -117,3 +117,40 @@ def test_a_bare_assert_keeps_the_generic_answer_and_names_categorical_codes_amon
     d = _first(ASSERT)
     assert d.cause_id == GENERIC_ID and d.candidates[1:] == UNSURE["any"]
     assert any("categorical column" in c for c in d.candidates)
+
+
+@pytest.mark.parametrize(
+    "printed, cause, check",
+    [
+        ("  num_classes: 6\n", "nll_loss_target_out_of_range", "labels"),
+        ("    (head): Linear(in_features=256, out_features=3, bias=True)\n", "nll_loss_target_out_of_range", "labels"),
+        ("cat_dims=[12, 4, 31], cat_emb_dim=3\n", "index_select_out_of_range", "category_codes"),
+        ("Graph(num_nodes=2708, num_edges=10556,\n", "graph_node_index_out_of_range", "graph_nodes"),
+        ("  (embed): Embedding(8000, 256, padding_idx=0)\n", "index_select_out_of_range", "embedding_ids"),
+    ],
+)
+def test_a_size_printed_with_the_error_ranks_what_it_bounds(printed: str, cause: str, check: str) -> None:
+    text = "Starting training\n" + printed + "epoch 0 step 10 loss 2.31\n" + ASSERT
+    d = _first(text)
+    assert d.cause_id == cause and "likely" in d.headline
+    assert d.basis == f"a line of the text: `{printed.strip()}`, ranked, not decided"
+    assert d.candidates[1] == hints.CODE_CHECKS[check]
+
+
+def test_a_line_the_user_wrote_wins_over_a_printed_size() -> None:
+    text = "num_classes = 10\n" + _trace(("/work/exp.py", 30, "<module>", "e = self.emb(x_cat)"))
+    d = _first(text)
+    assert d.cause_id == "index_select_out_of_range" and d.basis.startswith("a code line: exp.py:30")
+
+
+def test_a_framework_that_ranks_its_own_causes_stands_over_a_printed_size() -> None:
+    text = "num_labels: 3\n" + _trace(
+        (SITE + "transformers/trainer.py", 3650, "training_step", "loss = self.compute_loss(model, inputs)")
+    )
+    d = _first(text)
+    assert d.cause_id == GENERIC_ID and d.candidates[1:] == UNSURE["transformers"]
+
+
+def test_numbers_that_bound_nothing_rank_nothing() -> None:
+    d = _first("batch_size: 64\nlr: 0.001\nnum_workers = 4\n" + ASSERT)
+    assert d.cause_id == GENERIC_ID and d.basis.startswith("nothing that decides")

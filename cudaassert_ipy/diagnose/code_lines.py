@@ -11,7 +11,9 @@ A line that only used an earlier result (``loss.item()``, ``label.cuda()``) says
 where it ran: its rule says what ran before it. The innermost user line with a rule wins; a line that ran the op
 beats one where it only surfaced. A frame whose line no rule reads may still name its op by its function
 (``def focal_loss``); when no user line is read, an installed package's lines are (its loss, its model's lookup),
-never PyTorch's own module calls, and never a package's line that only used a result.
+never PyTorch's own module calls, and never a package's line that only used a result. Last, a rule with a
+``text`` pattern reads a line of the text itself: a size printed with the error (``num_classes: 6``, a model's
+``Embedding(8000, 256)``, ``cat_dims``) says what the failing index was likely checked against.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from cudaassert_ipy.capture.tracebacks import Frame
 
-__all__ = ["CodeRule", "Ranking", "is_user_frame", "rank", "rules"]
+__all__ = ["TEXT_WHERE", "CodeRule", "Ranking", "is_user_frame", "rank", "rank_text", "rules"]
 
 #: Paths of code the user did not write: installed packages, the standard library, PyTorch itself.
 _LIBRARY = re.compile(
@@ -44,6 +46,7 @@ class CodeRule:
     ranked: tuple[tuple[str, str], ...]  # (cause id, key of hints.CODE_CHECKS)
     late: bool = False  # the line only used a result: the failure ran before it
     func: str = ""  # a pattern over the frame's function name, read when no rule reads the line (``focal_loss``)
+    text: str = ""  # instead of ``code``: a pattern over the text's lines (a printed config's class count)
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
@@ -52,6 +55,10 @@ class CodeRule:
     @cached_property
     def func_pattern(self) -> re.Pattern[str] | None:
         return re.compile(self.func) if self.func else None
+
+    @cached_property
+    def text_pattern(self) -> re.Pattern[str] | None:
+        return re.compile(self.text) if self.text else None
 
 
 @dataclass(frozen=True)
@@ -86,10 +93,11 @@ def _rule(entry: dict[str, object]) -> CodeRule:
     return CodeRule(
         id=str(entry["id"]),
         op=str(entry["op"]),
-        code=str(entry["code"]),
+        code=str(entry.get("code") or ""),
         ranked=tuple((p[0], p[1]) for p in pairs if len(p) == 2),
         late=bool(entry.get("late")),
         func=str(entry.get("func") or ""),
+        text=str(entry.get("text") or ""),
     )
 
 
@@ -118,7 +126,7 @@ def rank(frames: Sequence[Frame], catalogue: Sequence[CodeRule] | None = None, l
     traceback whose user lines call nothing a rule knows; a line there that only used a result (a trainer's
     ``loss.backward()``) says nothing of the user's model, so only lines that ran an op count."""
     first = min((f.block for f in frames), default=0)
-    chosen_rules = rules() if catalogue is None else catalogue
+    chosen_rules = [r for r in (rules() if catalogue is None else catalogue) if not r.text]
     own = [f for f in frames if f.block == first and (_is_package_frame(f) if library else is_user_frame(f))]
     found: list[Ranking] = []
     for frame in reversed(own):  # innermost first
@@ -130,3 +138,20 @@ def rank(frames: Sequence[Frame], catalogue: Sequence[CodeRule] | None = None, l
     ran = [r for r in found if not r.rule.late]
     chosen = ran or found
     return chosen[0] if chosen else None
+
+
+#: Where a ranking read from the text's own lines (not a frame) is said to be.
+TEXT_WHERE = "the text"
+
+
+def rank_text(text: str, catalogue: Sequence[CodeRule] | None = None) -> Ranking | None:
+    """The ranking a line of the text itself reads (a printed config's ``num_classes: 4``, a model's
+    ``Embedding(5000, 64)``), for a text whose frames no rule reads; the first rule that finds a line wins."""
+    for rule in rules() if catalogue is None else catalogue:
+        m = rule.text_pattern.search(text) if rule.text_pattern is not None else None
+        if m is not None:  # the line it is on, cut to a readable length around it
+            start = max(text.rfind("\n", 0, m.start()) + 1, m.start() - 80)
+            end = text.find("\n", m.end())
+            line = text[start : min(end if end >= 0 else len(text), m.end() + 80)]
+            return Ranking(rule, Frame(TEXT_WHERE, 0, "", line.strip()))
+    return None

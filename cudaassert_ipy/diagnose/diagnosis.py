@@ -151,7 +151,9 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     if ranking is not None:  # nothing decided: the user's own line ranks the likely causes, and names the first
         which = _Cause(get_cause(ranking.causes[0]), _words(get_cause(ranking.causes[0])), which.value)
         finding, rule_notes = _run_rules(ev, which, rules)
-        basis = RANKED_BASIS.format(where=ranking.where, code=ranking.frame.code)
+        basis = (RANKED_TEXT_BASIS if ranking.frame.line == 0 else RANKED_BASIS).format(
+            where=ranking.where, code=ranking.frame.code
+        )
     notes += rule_notes
     culprit = None
     if finding is not None and (det.stop is None or finding.fix):
@@ -370,6 +372,7 @@ def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:
 
 #: What a cause ranked from the user's own line rests on, and what the report says of it (diagnose/code_lines.py).
 RANKED_BASIS = "a code line: {where} (`{code}`), ranked, not decided"
+RANKED_TEXT_BASIS = "a line of {where}: `{code}`, ranked, not decided"
 RANKED = (
     "Nothing in the text decides the cause (no kernel assertion line, no framework frame that names one). The "
     "line `{code}` ({where}) is {op}, so the likely causes are ranked from it; the most likely, {title}, is "
@@ -391,10 +394,14 @@ def _guarded_ranking(ev: Evidence, which: _Cause, notes: list[str]) -> Ranking |
     if which.id not in _GENERIC_IDS or ev.sites or det.stop is not None or det.kind not in _RANKED_KINDS:
         return None
     try:
-        from cudaassert_ipy.diagnose.code_lines import rank
+        from cudaassert_ipy.diagnose.code_lines import rank, rank_text
 
-        # no user line a rule reads: a package's own loss or model line may, where no framework ranks the causes
-        return rank(ev.frames) or (rank(ev.frames, library=True) if _framework_key(ev) == "any" else None)
+        # no user line a rule reads: a package's own loss or model line may, where no framework ranks the causes,
+        # and then a line of the text itself (a printed config's class count, a model's embedding size)
+        found = rank(ev.frames)
+        if found is None and _framework_key(ev) == "any":
+            found = rank(ev.frames, library=True) or rank_text(ev.pasted)
+        return found
     except Exception as e:  # a broken rule costs one note, not the report
         notes.append(RULE_FAILED.format(rule="code_lines", error=f"{type(e).__name__}: {e}"))
         return None
