@@ -106,11 +106,17 @@ def test_package_lines_that_say_nothing_of_the_users_model_rank_nothing(frame: t
     assert d.cause_id == GENERIC_ID and d.candidates[0].startswith("Nothing in the text decides")
 
 
-def test_a_lookup_that_names_no_table_ranks_categorical_codes_after_tokens_and_positions() -> None:
+def test_a_lookup_that_names_no_table_ranks_categorical_codes_and_graph_nodes_after_tokens_and_positions() -> None:
     for error in ("IndexError: index out of range in self\n", "RuntimeError: index out of range in self\n"):
         d = _first(error)
         assert d.candidates[1:] == UNSURE["lookup"]
         assert "cat_dims" in d.candidates[3] and "unseen" in d.candidates[3]
+        assert "edge_index" in d.candidates[4] and "cached=True" in d.candidates[4]
+    kernel = _first(
+        "/src/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectSmallIndex: block: [3,0,0], thread: [9,0,0] "
+        "Assertion `srcIndex < srcSelectDimSize` failed.\n" + ASSERT
+    )
+    assert kernel.candidates[1:] == UNSURE["lookup"]
 
 
 def test_a_bare_assert_keeps_the_generic_answer_and_names_categorical_codes_among_embedding_ids() -> None:

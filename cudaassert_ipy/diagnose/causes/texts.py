@@ -836,6 +836,10 @@ UNSURE: dict[str, tuple[str, ...]] = {
         _TOKEN_IDS_CANDIDATE,
         _POSITIONS_CANDIDATE,
         CODE_CHECKS["category_codes"],  # tabular, recommender and forecasting models embed their categories
+        # a graph network's message passing gathers node features with index_select along edge_index
+        "node ids of a graph network (its message passing gathers node features with index_select): an edge_index "
+        "entry >= x.size(0), or a conv built with cached=True (GCNConv, SGConv, ChebConv) given another graph than "
+        "its first, whose cached edges index the first graph's nodes",
     ),
     "lookup_positions": (
         _POSITIONS_CANDIDATE,
