@@ -25,6 +25,8 @@ MODULE = (SITE + "torch/nn/modules/module.py", 1736, "_call_impl", "return forwa
         "out = self.conv3(x, edge_index, edge_weight=w)",
         "g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'h'))",  # DGL's message passing
         "feats = blk.srcdata['feat']",
+        "msg = torch.index_select(x, 0, edge_index[0])",  # the op is a lookup, its index a graph's edges
+        "agg = scatter_add(msg, edge_index[1], dim=0, dim_size=n)",
     ],
 )
 def test_a_graph_line_ranks_node_ids_first(code: str) -> None:
@@ -160,3 +162,8 @@ def test_a_framework_that_ranks_its_own_causes_stands_over_a_printed_size() -> N
 def test_numbers_that_bound_nothing_rank_nothing() -> None:
     d = _first("batch_size: 64\nlr: 0.001\nnum_workers = 4\n" + ASSERT)
     assert d.cause_id == GENERIC_ID and d.basis.startswith("nothing that decides")
+
+
+def test_a_loss_line_that_runs_a_graph_model_ranks_the_loss() -> None:
+    d = _first(_trace(("/home/ana/gnn/run.py", 77, "<module>", "loss = loss_fn(gnn(x, edge_index)[idx], y[idx])")))
+    assert d.cause_id == "nll_loss_target_out_of_range"
