@@ -167,3 +167,16 @@ def test_numbers_that_bound_nothing_rank_nothing() -> None:
 def test_a_loss_line_that_runs_a_graph_model_ranks_the_loss() -> None:
     d = _first(_trace(("/home/ana/gnn/run.py", 77, "<module>", "loss = loss_fn(gnn(x, edge_index)[idx], y[idx])")))
     assert d.cause_id == "nll_loss_target_out_of_range"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "for step, users in enumerate(tqdm(users)):",  # a loop over data, not a lookup
+        "x = torch.cat([x_num, x_cat], dim=1)",
+        "order = sorted(items, key=len)",
+    ],
+)
+def test_lines_that_only_name_categorical_data_rank_no_lookup(code: str) -> None:
+    d = _first(_trace(("/opt/rec/train.py", 12, "fit", code)))
+    assert d.cause_id == GENERIC_ID
