@@ -142,6 +142,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
             bool(ev.sites)
             and which.id not in _GENERIC_IDS
             and not (which.id in _LOOKUP_CAUSES and cause.id in _LOOKUP_TABLES)
+            and not (point.frame is not None and cause.id in _INDEX_MEANINGS and which.id in point.point.refines)
         )
         if cause.id != which.id and not named:  # a named cause stands: the frame adds its words, not another cause
             which = _Cause(cause, _words(cause), which.value)
@@ -324,6 +325,10 @@ _SIZE_IN_TEXT = re.compile(r"(?:with size|out of table with|table with|num_embed
 _LOOKUP_CAUSES = frozenset({"index_select_out_of_range", "thc_index_select_out_of_range"})
 #: The tables a lookup's index may be named into (the point's cause replaces the lookup's).
 _LOOKUP_TABLES = frozenset({"position_ids_out_of_range", "token_type_ids_out_of_range"})
+#: What an index op's index counts, which only a framework's frame can say: a kernel line names the op (a scatter, a
+#: gather, a lookup), and a frame in a graph library's code says the index is a node id; the frame's cause replaces
+#: the op's where the point refines it.
+_INDEX_MEANINGS = frozenset({"graph_node_index_out_of_range"})
 #: The UNSURE keys of a lookup that names its op but not its table (the others are weak points' causes, ranked).
 _LOOKUP_UNSURE = frozenset({"lookup", "lookup_positions", "large_table"})
 
