@@ -180,3 +180,12 @@ def test_a_loss_line_that_runs_a_graph_model_ranks_the_loss() -> None:
 def test_lines_that_only_name_categorical_data_rank_no_lookup(code: str) -> None:
     d = _first(_trace(("/opt/rec/train.py", 12, "fit", code)))
     assert d.cause_id == GENERIC_ID
+
+
+def test_a_printed_model_is_read_at_its_head() -> None:
+    model = (
+        "Net(\n  (body): Linear(in_features=64, out_features=512, bias=True)\n"
+        "  (head): Linear(in_features=512, out_features=5, bias=True)\n)\n"
+    )
+    d = _first(model + ASSERT)
+    assert d.cause_id == "nll_loss_target_out_of_range" and "out_features=5" in d.basis

@@ -146,9 +146,11 @@ TEXT_WHERE = "the text"
 
 def rank_text(text: str, catalogue: Sequence[CodeRule] | None = None) -> Ranking | None:
     """The ranking a line of the text itself reads (a printed config's ``num_classes: 4``, a model's
-    ``Embedding(5000, 64)``), for a text whose frames no rule reads; the first rule that finds a line wins."""
+    ``Embedding(5000, 64)``), for a text whose frames no rule reads; the first rule that finds a line wins, on the
+    last line it finds (a printed model ends with its head: its last ``out_features`` is the class count)."""
     for rule in rules() if catalogue is None else catalogue:
-        m = rule.text_pattern.search(text) if rule.text_pattern is not None else None
+        found = list(rule.text_pattern.finditer(text)) if rule.text_pattern is not None else []
+        m = found[-1] if found else None
         if m is not None:  # the line it is on, cut to a readable length around it
             start = max(text.rfind("\n", 0, m.start()) + 1, m.start() - 80)
             end = text.find("\n", m.end())
