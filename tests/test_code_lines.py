@@ -52,6 +52,8 @@ CASES = {
         "nll_loss_target_out_of_range",
         "ignore_index=",
     ),
+    "a graph layer": ("h = self.gat2(h, adj_t)", "graph_node_index_out_of_range", "edge_index.max()"),
+    "categorical codes": ("e = self.tables[j](x_categ[:, j])", "index_select_out_of_range", "cat_dims"),
 }
 
 

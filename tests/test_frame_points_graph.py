@@ -200,3 +200,84 @@ def test_a_layoutlm_frame_names_the_box_coordinates() -> None:
         )
     )
     assert d.cause_id == "index_select_out_of_range" and "0..1000" in (d.likely_fix or "")
+
+
+@pytest.mark.parametrize(
+    "package, module, func, code",
+    [
+        ("deepctr_torch", "models/basemodel.py", "input_from_feature_columns", "embedding_dict[feat.embedding_name]("),
+        ("pytorch_tabular", "models/common/layers/embeddings.py", "forward", "embed = self.cat_embedding_layers[i]("),
+        ("recbole", "model/abstract_recommender.py", "forward", "user_e = self.user_embedding(user)"),
+    ],
+)
+def test_a_lookup_in_a_tabular_or_recommender_package_is_a_category_code_past_its_cardinality(
+    package: str, module: str, func: str, code: str
+) -> None:
+    frames = (
+        ("/home/bo/ctr/fit.py", 61, "<module>", "model.fit(train_x, train_y, epochs=4)"),
+        (SITE + f"{package}/{module}", 283, func, code),
+        (SITE + "torch/nn/modules/sparse.py", 190, "forward", "return F.embedding("),
+        (SITE + "torch/nn/functional.py", 2551, "embedding", "return torch.embedding(weight, input, padding_idx)"),
+    )
+    for error in (
+        "IndexError: index out of range in self\n",
+        "RuntimeError: CUDA error: device-side assert triggered\n",
+    ):
+        d = _first(_trace(*frames, error=error))
+        assert d.cause_id == "index_select_out_of_range" and d.basis.startswith(f"a frame: {module.rsplit('/', 1)[-1]}")
+        assert "categorical" in (d.specific or "") and "cardinality" in (d.likely_fix or "")
+        assert "resize_token_embeddings" not in (d.likely_fix or "")
+
+
+GATHER_LINE = (
+    "/w/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:367: operator(): block: [7,0,0], thread: [33,0,0] "
+    'Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
+)
+SELECT_LINE = (
+    "/w/aten/src/ATen/native/cuda/Indexing.cu:1292: indexSelectLargeIndex: block: [90,0,0], thread: [2,0,0] "
+    "Assertion `srcIndex < srcSelectDimSize` failed.\n"
+)
+NLL_LINE = (
+    "/w/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: "
+    "[3,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "kernel, frame",
+    [
+        (
+            GATHER_LINE,
+            (
+                SITE + "torch_geometric/utils/_scatter.py",
+                75,
+                "scatter",
+                "return src.new_zeros(size).scatter_add_(dim, index, src)",
+            ),
+        ),
+        (
+            SELECT_LINE,
+            (
+                SITE + "torch_geometric/nn/conv/message_passing.py",
+                270,
+                "_lift",
+                "return src.index_select(self.node_dim, index)",
+            ),
+        ),
+        (SELECT_LINE, (SITE + "dgl/core.py", 310, "invoke_gspmm", "z = op(graph, x)")),
+    ],
+)
+def test_a_kernel_line_names_the_op_and_a_graph_librarys_frame_says_the_index_is_a_node_id(
+    kernel: str, frame: tuple[str, int, str, str]
+) -> None:
+    d = _first(kernel + _trace(("/home/kai/gnn/fit.py", 33, "<module>", "pred = net(batch)"), frame))
+    assert d.cause_id == "graph_node_index_out_of_range" and d.title == "node id out of range in a graph"
+    assert d.basis.startswith("a frame: ") and "num_nodes" in (d.likely_fix or "")
+
+
+def test_a_kernel_line_that_names_its_own_cause_stands_over_a_graph_frame() -> None:
+    frame = (SITE + "torch_geometric/nn/conv/message_passing.py", 270, "_lift", "return src.index_select(0, index)")
+    d = _first(NLL_LINE + _trace(("/home/kai/gnn/fit.py", 33, "<module>", "pred = net(batch)"), frame))
+    assert d.cause_id == "nll_loss_target_out_of_range"
+    plain = _first(SELECT_LINE + _trace(("/home/kai/gnn/fit.py", 33, "<module>", "pred = net(batch)")))
+    assert plain.cause_id == "index_select_out_of_range"

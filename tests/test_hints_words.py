@@ -227,6 +227,8 @@ HINT_WORDS: dict[str, Words] = {
     "CODE_CHECKS[embedding_ids]": says("num_embeddings", "vocab_size", "len(tokenizer)", never=("truncat",)),
     "CODE_CHECKS[index_range]": says("idx.max()", "x.size(dim)", "-size..size-1"),
     "CODE_CHECKS[positions]": says("max_position_embeddings", "truncate", never=("resize_token",)),
+    "CODE_CHECKS[category_codes]": says("cardinality", "cat_dims", "field_dims", "input_dim", "unseen", "start at 1"),
+    "CODE_CHECKS[graph_nodes]": says("edge_index.max()", "x.size(0)", "re-index", "cached=True"),
     "FRAME_FIXES[crf_tags]": says("0..num_tags-1", "-100", "mask=", "valid tag (0)", never=("ignore_index=-100",)),
     "FRAME_FIXES[ignore_value_as_index]": says("-100", "cross_entropy", "mask", never=("pass ignore_index",)),
     "FRAME_FIXES[time_idx]": says("time_idx", "grows by exactly 1", "max_encoder_length", "TimeSeriesDataSet"),
@@ -234,6 +236,7 @@ HINT_WORDS: dict[str, Words] = {
     "FRAME_FIXES[gluonts_cardinality]": says("cardinality", "static_cardinalities", "unseen categories"),
     "FRAME_FIXES[tabnet_cat_dims]": says("cat_dims", "0..cat_dims[i]-1", "unseen in training", "categorical"),
     "FRAME_FIXES[widedeep_dims]": says("wide_dim", "input_dim", "np.unique", "transform()"),
+    "FRAME_FIXES[category_codes]": says("cardinality", "vocabulary_size", "unseen in training", "start at 1"),
     "FRAME_FIXES[torchfm_field_dims]": says("field_dims", "0..field_dims[i]-1", "max id + 1", "start at 1"),
     "FRAME_FIXES[quantized_probs]": says(
         "unquantized", "Triton", "float32 or bfloat16", "do_sample=False", never=("temperature=0",)

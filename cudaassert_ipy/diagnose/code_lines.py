@@ -9,7 +9,11 @@ with the key of what to check in :data:`cudaassert_ipy.diagnose.hints.CODE_CHECK
 
 A line that only used an earlier result (``loss.item()``, ``label.cuda()``) says where the failure surfaced, not
 where it ran: its rule says what ran before it. The innermost user line with a rule wins; a line that ran the op
-beats one where it only surfaced.
+beats one where it only surfaced. A frame whose line no rule reads may still name its op by its function
+(``def focal_loss``); when no user line is read, an installed package's lines are (its loss, its model's lookup),
+never PyTorch's own module calls, and never a package's line that only used a result. Last, a rule with a
+``text`` pattern reads a line of the text itself: a size printed with the error (``num_classes: 6``, a model's
+``Embedding(8000, 256)``, ``cat_dims``) says what the failing index was likely checked against.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 
 from cudaassert_ipy.capture.tracebacks import Frame
 
-__all__ = ["CodeRule", "Ranking", "is_user_frame", "rank", "rules"]
+__all__ = ["TEXT_WHERE", "CodeRule", "Ranking", "is_user_frame", "rank", "rank_text", "rules"]
 
 #: Paths of code the user did not write: installed packages, the standard library, PyTorch itself.
 _LIBRARY = re.compile(
@@ -41,10 +45,20 @@ class CodeRule:
     code: str  # a pattern searched in the printed line
     ranked: tuple[tuple[str, str], ...]  # (cause id, key of hints.CODE_CHECKS)
     late: bool = False  # the line only used a result: the failure ran before it
+    func: str = ""  # a pattern over the frame's function name, read when no rule reads the line (``focal_loss``)
+    text: str = ""  # instead of ``code``: a pattern over the text's lines (a printed config's class count)
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
         return re.compile(self.code)
+
+    @cached_property
+    def func_pattern(self) -> re.Pattern[str] | None:
+        return re.compile(self.func) if self.func else None
+
+    @cached_property
+    def text_pattern(self) -> re.Pattern[str] | None:
+        return re.compile(self.text) if self.text else None
 
 
 @dataclass(frozen=True)
@@ -69,15 +83,21 @@ class Ranking:
         return f"{name}:{self.frame.line}" if self.frame.line else name
 
 
+#: PyTorch's own frames: the module call, the autograd engine; they run whatever the user's model asked for.
+_TORCH = re.compile(r"/torch/")
+
+
 def _rule(entry: dict[str, object]) -> CodeRule:
     ranked = entry.get("ranked") or ()
     pairs = tuple(tuple(str(item).split(":", 1)) for item in ranked) if isinstance(ranked, list) else ()
     return CodeRule(
         id=str(entry["id"]),
         op=str(entry["op"]),
-        code=str(entry["code"]),
+        code=str(entry.get("code") or ""),
         ranked=tuple((p[0], p[1]) for p in pairs if len(p) == 2),
         late=bool(entry.get("late")),
+        func=str(entry.get("func") or ""),
+        text=str(entry.get("text") or ""),
     )
 
 
@@ -93,16 +113,47 @@ def is_user_frame(frame: Frame) -> bool:
     return bool(frame.code) and _LIBRARY.search(frame.norm_path) is None
 
 
-def rank(frames: Sequence[Frame], catalogue: Sequence[CodeRule] | None = None) -> Ranking | None:
+def _is_package_frame(frame: Frame) -> bool:
+    """A line of an installed package other than PyTorch itself (whose module calls run what the model asked)."""
+    return bool(frame.code) and not is_user_frame(frame) and _TORCH.search(frame.norm_path) is None
+
+
+def rank(frames: Sequence[Frame], catalogue: Sequence[CodeRule] | None = None, library: bool = False) -> Ranking | None:
     """The ranking of the innermost user line a rule reads, in the first traceback printed (an op that ran beats a
-    line where the failure only surfaced). None when no user line calls anything a rule knows."""
+    line where the failure only surfaced). None when no user line calls anything a rule knows.
+
+    ``library``: read the other frames instead (an installed package's loss or model code, not torch's own), for a
+    traceback whose user lines call nothing a rule knows; a line there that only used a result (a trainer's
+    ``loss.backward()``) says nothing of the user's model, so only lines that ran an op count."""
     first = min((f.block for f in frames), default=0)
-    own = [f for f in frames if f.block == first and is_user_frame(f)]
+    chosen_rules = [r for r in (rules() if catalogue is None else catalogue) if not r.text]
+    own = [f for f in frames if f.block == first and (_is_package_frame(f) if library else is_user_frame(f))]
     found: list[Ranking] = []
     for frame in reversed(own):  # innermost first
-        rule = next((r for r in (rules() if catalogue is None else catalogue) if r.pattern.search(frame.code)), None)
-        if rule is not None:
+        rule = next((r for r in chosen_rules if r.pattern.search(frame.code)), None)
+        name = frame.func.rsplit(".", 1)[-1]
+        rule = rule or next((r for r in chosen_rules if r.func_pattern and r.func_pattern.search(name)), None)
+        if rule is not None and not (library and rule.late):
             found.append(Ranking(rule, frame))
     ran = [r for r in found if not r.rule.late]
     chosen = ran or found
     return chosen[0] if chosen else None
+
+
+#: Where a ranking read from the text's own lines (not a frame) is said to be.
+TEXT_WHERE = "the text"
+
+
+def rank_text(text: str, catalogue: Sequence[CodeRule] | None = None) -> Ranking | None:
+    """The ranking a line of the text itself reads (a printed config's ``num_classes: 4``, a model's
+    ``Embedding(5000, 64)``), for a text whose frames no rule reads; the first rule that finds a line wins, on the
+    last line it finds (a printed model ends with its head: its last ``out_features`` is the class count)."""
+    for rule in rules() if catalogue is None else catalogue:
+        found = list(rule.text_pattern.finditer(text)) if rule.text_pattern is not None else []
+        m = found[-1] if found else None
+        if m is not None:  # the line it is on, cut to a readable length around it
+            start = max(text.rfind("\n", 0, m.start()) + 1, m.start() - 80)
+            end = text.find("\n", m.end())
+            line = text[start : min(end if end >= 0 else len(text), m.end() + 80)]
+            return Ranking(rule, Frame(TEXT_WHERE, 0, "", line.strip()))
+    return None

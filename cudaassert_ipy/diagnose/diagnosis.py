@@ -142,6 +142,7 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
             bool(ev.sites)
             and which.id not in _GENERIC_IDS
             and not (which.id in _LOOKUP_CAUSES and cause.id in _LOOKUP_TABLES)
+            and not (point.frame is not None and cause.id in _INDEX_MEANINGS and which.id in point.point.refines)
         )
         if cause.id != which.id and not named:  # a named cause stands: the frame adds its words, not another cause
             which = _Cause(cause, _words(cause), which.value)
@@ -151,7 +152,9 @@ def diagnose(ev: Evidence, rules: Sequence[RuleEntry] = RULES) -> Diagnosis:
     if ranking is not None:  # nothing decided: the user's own line ranks the likely causes, and names the first
         which = _Cause(get_cause(ranking.causes[0]), _words(get_cause(ranking.causes[0])), which.value)
         finding, rule_notes = _run_rules(ev, which, rules)
-        basis = RANKED_BASIS.format(where=ranking.where, code=ranking.frame.code)
+        basis = (RANKED_TEXT_BASIS if ranking.frame.line == 0 else RANKED_BASIS).format(
+            where=ranking.where, code=ranking.frame.code
+        )
     notes += rule_notes
     culprit = None
     if finding is not None and (det.stop is None or finding.fix):
@@ -322,6 +325,10 @@ _SIZE_IN_TEXT = re.compile(r"(?:with size|out of table with|table with|num_embed
 _LOOKUP_CAUSES = frozenset({"index_select_out_of_range", "thc_index_select_out_of_range"})
 #: The tables a lookup's index may be named into (the point's cause replaces the lookup's).
 _LOOKUP_TABLES = frozenset({"position_ids_out_of_range", "token_type_ids_out_of_range"})
+#: What an index op's index counts, which only a framework's frame can say: a kernel line names the op (a scatter, a
+#: gather, a lookup), and a frame in a graph library's code says the index is a node id; the frame's cause replaces
+#: the op's where the point refines it.
+_INDEX_MEANINGS = frozenset({"graph_node_index_out_of_range"})
 #: The UNSURE keys of a lookup that names its op but not its table (the others are weak points' causes, ranked).
 _LOOKUP_UNSURE = frozenset({"lookup", "lookup_positions", "large_table"})
 
@@ -370,6 +377,7 @@ def _frame_point(ev: Evidence, which: _Cause) -> FrameFinding | None:
 
 #: What a cause ranked from the user's own line rests on, and what the report says of it (diagnose/code_lines.py).
 RANKED_BASIS = "a code line: {where} (`{code}`), ranked, not decided"
+RANKED_TEXT_BASIS = "a line of {where}: `{code}`, ranked, not decided"
 RANKED = (
     "Nothing in the text decides the cause (no kernel assertion line, no framework frame that names one). The "
     "line `{code}` ({where}) is {op}, so the likely causes are ranked from it; the most likely, {title}, is "
@@ -391,9 +399,14 @@ def _guarded_ranking(ev: Evidence, which: _Cause, notes: list[str]) -> Ranking |
     if which.id not in _GENERIC_IDS or ev.sites or det.stop is not None or det.kind not in _RANKED_KINDS:
         return None
     try:
-        from cudaassert_ipy.diagnose.code_lines import rank
+        from cudaassert_ipy.diagnose.code_lines import rank, rank_text
 
-        return rank(ev.frames)
+        # no user line a rule reads: a package's own loss or model line may, where no framework ranks the causes,
+        # and then a line of the text itself (a printed config's class count, a model's embedding size)
+        found = rank(ev.frames)
+        if found is None and _framework_key(ev) == "any":
+            found = rank(ev.frames, library=True) or rank_text(ev.pasted)
+        return found
     except Exception as e:  # a broken rule costs one note, not the report
         notes.append(RULE_FAILED.format(rule="code_lines", error=f"{type(e).__name__}: {e}"))
         return None
@@ -450,12 +463,16 @@ def _candidates(
         return ()
     if ev.sites and which.cause is not None and which.cause.id != GENERIC_ID:
         return ()
+    return (UNSURE_LEAD, *UNSURE[_framework_key(ev)])
+
+
+def _framework_key(ev: Evidence) -> str:
+    """The UNSURE key of the framework the frames' module paths name ("any": none that ranks its own causes)."""
     paths = " ".join(f.norm_path for f in ev.frames)
-    key = "any"
     if "transformers/" in paths or "peft/" in paths or "trl/" in paths:
-        key = "transformers"
-    elif any(p in paths for p in ("ultralytics/", "yolov5", "detection/", "mmdet/", "detectron2/")):
-        key = "detection"
-    elif any(p in paths for p in ("torch_geometric/", "dgl/", "torch_scatter/")):
-        key = "graph"
-    return (UNSURE_LEAD, *UNSURE[key])
+        return "transformers"
+    if any(p in paths for p in ("ultralytics/", "yolov5", "detection/", "mmdet/", "detectron2/")):
+        return "detection"
+    if any(p in paths for p in ("torch_geometric/", "dgl/", "torch_scatter/")):
+        return "graph"
+    return "any"

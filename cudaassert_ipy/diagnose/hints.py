@@ -527,6 +527,18 @@ CODE_CHECKS: dict[str, str] = {
         "sequences longer than the model's position table: compare the input's length with "
         "max_position_embeddings, and truncate (max_length=...)"
     ),
+    "category_codes": (
+        "categorical codes (or user / item / field ids) >= the size their embedding was built with: compare each "
+        "categorical column's largest code with its embedding's cardinality (cat_dims, field_dims, input_dim, "
+        "cardinality, embedding_sizes); count the categories over every split the model will see (a category "
+        "unseen in training, at prediction time) or map unseen ones to a reserved code, and shift ids that start "
+        "at 1"
+    ),
+    "graph_nodes": (
+        "an edge_index node id >= the number of nodes: compare edge_index.max() with x.size(0) (num_nodes); "
+        "re-index the edges after dropping or sampling nodes, give every node an edge names a row of features, "
+        "and use cached=True on a conv only when every call gets the same graph"
+    ),
 }
 
 
@@ -654,6 +666,12 @@ FRAME_FIXES: dict[str, str] = {
         "each field's ids must be 0..field_dims[i]-1 (pytorch-fm's FeaturesEmbedding adds per-field offsets to one "
         "table of sum(field_dims) rows): ids that start at 1 (MovieLens) need field_dims = max id + 1 per field, or "
         "ids shifted to start at 0"
+    ),
+    "category_codes": (
+        "every categorical code (a user, item or field id, an encoded column) must be below the size of the "
+        "embedding it is looked up in{bound} (its cardinality: vocabulary_size, categorical_cardinality, "
+        "cardinalities, n_users / n_items): count the categories over every split the model will see, map values "
+        "unseen in training to a reserved code included in that count, and shift ids that start at 1"
     ),
     "quantized_probs": (
         "compare the logits with the unquantized model's on one prompt (torch.isfinite(logits).all()); try the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from cudaassert_ipy.diagnose.hints import INTERNAL_WHO, internal_check
+from cudaassert_ipy.diagnose.hints import CODE_CHECKS, INTERNAL_WHO, internal_check
 
 
 class Text(NamedTuple):
@@ -827,13 +827,19 @@ UNSURE: dict[str, tuple[str, ...]] = {
     ),
     "any": (
         "class labels outside 0..C-1: compare labels.min()/max() with the model's number of outputs",
-        "embedding ids >= num_embeddings: compare the ids' max with the embedding's size",
+        "embedding ids >= num_embeddings (token ids past the vocabulary, or a categorical column's codes past the "
+        "cardinality its embedding was built with): compare the ids' max with the embedding's size",
         "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
     ),
     # an embedding lookup failed, and the text does not say which table: token ids or positions
     "lookup": (
         _TOKEN_IDS_CANDIDATE,
         _POSITIONS_CANDIDATE,
+        CODE_CHECKS["category_codes"],  # tabular, recommender and forecasting models embed their categories
+        # a graph network's message passing gathers node features with index_select along edge_index
+        "node ids of a graph network (its message passing gathers node features with index_select): an edge_index "
+        "entry >= x.size(0), or a conv built with cached=True (GCNConv, SGConv, ChebConv) given another graph than "
+        "its first, whose cached edges index the first graph's nodes",
     ),
     "lookup_positions": (
         _POSITIONS_CANDIDATE,
