@@ -230,3 +230,24 @@ def test_sentence_transformers_encode_ranks_positions_first_with_max_seq_length(
     assert d.cause_id == "position_ids_out_of_range"
     assert "max_seq_length" in (d.likely_fix or "")
     assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]
+
+
+def test_a_paste_of_the_length_warning_alone_is_read_as_the_failure_it_foretells() -> None:
+    from cudaassert_ipy.logs.explain import explain_text
+
+    alone = (
+        "Token indices sequence length is longer than the specified maximum sequence length for this model "
+        "(4411 > 4096). Running this sequence through the model will result in indexing errors\n"
+    )
+    d = _first(alone)
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.exception_line.startswith("none in the text") and "foretells" in d.notes[0]
+    assert "(4096)" in (d.likely_fix or "") and "truncation=True" in (d.likely_fix or "")
+    generated = _first(
+        "2025-03-02 10:11:12 WARNING This is a friendly reminder - the current text generation call will exceed "
+        "the model's predefined maximum length (2048). Depending on the model, you may observe exceptions, "
+        "performance degradation, or nothing at all.\n"
+    )
+    assert generated.cause_id == "position_ids_out_of_range" and "(2048)" in (generated.likely_fix or "")
+    # a text with no error and no such warning says nothing; a warning that foretells nothing neither
+    assert not explain_text("epoch 3 loss 0.41\nSpecial tokens have been added in the vocabulary\n").found

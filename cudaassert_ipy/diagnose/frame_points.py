@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cudaassert_ipy.capture.tracebacks import Frame
 
-__all__ = ["FrameFinding", "Point", "find_point", "is_late_frame", "points"]
+__all__ = ["FrameFinding", "Point", "find_point", "foretold", "is_late_frame", "points"]
 
 # Calls that only use a result: a failure seen there happened in an earlier kernel.
 _LATE_CODE = re.compile(
@@ -66,6 +66,9 @@ class Point:
     rank: int = 0  # a higher rank wins over a lower one (framework internals over the user's own line)
     refines: tuple[str, ...] = ()  # causes the point may replace: a generic index error becomes a named one
     unsure: str = ""  # a key of texts.UNSURE: a weak point (ranks its cause with others) or a lookup (which table)
+    #: a warning that says the failure will come (a tokenizer's "will result in indexing errors"): a text that
+    #: holds it and no error line is still read, as the failure the warning foretells
+    foretells: bool = False
 
     @cached_property
     def _code(self) -> re.Pattern[str] | None:
@@ -146,6 +149,7 @@ def _point(entry: dict[str, object]) -> Point:
         rank=int(str(entry.get("rank") or 0)),
         refines=strings("refines"),
         unsure=str(entry.get("unsure") or ""),
+        foretells=entry.get("foretells") is True,
     )
 
 
@@ -204,3 +208,9 @@ def _find(frames: tuple[Frame, ...], message: str, context: str, catalogue: tupl
     if late is None and is_late_frame(found) and found.code:
         late = found
     return FrameFinding(point, found, late)
+
+
+def foretold(text: str) -> Point | None:
+    """The warning in ``text`` that foretells an index failure (a catalogue point marked ``foretells``), if any."""
+    found = find_point((), "", text)
+    return found.point if found is not None and found.point.foretells else None
