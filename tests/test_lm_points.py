@@ -251,3 +251,12 @@ def test_a_paste_of_the_length_warning_alone_is_read_as_the_failure_it_foretells
     assert generated.cause_id == "position_ids_out_of_range" and "(2048)" in (generated.likely_fix or "")
     # a text with no error and no such warning says nothing; a warning that foretells nothing neither
     assert not explain_text("epoch 3 loss 0.41\nSpecial tokens have been added in the vocabulary\n").found
+
+
+def test_a_bare_assert_ranks_its_likely_causes_in_the_words_of_their_knobs() -> None:
+    for text in (ASSERT, "CUDA error: device-side assert triggered\nCompile with `TORCH_USE_CUDA_DSA`\n"):
+        d = _first(text)
+        assert d.cause_id == "unknown_kernel_assert"
+        labels, ids = d.candidates[1], d.candidates[2]
+        assert "num_labels" in labels and "num_classes" in labels and "out_features" in labels
+        assert "resize_token_embeddings(len(tokenizer))" in ids and "another tokenizer" in ids

@@ -786,7 +786,9 @@ _POSITIONS_CANDIDATE = (
 )
 UNSURE: dict[str, tuple[str, ...]] = {
     "transformers": (
-        "token ids >= the embedding's size: compare input_ids.max() with model.config.vocab_size and len(tokenizer)",
+        "token ids >= the embedding's size (tokens added to the tokenizer without "
+        "model.resize_token_embeddings(len(tokenizer)), ids from another tokenizer): compare input_ids.max() with "
+        "model.config.vocab_size and len(tokenizer)",
         "labels outside 0..num_labels-1: compare labels.min()/max() with model.config.num_labels (-100 marks "
         "ignored positions)",
         "sequences longer than max_position_embeddings: compare input_ids.shape[1] with "
@@ -826,8 +828,11 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "a batch vector or index from another graph: check data.validate()",
     ),
     "any": (
-        "class labels outside 0..C-1: compare labels.min()/max() with the model's number of outputs",
-        "embedding ids >= num_embeddings: compare the ids' max with the embedding's size",
+        "class labels outside 0..C-1: compare labels.min()/max() with the model's number of outputs (its "
+        "num_classes / num_labels / out_features)",
+        "embedding ids >= num_embeddings, most often token ids past the vocabulary (tokens added to a tokenizer "
+        "without model.resize_token_embeddings(len(tokenizer)), ids from another tokenizer): compare the ids' max "
+        "with the embedding's size",
         "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
     ),
     # an embedding lookup failed, and the text does not say which table: token ids or positions
