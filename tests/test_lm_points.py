@@ -260,3 +260,25 @@ def test_a_bare_assert_ranks_its_likely_causes_in_the_words_of_their_knobs() -> 
         labels, ids = d.candidates[1], d.candidates[2]
         assert "num_labels" in labels and "num_classes" in labels and "out_features" in labels
         assert "resize_token_embeddings(len(tokenizer))" in ids and "another tokenizer" in ids
+
+
+def test_cublas_failing_to_create_its_handle_beside_the_assert_ranks_the_lookup_first() -> None:
+    linear = (
+        "/opt/conda/lib/python3.7/site-packages/torch/nn/functional.py in linear(input, weight, bias)\n"
+        "-> 1676         output = input.matmul(weight.t())\n\n"
+    )
+    for cublas in (
+        "RuntimeError: cublas runtime error : resource allocation failed at /opt/THC/THCGeneral.cpp:250\n",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`\n",
+    ):
+        d = _first("CUDA error: device-side assert triggered\n\n" + linear + cublas)
+        assert d.cause_id == "index_select_out_of_range", cublas
+        assert d.basis == "the error text (cublas_handle_in_paste)"
+        assert "first linear layer" in (d.specific or "") and "resize_token_embeddings" in (d.likely_fix or "")
+        assert "token ids" in d.candidates[1] and "position ids" in d.candidates[2]
+    # a cuBLAS call that failed to run (not to start) says nothing about which kernel failed before it
+    gemm = _first(
+        "CUDA error: device-side assert triggered\n\n" + linear + "RuntimeError: cublas runtime error : the GPU "
+        "program failed to execute at /opt/torch/aten/src/THC/THCBlas.cu:331\n"
+    )
+    assert gemm.cause_id != "index_select_out_of_range"
