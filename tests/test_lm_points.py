@@ -282,3 +282,19 @@ def test_cublas_failing_to_create_its_handle_beside_the_assert_ranks_the_lookup_
         "program failed to execute at /opt/torch/aten/src/THC/THCBlas.cu:331\n"
     )
     assert gemm.cause_id != "index_select_out_of_range"
+
+
+def test_a_size_in_the_error_that_a_printed_config_also_names_says_which_table() -> None:
+    config = 'OPTConfig {\n  "max_position_embeddings": 2048,\n  "vocab_size": 50272\n}\n'
+    d = _first(config + "IndexError: index 2050 is out of bounds for dimension 0 with size 2048\n")
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.basis == "the error text (printed_position_bound)" and "(2048)" in (d.likely_fix or "")
+    args = _first(
+        "Namespace(block_size=256, lr=0.0003)\nIndexError: index 256 is out of bounds for dimension 1 with size 256\n"
+    )
+    assert args.cause_id == "position_ids_out_of_range"
+    vocab = _first(config + "IndexError: index 50272 is out of bounds for dimension 0 with size 50272\n")
+    assert vocab.cause_id == "index_select_out_of_range" and "(50272)" in (vocab.likely_fix or "")
+    # a size no printed bound names decides nothing
+    other = _first(config + "IndexError: index 2050 is out of bounds for dimension 0 with size 1500\n")
+    assert other.cause_id == "advanced_indexing_out_of_range_v1"

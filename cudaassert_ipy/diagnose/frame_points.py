@@ -95,9 +95,17 @@ class Point:
         return (self.message is not None or self.context is not None) and not (self.paths or self.funcs or self.code)
 
     def matches_message(self, message: str, context: str = "") -> bool:
-        if self.context is not None and re.search(self.context, context) is None:
+        """Both patterns found; when both read a ``size``, the same one: a size the error names that a printed
+        config also names (``with size 512`` beside ``max_position_embeddings: 512``) says which table it is."""
+        pattern = self.message or ""
+        said = re.search(pattern, message) if self.message is not None else None
+        if self.message is not None and said is None:
             return False
-        return self.message is None or re.search(self.message, message) is not None
+        if self.context is None:
+            return True
+        if said is not None and "(?P<size>" in pattern and "(?P<size>" in self.context:
+            return any(m.group("size") == said.group("size") for m in re.finditer(self.context, context))
+        return re.search(self.context, context) is not None
 
     def size_in(self, message: str, context: str = "") -> int | None:
         """The bound the point's own pattern read (its ``(?P<size>...)`` group: a tokenizer's "(603 > 512)")."""
