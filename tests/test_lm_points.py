@@ -298,3 +298,22 @@ def test_a_size_in_the_error_that_a_printed_config_also_names_says_which_table()
     # a size no printed bound names decides nothing
     other = _first(config + "IndexError: index 2050 is out of bounds for dimension 0 with size 1500\n")
     assert other.cause_id == "advanced_indexing_out_of_range_v1"
+
+
+def test_a_label_check_in_a_log_that_prints_num_labels_is_fixed_in_those_words() -> None:
+    config = (
+        'DistilBertConfig {\n  "id2label": {\n    "0": "NEG",\n    "1": "NEU",\n    "2": "POS"\n  },\n'
+        '  "num_labels": 3,\n  "vocab_size": 30522\n}\n'
+    )
+    d = _first(config + NLL_LINE + ASSERT)
+    assert d.cause_id == "nll_loss_target_out_of_range"
+    assert "num_labels=3, id2label with 3 entries" in (d.specific or "")
+    assert "from_pretrained(..., num_labels=" in (d.likely_fix or "") and "id2label" in (d.likely_fix or "")
+    logged = _first(
+        "11/02/2024 09:12:40 - INFO - train -   Number of labels: 7\nIndexError: Target 7 is out of bounds.\n"
+    )
+    assert logged.cause_id == "nll_loss_target_out_of_range"
+    assert "label 7" in (logged.specific or "") and "num_labels=7" in (logged.specific or "")
+    # with no label settings printed, the kernel line's own words stand
+    plain = _first(NLL_LINE + ASSERT)
+    assert "num_labels=" not in (plain.specific or "")
