@@ -317,3 +317,17 @@ def test_a_label_check_in_a_log_that_prints_num_labels_is_fixed_in_those_words()
     # with no label settings printed, the kernel line's own words stand
     plain = _first(NLL_LINE + ASSERT)
     assert "num_labels=" not in (plain.specific or "")
+
+
+def test_a_learned_positional_embedding_or_a_lookup_of_the_positions_names_positions() -> None:
+    for code in (
+        "x = self.positional_embedding(steps) + x",
+        "h = self.embedding(positions)",
+        "pos = self.embeddings(position_ids, offset)",
+    ):
+        d = _first(f'  File "/srv/s2s/modules.py", line 51, in forward\n    {code}\n' + ASSERT)
+        assert d.cause_id == "position_ids_out_of_range", code
+    # a sinusoidal encoder slices its table (no lookup): the failure only surfaced there
+    for code in ("src = self.pos_encoder(src)", "x = self.embedding(src)"):
+        d = _first(f'  File "/srv/s2s/modules.py", line 51, in forward\n    {code}\n' + ASSERT)
+        assert d.cause_id != "position_ids_out_of_range", code
