@@ -331,3 +331,22 @@ def test_a_learned_positional_embedding_or_a_lookup_of_the_positions_names_posit
     for code in ("src = self.pos_encoder(src)", "x = self.embedding(src)"):
         d = _first(f'  File "/srv/s2s/modules.py", line 51, in forward\n    {code}\n' + ASSERT)
         assert d.cause_id != "position_ids_out_of_range", code
+
+
+def test_a_position_sized_dimension_in_a_language_models_paste_ranks_positions_first() -> None:
+    d = _first(
+        'enc = tokenizer(docs, return_tensors="pt")\nout = model(**enc)\n'
+        "IndexError: index 4100 is out of bounds for dimension 0 with size 4096\n"
+    )
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.basis == "the error text (position_sized_dimension)"
+    assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]
+    framed = _first(
+        '  File "/env/site-packages/transformers/models/opt/modeling_opt.py", line 120, in forward\n'
+        "    return super().forward(positions + self.offset)\n"
+        "RuntimeError: index 2050 is out of bounds for dimension 0 with size 2048\n"
+    )
+    assert framed.cause_id == "position_ids_out_of_range"
+    # the same size with nothing of a language model around it decides nothing
+    image = _first("mask = masks[i]\nIndexError: index 512 is out of bounds for dimension 0 with size 512\n")
+    assert image.cause_id == "advanced_indexing_out_of_range_v1"
