@@ -350,3 +350,16 @@ def test_a_position_sized_dimension_in_a_language_models_paste_ranks_positions_f
     # the same size with nothing of a language model around it decides nothing
     image = _first("mask = masks[i]\nIndexError: index 512 is out of bounds for dimension 0 with size 512\n")
     assert image.cause_id == "advanced_indexing_out_of_range_v1"
+
+
+def test_the_resize_warning_and_the_slow_tokenizers_adding_line_name_token_ids() -> None:
+    resized = _first(
+        "You are resizing the embedding layer without providing a `pad_to_multiple_of` parameter. This means that "
+        "the new embedding dimension will be 49155. This might induce some performance reduction as *Tensor Cores* "
+        "will not be available.\n" + LOOKUP_LINE + ASSERT
+    )
+    assert resized.cause_id == "index_select_out_of_range"
+    assert resized.basis == "the error text (resized_embeddings_log)" and "(49155)" in (resized.likely_fix or "")
+    added = _first("03/04/2021 11:02:13 - INFO - tokenization_utils -   Adding [ENT] to the vocabulary\n" + ASSERT)
+    assert added.cause_id == "index_select_out_of_range"
+    assert added.basis == "the error text (added_tokens_in_paste)"
