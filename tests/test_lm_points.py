@@ -249,6 +249,12 @@ def test_a_paste_of_the_length_warning_alone_is_read_as_the_failure_it_foretells
         "performance degradation, or nothing at all.\n"
     )
     assert generated.cause_id == "position_ids_out_of_range" and "(2048)" in (generated.likely_fix or "")
+    # a traceback cut before its error line, whose frames say nothing: the warning still speaks
+    cut = _first(
+        alone
+        + 'Traceback (most recent call last):\n  File "/srv/app/serve.py", line 40, in handle\n    out = run(req)\n'
+    )
+    assert cut.cause_id == "position_ids_out_of_range"
     # a text with no error and no such warning says nothing; a warning that foretells nothing neither
     assert not explain_text("epoch 3 loss 0.41\nSpecial tokens have been added in the vocabulary\n").found
 

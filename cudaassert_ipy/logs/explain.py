@@ -176,16 +176,16 @@ def _cut_traceback(frames: tuple[Frame, ...], text: str) -> Diagnosis | None:
     return dataclasses.replace(d, exception_line=NO_ERROR_LINE, exception_text="", notes=(CUT_NOTE, *d.notes))
 
 
-def _foretold(text: str) -> Diagnosis | None:
-    """A text with no error, no assertion line and no frames, whose warning says the failure will come: read as
-    that failure. None when no such warning is in it."""
+def _foretold(text: str, frames: tuple[Frame, ...] = ()) -> Diagnosis | None:
+    """A text with no error, no assertion line and no frames that name a cause, whose warning says the failure
+    will come: read as that failure. None when no such warning is in it."""
     from cudaassert_ipy.diagnose.frame_points import foretold
 
     point = foretold(text)
     if point is None:
         return None
     det = Detection(Kind.DEVICE_ASSERT, logged_exception("", FORETOLD_MESSAGE), FORETOLD_MESSAGE)
-    d = diagnose(Evidence(detection=det, pasted=text))
+    d = diagnose(Evidence(detection=det, frames=frames, pasted=text))
     note = FORETOLD_NOTE.format(point=point.id.replace("_", " "))
     rest = tuple(n for n in d.notes if n != ASYNC_NOTE[Kind.DEVICE_ASSERT])  # no traceback for it to speak of
     return dataclasses.replace(d, exception_line=NO_ERROR, exception_text="", notes=(note, *rest))
@@ -268,8 +268,8 @@ def explain_text(text: str, source: str = "log") -> Explanation:
     if not groups and not errors and not sites and frames:
         cut = _cut_traceback(frames, text)
         groups += [Group(None, (_in_log_words(cut),))] if cut is not None else []
-    if not groups and not errors and not sites and not frames:
-        ahead = _foretold(text)
+    if not groups and not errors and not sites:  # frames that said nothing, or none: a warning may still say
+        ahead = _foretold(text, frames)
         groups += [Group(None, (_in_log_words(ahead),))] if ahead is not None else []
     return Explanation(
         source=source,
