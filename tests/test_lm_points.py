@@ -369,3 +369,15 @@ def test_the_resize_warning_and_the_slow_tokenizers_adding_line_name_token_ids()
     added = _first("03/04/2021 11:02:13 - INFO - tokenization_utils -   Adding [ENT] to the vocabulary\n" + ASSERT)
     assert added.cause_id == "index_select_out_of_range"
     assert added.basis == "the error text (added_tokens_in_paste)"
+
+
+def test_the_old_cpu_lookup_error_that_names_only_ths_file_is_a_lookup() -> None:
+    for text in (
+        "RuntimeError: index out of range at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:193\n",
+        "RuntimeError: index out of range at ..\\aten\\src\\TH\\generic\\THTensorEvenMoreMath.cpp:237\n",
+    ):
+        d = _first(text)
+        assert d.cause_id == "index_select_out_of_range", text
+        assert "token ids" in d.candidates[1] and "position ids" in d.candidates[2]
+    # Python's own sequences say "index out of range" too, with no TH file: not a lookup
+    assert match_cpu_twin(("IndexError",), "index out of range") is None
