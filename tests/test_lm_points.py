@@ -381,3 +381,16 @@ def test_the_old_cpu_lookup_error_that_names_only_ths_file_is_a_lookup() -> None
         assert "token ids" in d.candidates[1] and "position ids" in d.candidates[2]
     # Python's own sequences say "index out of range" too, with no TH file: not a lookup
     assert match_cpu_twin(("IndexError",), "index out of range") is None
+
+
+def test_a_serving_engines_traceback_ranks_prompt_ids_and_positions_not_labels() -> None:
+    d = _first(
+        '  File "/opt/venv/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 1450, in run_batch\n'
+        "    logits_output, next_token_ids = self.tp_worker.forward_batch_generation(batch)\n" + ASSERT
+    )
+    assert d.cause_id == "unknown_kernel_assert"
+    assert "prompt token ids" in d.candidates[1] and "max_model_len" in d.candidates[2]
+    assert not any("class labels" in c for c in d.candidates)
+    # a training traceback keeps the labels first
+    trained = _first('  File "/srv/train.py", line 88, in step\n    out = net(batch)\n' + ASSERT)
+    assert "labels" in trained.candidates[1]

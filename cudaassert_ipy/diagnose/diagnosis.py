@@ -382,6 +382,8 @@ NOTHING_DECIDES = (
 RANKED_LEAD = "Ranked from the line that calls the failing op; check them in this order:"
 #: The leads of a cause ranked first, not decided: its headline says "likely" (a lookup's lead only asks which table).
 _GUESSES = ((UNSURE_POINT_LEAD,), (RANKED_LEAD,))
+#: The path parts of the serving engines' own code (vLLM, SGLang, TGI's server, LMDeploy).
+_SERVING_PATHS = ("vllm/", "sglang/", "text_generation_server/", "lmdeploy/")
 _RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON)
 
 
@@ -458,4 +460,6 @@ def _candidates(
         key = "detection"
     elif any(p in paths for p in ("torch_geometric/", "dgl/", "torch_scatter/")):
         key = "graph"
+    if any(p in paths for p in _SERVING_PATHS):  # an inference server computes no loss: prompts, positions, sampling
+        key = "serving"
     return (UNSURE_LEAD, *UNSURE[key])

@@ -835,6 +835,16 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "with the embedding's size",
         "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
     ),
+    # a serving engine's traceback: no loss runs there, so what it indexes is the prompt's ids and positions
+    "serving": (
+        "prompt token ids >= the model's vocabulary: token ids made by another tokenizer than the model's, or a "
+        "special token (pad, eos, an image or tool token) the embedding lacks: compare the largest prompt token "
+        "id with the model's vocab_size",
+        "positions past the model's position table: the engine's max_model_len above the model's "
+        "max_position_embeddings (514 for RoBERTa / XLM-R embedding and reranker models): set max_model_len to at "
+        "most it, and truncate longer prompts",
+        "sampling from NaN/inf logits (fp16 overflow): load the model in bfloat16 or float32",
+    ),
     # an embedding lookup failed, and the text does not say which table: token ids or positions
     "lookup": (
         _TOKEN_IDS_CANDIDATE,
