@@ -349,7 +349,7 @@ def test_a_position_sized_dimension_in_a_language_models_paste_ranks_positions_f
     assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]
     framed = _first(
         '  File "/env/site-packages/transformers/models/opt/modeling_opt.py", line 120, in forward\n'
-        "    return super().forward(positions + self.offset)\n"
+        "    picked = cache.gather(0, idx)\n"
         "RuntimeError: index 2050 is out of bounds for dimension 0 with size 2048\n"
     )
     assert framed.cause_id == "position_ids_out_of_range"
@@ -394,3 +394,13 @@ def test_a_serving_engines_traceback_ranks_prompt_ids_and_positions_not_labels()
     # a training traceback keeps the labels first
     trained = _first('  File "/srv/train.py", line 88, in step\n    out = net(batch)\n' + ASSERT)
     assert "labels" in trained.candidates[1]
+
+
+def test_a_learned_position_table_that_forwards_its_positions_names_positions() -> None:
+    for code in ("return super().forward(positions + self.offset)", "return F.embedding(positions, self.weight)"):
+        d = _first(f'  File "/env/site-packages/s2s/modules/positions.py", line 51, in forward\n    {code}\n' + ASSERT)
+        assert d.cause_id == "position_ids_out_of_range", code
+    ids = _first(
+        '  File "/env/site-packages/s2s/modules/emb.py", line 9, in forward\n    return super().forward(ids)\n' + ASSERT
+    )
+    assert ids.cause_id != "position_ids_out_of_range"
