@@ -404,3 +404,15 @@ def test_a_learned_position_table_that_forwards_its_positions_names_positions() 
         '  File "/env/site-packages/s2s/modules/emb.py", line 9, in forward\n    return super().forward(ids)\n' + ASSERT
     )
     assert ids.cause_id != "position_ids_out_of_range"
+
+
+def test_an_image_token_whose_index_is_the_vocabulary_size_names_token_ids() -> None:
+    config = (
+        '{\n  "ignore_index": -100,\n  "image_token_index": 64000,\n  "text_config": {\n    "vocab_size": 64000\n'
+        "  }\n}\n"
+    )
+    d = _first(config + ASSERT)
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (special_token_id_is_vocab_size)"
+    inside = _first(config.replace('"image_token_index": 64000', '"image_token_index": 63999') + ASSERT)
+    assert inside.cause_id != "index_select_out_of_range"
