@@ -416,3 +416,12 @@ def test_an_image_token_whose_index_is_the_vocabulary_size_names_token_ids() -> 
     assert d.basis == "the error text (special_token_id_is_vocab_size)"
     inside = _first(config.replace('"image_token_index": 64000', '"image_token_index": 63999') + ASSERT)
     assert inside.cause_id != "index_select_out_of_range"
+
+
+def test_pasted_code_that_resizes_the_token_embeddings_names_token_ids() -> None:
+    d = _first(
+        "model.resize_token_embeddings(len(tokenizer))\nmodel = get_peft_model(model, cfg)\n" + LOOKUP_LINE + ASSERT
+    )
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (resized_embeddings_log)" and "resize did not reach it" in (d.specific or "")
+    assert "names a size" not in (d.specific or "")
