@@ -425,3 +425,16 @@ def test_pasted_code_that_resizes_the_token_embeddings_names_token_ids() -> None
     assert d.cause_id == "index_select_out_of_range"
     assert d.basis == "the error text (resized_embeddings_log)" and "resize did not reach it" in (d.specific or "")
     assert "names a size" not in (d.specific or "")
+
+
+def test_a_training_entry_point_ranks_labels_then_ids_and_names_the_labels() -> None:
+    from helpers.pastes import trace
+
+    for code in ("trainer.train()", "clf.train_model(train_df)", "model.fit(x_train, y_train, epochs=3)"):
+        d = _first(trace(("/home/me/nlp/run.py", 77, "main", code)))
+        assert d.cause_id == "nll_loss_target_out_of_range", code
+        assert d.basis == f"a code line: run.py:77 (`{code}`), ranked, not decided"
+        assert "num_labels" in d.candidates[1] and "num_embeddings" in d.candidates[2]
+    # switching a module to training mode runs nothing
+    mode = _first(trace(("/home/me/nlp/run.py", 12, "main", "model.train()")))
+    assert mode.cause_id == "unknown_kernel_assert"
