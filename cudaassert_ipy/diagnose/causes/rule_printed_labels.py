@@ -15,7 +15,8 @@ from cudaassert_ipy.diagnose.causes.rule_base import Case, Finding
 
 __all__ = ["printed_labels"]
 
-_COUNT = re.compile(r"(?i)\b(?:num[ _]labels|number of labels)[\"']?\s*[:=]?\s*(?P<n>\d+)\b")
+#: the knob's own name (a config, a call's keywords, an argparse Namespace) or a Hugging Face example script's log
+_COUNT = re.compile(r"\bnum_labels[\"']?\s*[:=]\s*(?P<n>\d+)\b|\bNum labels\s*[:=]?\s*(?P<m>\d+)\b")
 _ID2LABEL = re.compile(r"[\"']?\b(?:id2label)[\"']?\s*[:=]\s*\{(?P<body>[^{}]{0,20000})\}")
 _ENTRY = re.compile(r"[\"']?\d+[\"']?\s*:")
 _SEARCHED = 200_000  # characters of a paste read for the settings
@@ -28,7 +29,7 @@ VALUE = "The error names the label {value}."
 
 
 def _settings(text: str) -> list[str]:
-    out = [f"num_labels={m.group('n')}" for m in _COUNT.finditer(text)][:1]
+    out = [f"num_labels={m.group('n') or m.group('m')}" for m in _COUNT.finditer(text)][:1]
     for m in _ID2LABEL.finditer(text):
         n = len(_ENTRY.findall(m.group("body")))
         if n:
