@@ -436,3 +436,25 @@ def test_a_training_entry_point_ranks_labels_then_ids_and_names_the_labels() -> 
     # switching a module to training mode runs nothing
     mode = _first(trace(("/home/me/nlp/run.py", 12, "main", "model.train()")))
     assert mode.cause_id == "unknown_kernel_assert"
+
+
+def test_a_pipelines_frame_ranks_positions_first_unless_a_deeper_frame_names_the_table() -> None:
+    from helpers.pastes import trace
+
+    pipe = (
+        "/env/lib/python3.10/site-packages/transformers/pipelines/base.py",
+        1102,
+        "forward",
+        "out = self._forward(x)",
+    )
+    d = _first(trace(("/srv/app/handler.py", 30, "score", "res = [clf(t) for t in batch]"), pipe))
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.basis == "a frame: base.py:1102 in forward"
+    assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]
+    words = (
+        "/env/lib/python3.10/site-packages/transformers/models/bert/modeling_bert.py",
+        210,
+        "forward",
+        "inputs_embeds = self.word_embeddings(input_ids)",
+    )
+    assert _first(trace(pipe, words)).cause_id == "index_select_out_of_range"
