@@ -281,7 +281,9 @@ def test_cublas_failing_to_create_its_handle_beside_the_assert_ranks_the_lookup_
         assert d.cause_id == "index_select_out_of_range", cublas
         assert d.basis == "the error text (cublas_handle_in_paste)"
         assert "first linear layer" in (d.specific or "") and "resize_token_embeddings" in (d.likely_fix or "")
-        assert "token ids" in d.candidates[1] and "position ids" in d.candidates[2]
+        assert d.candidates[0].startswith("The frames or the error point to this cause but do not prove it")
+        assert "token ids" in d.candidates[1] and "in backward" in d.candidates[2] and "position ids" in d.candidates[3]
+        assert d.headline.endswith("likely index out of range in an embedding or index_select")
     # a cuBLAS call that failed to run (not to start) says nothing about which kernel failed before it
     gemm = _first(
         "CUDA error: device-side assert triggered\n\n" + linear + "RuntimeError: cublas runtime error : the GPU "

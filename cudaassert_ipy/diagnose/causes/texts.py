@@ -845,6 +845,15 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "most it, and truncate longer prompts",
         "sampling from NaN/inf logits (fp16 overflow): load the model in bfloat16 or float32",
     ),
+    # cuBLAS could not make its handle after the assert: the failing kernel ran before that thread's first matmul
+    "cublas_handle": (
+        _TOKEN_IDS_CANDIDATE + " (a model's embedding lookup runs before its first matmul, where cuBLAS makes its "
+        "handle)",
+        "class labels outside 0..C-1, when the handle failure is in backward (the backward pass makes its own cuBLAS "
+        "handle after the loss ran): compare labels.min()/max() with the model's number of outputs (num_labels / "
+        "num_classes)",
+        _POSITIONS_CANDIDATE,
+    ),
     # an embedding lookup failed, and the text does not say which table: token ids or positions
     "lookup": (
         _TOKEN_IDS_CANDIDATE,
