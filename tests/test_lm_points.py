@@ -460,3 +460,43 @@ def test_a_pipelines_frame_ranks_positions_first_unless_a_deeper_frame_names_the
         "inputs_embeds = self.word_embeddings(input_ids)",
     )
     assert _first(trace(pipe, words)).cause_id == "index_select_out_of_range"
+
+
+EMBEDDING_FRAMES = (
+    ("/env/lib/python3.11/site-packages/torch/nn/modules/sparse.py", 190, "forward", "return F.embedding("),
+    (
+        "/env/lib/python3.11/site-packages/torch/nn/functional.py",
+        2551,
+        "embedding",
+        "return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)",
+    ),
+)
+
+
+def test_a_lookup_inside_a_web_server_or_a_pipeline_ranks_positions_first() -> None:
+    from helpers.pastes import trace
+
+    served = trace(
+        (
+            "/env/lib/python3.11/site-packages/uvicorn/protocols/http/h11_impl.py",
+            403,
+            "run_asgi",
+            "result = await app(",
+        ),
+        ("/srv/api/main.py", 58, "chat", "reply = bot.answer(req.prompt)"),
+        *EMBEDDING_FRAMES,
+    )
+    d = _first(served)
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.basis == "a frame: functional.py:2551 in embedding" and "web server" in (d.specific or "")
+    assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]
+    asgi = _first("ERROR:    Exception in ASGI application\n" + trace(*EMBEDDING_FRAMES))
+    assert asgi.cause_id == "position_ids_out_of_range"
+    piped = trace(
+        ("/env/lib/python3.11/site-packages/transformers/pipelines/base.py", 1102, "forward", "out = self._forward(x)"),
+        *EMBEDDING_FRAMES,
+    )
+    assert _first(piped).cause_id == "position_ids_out_of_range"
+    # the same lookup in a training script keeps token ids first
+    trained = _first(trace(("/home/me/train.py", 40, "step", "out = net(batch)"), *EMBEDDING_FRAMES))
+    assert trained.cause_id == "index_select_out_of_range" and "token ids" in trained.candidates[1]
