@@ -230,3 +230,273 @@ def test_sentence_transformers_encode_ranks_positions_first_with_max_seq_length(
     assert d.cause_id == "position_ids_out_of_range"
     assert "max_seq_length" in (d.likely_fix or "")
     assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]
+
+
+def test_a_paste_of_the_length_warning_alone_is_read_as_the_failure_it_foretells() -> None:
+    from cudaassert_ipy.logs.explain import explain_text
+
+    alone = (
+        "Token indices sequence length is longer than the specified maximum sequence length for this model "
+        "(4411 > 4096). Running this sequence through the model will result in indexing errors\n"
+    )
+    d = _first(alone)
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.exception_line.startswith("none in the text") and "foretells" in d.notes[0]
+    assert "(4096)" in (d.likely_fix or "") and "truncation=True" in (d.likely_fix or "")
+    generated = _first(
+        "2025-03-02 10:11:12 WARNING This is a friendly reminder - the current text generation call will exceed "
+        "the model's predefined maximum length (2048). Depending on the model, you may observe exceptions, "
+        "performance degradation, or nothing at all.\n"
+    )
+    assert generated.cause_id == "position_ids_out_of_range" and "(2048)" in (generated.likely_fix or "")
+    # a traceback cut before its error line, whose frames say nothing: the warning still speaks
+    cut = _first(
+        alone
+        + 'Traceback (most recent call last):\n  File "/srv/app/serve.py", line 40, in handle\n    out = run(req)\n'
+    )
+    assert cut.cause_id == "position_ids_out_of_range"
+    # a text with no error and no such warning says nothing; a warning that foretells nothing neither
+    assert not explain_text("epoch 3 loss 0.41\nSpecial tokens have been added in the vocabulary\n").found
+
+
+def test_a_bare_assert_ranks_its_likely_causes_in_the_words_of_their_knobs() -> None:
+    for text in (ASSERT, "CUDA error: device-side assert triggered\nCompile with `TORCH_USE_CUDA_DSA`\n"):
+        d = _first(text)
+        assert d.cause_id == "unknown_kernel_assert"
+        labels, ids = d.candidates[1], d.candidates[2]
+        assert "num_labels" in labels and "num_classes" in labels and "out_features" in labels
+        assert "resize_token_embeddings(len(tokenizer))" in ids and "another tokenizer" in ids
+
+
+def test_cublas_failing_to_create_its_handle_beside_the_assert_ranks_the_lookup_first() -> None:
+    linear = (
+        "/opt/conda/lib/python3.7/site-packages/torch/nn/functional.py in linear(input, weight, bias)\n"
+        "-> 1676         output = input.matmul(weight.t())\n\n"
+    )
+    for cublas in (
+        "RuntimeError: cublas runtime error : resource allocation failed at /opt/THC/THCGeneral.cpp:250\n",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`\n",
+    ):
+        d = _first("CUDA error: device-side assert triggered\n\n" + linear + cublas)
+        assert d.cause_id == "index_select_out_of_range", cublas
+        assert d.basis == "the error text (cublas_handle_in_paste)"
+        assert "first linear layer" in (d.specific or "") and "resize_token_embeddings" in (d.likely_fix or "")
+        assert d.candidates[0].startswith("The frames or the error point to this cause but do not prove it")
+        assert "token ids" in d.candidates[1] and "in backward" in d.candidates[2] and "position ids" in d.candidates[3]
+        assert d.headline.endswith("likely index out of range in an embedding or index_select")
+    # a cuBLAS call that failed to run (not to start) says nothing about which kernel failed before it
+    gemm = _first(
+        "CUDA error: device-side assert triggered\n\n" + linear + "RuntimeError: cublas runtime error : the GPU "
+        "program failed to execute at /opt/torch/aten/src/THC/THCBlas.cu:331\n"
+    )
+    assert gemm.cause_id != "index_select_out_of_range"
+
+
+def test_a_size_in_the_error_that_a_printed_config_also_names_says_which_table() -> None:
+    config = 'OPTConfig {\n  "max_position_embeddings": 2048,\n  "vocab_size": 50272\n}\n'
+    d = _first(config + "IndexError: index 2050 is out of bounds for dimension 0 with size 2048\n")
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.basis == "the error text (printed_position_bound)" and "(2048)" in (d.likely_fix or "")
+    args = _first(
+        "Namespace(block_size=256, lr=0.0003)\nIndexError: index 256 is out of bounds for dimension 1 with size 256\n"
+    )
+    assert args.cause_id == "position_ids_out_of_range"
+    vocab = _first(config + "IndexError: index 50272 is out of bounds for dimension 0 with size 50272\n")
+    assert vocab.cause_id == "index_select_out_of_range" and "(50272)" in (vocab.likely_fix or "")
+    # a size no printed bound names decides nothing
+    other = _first(config + "IndexError: index 2050 is out of bounds for dimension 0 with size 1500\n")
+    assert other.cause_id == "advanced_indexing_out_of_range_v1"
+
+
+def test_a_label_check_in_a_log_that_prints_num_labels_is_fixed_in_those_words() -> None:
+    config = (
+        'DistilBertConfig {\n  "id2label": {\n    "0": "NEG",\n    "1": "NEU",\n    "2": "POS"\n  },\n'
+        '  "num_labels": 3,\n  "vocab_size": 30522\n}\n'
+    )
+    d = _first(config + NLL_LINE + ASSERT)
+    assert d.cause_id == "nll_loss_target_out_of_range"
+    assert "num_labels=3, id2label with 3 entries" in (d.specific or "")
+    assert "from_pretrained(..., num_labels=" in (d.likely_fix or "") and "id2label" in (d.likely_fix or "")
+    logged = _first("INFO - train - Namespace(lr=2e-05, num_labels=7)\nIndexError: Target 7 is out of bounds.\n")
+    assert logged.cause_id == "nll_loss_target_out_of_range"
+    assert "label 7" in (logged.specific or "") and "num_labels=7" in (logged.specific or "")
+    # with no label settings printed, or a plain script's own count, the kernel line's own words stand
+    for text in (NLL_LINE + ASSERT, "number of labels: 7\n" + NLL_LINE + ASSERT):
+        assert "num_labels=" not in (_first(text).specific or "")
+
+
+def test_a_learned_positional_embedding_or_a_lookup_of_the_positions_names_positions() -> None:
+    for code in (
+        "x = self.positional_embedding(steps) + x",
+        "h = self.embedding(positions)",
+        "pos = self.embeddings(position_ids, offset)",
+    ):
+        d = _first(f'  File "/srv/s2s/modules.py", line 51, in forward\n    {code}\n' + ASSERT)
+        assert d.cause_id == "position_ids_out_of_range", code
+    # a sinusoidal encoder slices its table (no lookup): the failure only surfaced there
+    for code in ("src = self.pos_encoder(src)", "x = self.embedding(src)"):
+        d = _first(f'  File "/srv/s2s/modules.py", line 51, in forward\n    {code}\n' + ASSERT)
+        assert d.cause_id != "position_ids_out_of_range", code
+
+
+def test_a_position_sized_dimension_in_a_language_models_paste_ranks_positions_first() -> None:
+    d = _first(
+        'enc = tokenizer(docs, return_tensors="pt")\nout = model(**enc)\n'
+        "IndexError: index 4100 is out of bounds for dimension 0 with size 4096\n"
+    )
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.basis == "the error text (position_sized_dimension)"
+    assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]
+    framed = _first(
+        '  File "/env/site-packages/transformers/models/opt/modeling_opt.py", line 120, in forward\n'
+        "    picked = cache.gather(0, idx)\n"
+        "RuntimeError: index 2050 is out of bounds for dimension 0 with size 2048\n"
+    )
+    assert framed.cause_id == "position_ids_out_of_range"
+    # the same size with nothing of a language model around it decides nothing
+    image = _first("mask = masks[i]\nIndexError: index 512 is out of bounds for dimension 0 with size 512\n")
+    assert image.cause_id == "advanced_indexing_out_of_range_v1"
+
+
+def test_the_resize_warning_and_the_slow_tokenizers_adding_line_name_token_ids() -> None:
+    resized = _first(
+        "You are resizing the embedding layer without providing a `pad_to_multiple_of` parameter. This means that "
+        "the new embedding dimension will be 49155. This might induce some performance reduction as *Tensor Cores* "
+        "will not be available.\n" + LOOKUP_LINE + ASSERT
+    )
+    assert resized.cause_id == "index_select_out_of_range"
+    assert resized.basis == "the error text (resized_embeddings_log)" and "(49155)" in (resized.likely_fix or "")
+    added = _first("03/04/2021 11:02:13 - INFO - tokenization_utils -   Adding [ENT] to the vocabulary\n" + ASSERT)
+    assert added.cause_id == "index_select_out_of_range"
+    assert added.basis == "the error text (added_tokens_in_paste)"
+
+
+def test_the_old_cpu_lookup_error_that_names_only_ths_file_is_a_lookup() -> None:
+    for text in (
+        "RuntimeError: index out of range at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:193\n",
+        "RuntimeError: index out of range at ..\\aten\\src\\TH\\generic\\THTensorEvenMoreMath.cpp:237\n",
+    ):
+        d = _first(text)
+        assert d.cause_id == "index_select_out_of_range", text
+        assert "token ids" in d.candidates[1] and "position ids" in d.candidates[2]
+    # Python's own sequences say "index out of range" too, with no TH file: not a lookup
+    assert match_cpu_twin(("IndexError",), "index out of range") is None
+
+
+def test_a_serving_engines_traceback_ranks_prompt_ids_and_positions_not_labels() -> None:
+    d = _first(
+        '  File "/opt/venv/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 1450, in run_batch\n'
+        "    logits_output, next_token_ids = self.tp_worker.forward_batch_generation(batch)\n" + ASSERT
+    )
+    assert d.cause_id == "unknown_kernel_assert"
+    assert "prompt token ids" in d.candidates[1] and "max_model_len" in d.candidates[2]
+    assert not any("class labels" in c for c in d.candidates)
+    # a training traceback keeps the labels first
+    trained = _first('  File "/srv/train.py", line 88, in step\n    out = net(batch)\n' + ASSERT)
+    assert "labels" in trained.candidates[1]
+
+
+def test_a_learned_position_table_that_forwards_its_positions_names_positions() -> None:
+    for code in ("return super().forward(positions + self.offset)", "return F.embedding(positions, self.weight)"):
+        d = _first(f'  File "/env/site-packages/s2s/modules/positions.py", line 51, in forward\n    {code}\n' + ASSERT)
+        assert d.cause_id == "position_ids_out_of_range", code
+    ids = _first(
+        '  File "/env/site-packages/s2s/modules/emb.py", line 9, in forward\n    return super().forward(ids)\n' + ASSERT
+    )
+    assert ids.cause_id != "position_ids_out_of_range"
+
+
+def test_an_image_token_whose_index_is_the_vocabulary_size_names_token_ids() -> None:
+    config = (
+        '{\n  "ignore_index": -100,\n  "image_token_index": 64000,\n  "text_config": {\n    "vocab_size": 64000\n'
+        "  }\n}\n"
+    )
+    d = _first(config + ASSERT)
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (special_token_id_is_vocab_size)"
+    inside = _first(config.replace('"image_token_index": 64000', '"image_token_index": 63999') + ASSERT)
+    assert inside.cause_id != "index_select_out_of_range"
+
+
+def test_pasted_code_that_resizes_the_token_embeddings_names_token_ids() -> None:
+    d = _first(
+        "model.resize_token_embeddings(len(tokenizer))\nmodel = get_peft_model(model, cfg)\n" + LOOKUP_LINE + ASSERT
+    )
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (resized_embeddings_log)" and "resize did not reach it" in (d.specific or "")
+    assert "names a size" not in (d.specific or "")
+
+
+def test_a_training_entry_point_ranks_labels_then_ids_and_names_the_labels() -> None:
+    from helpers.pastes import trace
+
+    for code in ("trainer.train()", "clf.train_model(train_df)", "model.fit(x_train, y_train, epochs=3)"):
+        d = _first(trace(("/home/me/nlp/run.py", 77, "main", code)))
+        assert d.cause_id == "nll_loss_target_out_of_range", code
+        assert d.basis == f"a code line: run.py:77 (`{code}`), ranked, not decided"
+        assert "num_labels" in d.candidates[1] and "num_embeddings" in d.candidates[2]
+    # switching a module to training mode runs nothing
+    mode = _first(trace(("/home/me/nlp/run.py", 12, "main", "model.train()")))
+    assert mode.cause_id == "unknown_kernel_assert"
+
+
+def test_a_pipelines_frame_ranks_positions_first_unless_a_deeper_frame_names_the_table() -> None:
+    from helpers.pastes import trace
+
+    pipe = (
+        "/env/lib/python3.10/site-packages/transformers/pipelines/base.py",
+        1102,
+        "forward",
+        "out = self._forward(x)",
+    )
+    d = _first(trace(("/srv/app/handler.py", 30, "score", "res = [clf(t) for t in batch]"), pipe))
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.basis == "a frame: base.py:1102 in forward"
+    assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]
+    words = (
+        "/env/lib/python3.10/site-packages/transformers/models/bert/modeling_bert.py",
+        210,
+        "forward",
+        "inputs_embeds = self.word_embeddings(input_ids)",
+    )
+    assert _first(trace(pipe, words)).cause_id == "index_select_out_of_range"
+
+
+EMBEDDING_FRAMES = (
+    ("/env/lib/python3.11/site-packages/torch/nn/modules/sparse.py", 190, "forward", "return F.embedding("),
+    (
+        "/env/lib/python3.11/site-packages/torch/nn/functional.py",
+        2551,
+        "embedding",
+        "return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)",
+    ),
+)
+
+
+def test_a_lookup_inside_a_web_server_or_a_pipeline_ranks_positions_first() -> None:
+    from helpers.pastes import trace
+
+    served = trace(
+        (
+            "/env/lib/python3.11/site-packages/uvicorn/protocols/http/h11_impl.py",
+            403,
+            "run_asgi",
+            "result = await app(",
+        ),
+        ("/srv/api/main.py", 58, "chat", "reply = bot.answer(req.prompt)"),
+        *EMBEDDING_FRAMES,
+    )
+    d = _first(served)
+    assert d.cause_id == "position_ids_out_of_range"
+    assert d.basis == "a frame: functional.py:2551 in embedding" and "web server" in (d.specific or "")
+    assert "position ids" in d.candidates[1] and "token ids" in d.candidates[2]
+    asgi = _first("ERROR:    Exception in ASGI application\n" + trace(*EMBEDDING_FRAMES))
+    assert asgi.cause_id == "position_ids_out_of_range"
+    piped = trace(
+        ("/env/lib/python3.11/site-packages/transformers/pipelines/base.py", 1102, "forward", "out = self._forward(x)"),
+        *EMBEDDING_FRAMES,
+    )
+    assert _first(piped).cause_id == "position_ids_out_of_range"
+    # the same lookup in a training script keeps token ids first
+    trained = _first(trace(("/home/me/train.py", 40, "step", "out = net(batch)"), *EMBEDDING_FRAMES))
+    assert trained.cause_id == "index_select_out_of_range" and "token ids" in trained.candidates[1]

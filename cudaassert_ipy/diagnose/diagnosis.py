@@ -390,6 +390,8 @@ NOTHING_DECIDES = (
 RANKED_LEAD = "Ranked from the line that calls the failing op; check them in this order:"
 #: The leads of a cause ranked first, not decided: its headline says "likely" (a lookup's lead only asks which table).
 _GUESSES = ((UNSURE_POINT_LEAD,), (RANKED_LEAD,))
+#: The path parts of the serving engines' own code (vLLM, SGLang, TGI's server, LMDeploy).
+_SERVING_PATHS = ("vllm/", "sglang/", "text_generation_server/", "lmdeploy/")
 _RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON)
 
 
@@ -470,9 +472,13 @@ def _framework_key(ev: Evidence) -> str:
     """The UNSURE key of the framework the frames' module paths name ("any": none that ranks its own causes)."""
     paths = " ".join(f.norm_path for f in ev.frames)
     if "transformers/" in paths or "peft/" in paths or "trl/" in paths:
-        return "transformers"
-    if any(p in paths for p in ("ultralytics/", "yolov5", "detection/", "mmdet/", "detectron2/")):
-        return "detection"
-    if any(p in paths for p in ("torch_geometric/", "dgl/", "torch_scatter/")):
-        return "graph"
-    return "any"
+        key = "transformers"
+    elif any(p in paths for p in ("ultralytics/", "yolov5", "detection/", "mmdet/", "detectron2/")):
+        key = "detection"
+    elif any(p in paths for p in ("torch_geometric/", "dgl/", "torch_scatter/")):
+        key = "graph"
+    else:
+        key = "any"
+    if any(p in paths for p in _SERVING_PATHS):  # an inference server computes no loss: prompts, positions, sampling
+        key = "serving"
+    return key

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cudaassert_ipy.capture.tracebacks import Frame
 
-__all__ = ["FrameFinding", "Point", "find_point", "is_late_frame", "points"]
+__all__ = ["FrameFinding", "Point", "find_point", "foretold", "is_late_frame", "points"]
 
 # Calls that only use a result: a failure seen there happened in an earlier kernel.
 _LATE_CODE = re.compile(
@@ -66,6 +66,9 @@ class Point:
     rank: int = 0  # a higher rank wins over a lower one (framework internals over the user's own line)
     refines: tuple[str, ...] = ()  # causes the point may replace: a generic index error becomes a named one
     unsure: str = ""  # a key of texts.UNSURE: a weak point (ranks its cause with others) or a lookup (which table)
+    #: a warning that says the failure will come (a tokenizer's "will result in indexing errors"): a text that
+    #: holds it and no error line is still read, as the failure the warning foretells
+    foretells: bool = False
 
     @cached_property
     def _code(self) -> re.Pattern[str] | None:
@@ -92,9 +95,17 @@ class Point:
         return (self.message is not None or self.context is not None) and not (self.paths or self.funcs or self.code)
 
     def matches_message(self, message: str, context: str = "") -> bool:
-        if self.context is not None and re.search(self.context, context) is None:
+        """Both patterns found; when both read a ``size``, the same one: a size the error names that a printed
+        config also names (``with size 512`` beside ``max_position_embeddings: 512``) says which table it is."""
+        pattern = self.message or ""
+        said = re.search(pattern, message) if self.message is not None else None
+        if self.message is not None and said is None:
             return False
-        return self.message is None or re.search(self.message, message) is not None
+        if self.context is None:
+            return True
+        if said is not None and "(?P<size>" in pattern and "(?P<size>" in self.context:
+            return any(m.group("size") == said.group("size") for m in re.finditer(self.context, context))
+        return re.search(self.context, context) is not None
 
     def size_in(self, message: str, context: str = "") -> int | None:
         """The bound the point's own pattern read (its ``(?P<size>...)`` group: a tokenizer's "(603 > 512)")."""
@@ -146,6 +157,7 @@ def _point(entry: dict[str, object]) -> Point:
         rank=int(str(entry.get("rank") or 0)),
         refines=strings("refines"),
         unsure=str(entry.get("unsure") or ""),
+        foretells=entry.get("foretells") is True,
     )
 
 
@@ -204,3 +216,9 @@ def _find(frames: tuple[Frame, ...], message: str, context: str, catalogue: tupl
     if late is None and is_late_frame(found) and found.code:
         late = found
     return FrameFinding(point, found, late)
+
+
+def foretold(text: str) -> Point | None:
+    """The warning in ``text`` that foretells an index failure (a catalogue point marked ``foretells``), if any."""
+    found = find_point((), "", text)
+    return found.point if found is not None and found.point.foretells else None

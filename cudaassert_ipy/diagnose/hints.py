@@ -496,8 +496,8 @@ def scatter_index(name: str, low: int, top: int, rows_of: str | None = None, row
 CODE_CHECKS: dict[str, str] = {
     "labels": (
         "class labels outside 0..C-1: compare labels.min() and labels.max() with the number of classes the model "
-        "outputs (the last layer's out_features / num_classes); 1-based labels need -1, and padding such as -1 or "
-        "255 needs ignore_index="
+        "outputs (the last layer's out_features / num_classes / num_labels); 1-based labels need -1, and padding "
+        "such as -1 or 255 needs ignore_index="
     ),
     "bce": (
         "BCELoss on values outside [0, 1]: apply torch.sigmoid to the output first, or use BCEWithLogitsLoss on the "

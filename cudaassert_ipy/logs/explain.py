@@ -24,7 +24,7 @@ from cudaassert_ipy.diagnose.detection import (
     classify_text,
     logged_exception,
 )
-from cudaassert_ipy.diagnose.diagnosis import Diagnosis, diagnose
+from cudaassert_ipy.diagnose.diagnosis import ASYNC_NOTE, Diagnosis, diagnose
 from cudaassert_ipy.diagnose.evidence import Evidence
 from cudaassert_ipy.diagnose.recovered import recover
 from cudaassert_ipy.logs.errors import LoggedError, find_errors
@@ -44,6 +44,13 @@ CUT_MESSAGE = "device-side assert triggered (assumed: the text ends before the e
 CUT_NOTE = (
     "The text holds a traceback but not its error line. It is read from its frames as a device-side assert, "
     "the failure this tool explains; if the error was another one, this report does not apply."
+)
+#: A text with no error at all, only a warning that foretells one (a tokenizer's "will result in indexing errors").
+FORETOLD_MESSAGE = "device-side assert triggered (assumed: the text holds only a warning that foretells it)"
+NO_ERROR = "none in the text (only a warning that foretells an error)"
+FORETOLD_NOTE = (
+    "The text holds no error line, only a warning that foretells one ({point}). It is read as the failure that "
+    "warning predicts; if the error was another one, this report does not apply."
 )
 UNTAGGED_MOVED = (
     "The kernel's assertion lines carry no rank tag; {label} is the only rank that reported a device-side "
@@ -169,6 +176,21 @@ def _cut_traceback(frames: tuple[Frame, ...], text: str) -> Diagnosis | None:
     return dataclasses.replace(d, exception_line=NO_ERROR_LINE, exception_text="", notes=(CUT_NOTE, *d.notes))
 
 
+def _foretold(text: str, frames: tuple[Frame, ...] = ()) -> Diagnosis | None:
+    """A text with no error, no assertion line and no frames that name a cause, whose warning says the failure
+    will come: read as that failure. None when no such warning is in it."""
+    from cudaassert_ipy.diagnose.frame_points import foretold
+
+    point = foretold(text)
+    if point is None:
+        return None
+    det = Detection(Kind.DEVICE_ASSERT, logged_exception("", FORETOLD_MESSAGE), FORETOLD_MESSAGE)
+    d = diagnose(Evidence(detection=det, frames=frames, pasted=text))
+    note = FORETOLD_NOTE.format(point=point.id.replace("_", " "))
+    rest = tuple(n for n in d.notes if n != ASYNC_NOTE[Kind.DEVICE_ASSERT])  # no traceback for it to speak of
+    return dataclasses.replace(d, exception_line=NO_ERROR, exception_text="", notes=(note, *rest))
+
+
 def _in_log_words(d: Diagnosis) -> Diagnosis:
     """A log's process is gone: say what happened to it, not 'restart the kernel'."""
     return dataclasses.replace(d, status=LOG_STATUS) if d.context_dead else d
@@ -246,6 +268,9 @@ def explain_text(text: str, source: str = "log") -> Explanation:
     if not groups and not errors and not sites and frames:
         cut = _cut_traceback(frames, text)
         groups += [Group(None, (_in_log_words(cut),))] if cut is not None else []
+    if not groups and not errors and not sites:  # frames that said nothing, or none: a warning may still say
+        ahead = _foretold(text, frames)
+        groups += [Group(None, (_in_log_words(ahead),))] if ahead is not None else []
     return Explanation(
         source=source,
         groups=tuple(groups),

@@ -39,6 +39,12 @@ _TWINS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = tuple(
             ("IndexError", "RuntimeError"),
             "index_select_out_of_range",
         ),
+        # 1.0-1.2's CPU embedding / index_select (TH): names neither the id nor the table, only TH's source file
+        (
+            r"^(?:invalid argument \d+: )?index out of range at \S*[/\\]TH[/\\]",
+            ("IndexError", "RuntimeError"),
+            "index_select_out_of_range",
+        ),
         # 1.x's CPU scatter_add_ (TH): no value printed
         (r"^Invalid index in scatter(?:Add)?", ("RuntimeError",), "scatter_gather_index_out_of_range_v1"),
         (

@@ -17,6 +17,7 @@ from cudaassert_ipy.diagnose.causes.rule_internal import internal_op
 from cudaassert_ipy.diagnose.causes.rule_labels import class_labels
 from cudaassert_ipy.diagnose.causes.rule_narrow_ids import int16_wrapped
 from cudaassert_ipy.diagnose.causes.rule_ops import op_from_source
+from cudaassert_ipy.diagnose.causes.rule_printed_labels import printed_labels
 from cudaassert_ipy.diagnose.causes.rule_repeat import repeat_sizes
 from cudaassert_ipy.diagnose.causes.rule_sampling import sum_overflow
 from cudaassert_ipy.diagnose.causes.rule_scatter import scatter_index
@@ -32,6 +33,8 @@ RULE_FAILED = "[internal] rule {rule} failed: {error}; the rest of this report s
 
 #: Every rule, keyed by the cause ids or catalogue groups it explains; the first finding wins.
 RULES: tuple[RuleEntry, ...] = (
+    # before class_labels, which always answers: a pasted log's printed num_labels, when there is no head to read
+    RuleEntry("printed_labels", frozenset({"class_target_out_of_range"}), printed_labels),
     RuleEntry("class_labels", frozenset({"class_target_out_of_range"}), class_labels),
     RuleEntry("int16_wrapped", frozenset({"embedding_or_index_select_out_of_range"}), int16_wrapped),
     RuleEntry("token_ids", frozenset({"embedding_or_index_select_out_of_range"}), token_ids),

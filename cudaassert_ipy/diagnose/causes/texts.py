@@ -786,7 +786,9 @@ _POSITIONS_CANDIDATE = (
 )
 UNSURE: dict[str, tuple[str, ...]] = {
     "transformers": (
-        "token ids >= the embedding's size: compare input_ids.max() with model.config.vocab_size and len(tokenizer)",
+        "token ids >= the embedding's size (tokens added to the tokenizer without "
+        "model.resize_token_embeddings(len(tokenizer)), ids from another tokenizer): compare input_ids.max() with "
+        "model.config.vocab_size and len(tokenizer)",
         "labels outside 0..num_labels-1: compare labels.min()/max() with model.config.num_labels (-100 marks "
         "ignored positions)",
         "sequences longer than max_position_embeddings: compare input_ids.shape[1] with "
@@ -826,10 +828,31 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "a batch vector or index from another graph: check data.validate()",
     ),
     "any": (
-        "class labels outside 0..C-1: compare labels.min()/max() with the model's number of outputs",
-        "embedding ids >= num_embeddings (token ids past the vocabulary, or a categorical column's codes past the "
-        "cardinality its embedding was built with): compare the ids' max with the embedding's size",
+        "class labels outside 0..C-1: compare labels.min()/max() with the model's number of outputs (its "
+        "num_classes / num_labels / out_features)",
+        "embedding ids >= num_embeddings: token ids past the vocabulary (tokens added to a tokenizer without "
+        "model.resize_token_embeddings(len(tokenizer)), ids from another tokenizer), or a categorical column's codes "
+        "past the cardinality its embedding was built with: compare the ids' max with the embedding's size",
         "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
+    ),
+    # a serving engine's traceback: no loss runs there, so what it indexes is the prompt's ids and positions
+    "serving": (
+        "prompt token ids >= the model's vocabulary: token ids made by another tokenizer than the model's, or a "
+        "special token (pad, eos, an image or tool token) the embedding lacks: compare the largest prompt token "
+        "id with the model's vocab_size",
+        "positions past the model's position table: the engine's max_model_len above the model's "
+        "max_position_embeddings (514 for RoBERTa / XLM-R embedding and reranker models): set max_model_len to at "
+        "most it, and truncate longer prompts",
+        "sampling from NaN/inf logits (fp16 overflow): load the model in bfloat16 or float32",
+    ),
+    # cuBLAS could not make its handle after the assert: the failing kernel ran before that thread's first matmul
+    "cublas_handle": (
+        _TOKEN_IDS_CANDIDATE + " (a model's embedding lookup runs before its first matmul, where cuBLAS makes its "
+        "handle)",
+        "class labels outside 0..C-1, when the handle failure is in backward (the backward pass makes its own cuBLAS "
+        "handle after the loss ran): compare labels.min()/max() with the model's number of outputs (num_labels / "
+        "num_classes)",
+        _POSITIONS_CANDIDATE,
     ),
     # an embedding lookup failed, and the text does not say which table: token ids or positions
     "lookup": (
