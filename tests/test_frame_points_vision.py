@@ -360,3 +360,87 @@ def test_a_model_that_only_borrows_detectrons_backbone_is_not_read_as_a_detectro
     assert _first(text).cause_id != "detection_class_out_of_range"
     engine = '  File "' + SITE + 'detectron2/engine/train_loop.py", line 155, in train\n    self.run_step()\n'
     assert _first(engine + ASSERT).cause_id == "detection_class_out_of_range"
+
+
+SCATTER_LINE = (
+    "/opt/src/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [12,0,0], "
+    'thread: [40,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
+)
+THC_GATHER_LINE = (
+    "/opt/src/aten/src/THC/THCTensorScatterGather.cu:97: void THCudaTensor_gatherKernel(TensorInfo<Real, "
+    "IndexType>, TensorInfo<Real, IndexType>, TensorInfo<long, IndexType>, int, IndexType) [with IndexType = "
+    "unsigned int, Real = float, Dims = 3]: block: [3,0,0], thread: [17,0,0] Assertion `indexValue >= 0 && "
+    "indexValue < src.sizes[dim]` failed.\n"
+)
+
+
+@pytest.mark.parametrize("line", [SCATTER_LINE, THC_GATHER_LINE], ids=["scatter", "thc gather"])
+def test_a_gather_or_scatter_kernel_alone_keeps_its_cause_and_ranks_what_the_index_counts(line: str) -> None:
+    from cudaassert_ipy.diagnose.causes.texts import UNSURE_LOOKUP_LEAD
+
+    d = _first(line + ASSERT)
+    assert d.cause_id in ("scatter_gather_index_out_of_range_v1", "thc_gather_index_out_of_range")  # as printed
+    assert d.candidates[0] == UNSURE_LOOKUP_LEAD and d.candidates[1:] == UNSURE["scatter_gather"]
+    assert "255" in d.candidates[1] and "labels" in d.candidates[1] and "edge_index" in d.candidates[2]
+    # a frame that says what the index is adds its words and needs no ranking
+    framed = _first(line + _trace(MAIN, ("/work/det/yolo_loss.py", 71, "forward", "t.scatter_(1, cls_ids, 1)")))
+    assert framed.cause_id == d.cause_id and not framed.candidates and "classes=" in (framed.likely_fix or "")
+
+
+@pytest.mark.parametrize(("value", "size"), [(550, 8), (37, 21)])
+def test_a_cpu_gather_scatter_on_dimension_1_likely_counts_classes(value: int, size: int) -> None:
+    d = _first(f"RuntimeError: index {value} is out of bounds for dimension 1 with size {size}\n")
+    assert d.cause_id == "one_hot_class_out_of_range"
+    assert d.basis == "the error text (scatter_gather_class_dim)"
+    assert d.candidates[0] == UNSURE_POINT_LEAD and d.candidates[1:] == UNSURE["class_dim"]
+    assert "likely" in d.headline and f"num_classes={size}?" in (d.specific or "")
+    assert "num_classes" in (d.likely_fix or "")
+
+
+def test_dimension_0_or_advanced_indexing_is_not_read_as_a_class_dimension() -> None:
+    from cudaassert_ipy.diagnose.causes.texts import UNSURE_LOOKUP_LEAD
+
+    rows = _first("RuntimeError: index 912 is out of bounds for dimension 0 with size 300\n")
+    assert rows.cause_id == "scatter_gather_index_out_of_range_v1"
+    assert rows.candidates[0] == UNSURE_LOOKUP_LEAD and rows.candidates[1:] == UNSURE["scatter_gather_rows"]
+    # IndexError: advanced indexing (x[idx]), not a gather or scatter
+    indexed = _first("IndexError: index 6 is out of bounds for dimension 1 with size 6\n")
+    assert indexed.cause_id == "advanced_indexing_out_of_range_v1"
+    # a graph framework in the frames says what a dimension-1 index counts
+    graph = _first(
+        _trace(
+            ("train_gnn.py", 30, "<module>", "out = model(batch.x, batch.edge_index)"),
+            (SITE + "torch_geometric/nn/conv/message_passing.py", 240, "propagate", "out = self.aggregate(out)"),
+            error="RuntimeError: index 88 is out of bounds for dimension 1 with size 40\n",
+        )
+    )
+    assert graph.cause_id == "graph_node_index_out_of_range"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "/pytorch/aten/src/THC/generic/THCTensorCopy.cpp:70",
+        "/opt/conda/conda-bld/pytorch_15/work/aten/src/THC/THCCachingHostAllocator.cpp:265",
+    ],
+)
+def test_an_old_error_that_surfaced_at_a_copy_ranks_an_earlier_loss_first(where: str) -> None:
+    d = _first(f"RuntimeError: cuda runtime error (59) : device-side assert triggered at {where}\n")
+    assert d.cause_id == "nll_loss_target_out_of_range"
+    assert d.basis == "the error text (surfaced_at_copy)"
+    assert d.candidates[0] == UNSURE_POINT_LEAD and d.candidates[1:] == UNSURE["copy"]
+    assert "likely" in d.headline and "ignore_index" in (d.likely_fix or "") + d.candidates[1]
+    # a traceback's own loss line is a frame: it outranks the text
+    framed = _first(
+        _trace(
+            ("seg_train.py", 80, "<module>", "loss = seg_criterion(pred, mask)"),
+            error=f"RuntimeError: cuda runtime error (59) : device-side assert triggered at {where}\n",
+        )
+    )
+    assert framed.basis.startswith("a frame: seg_train.py:80")
+    # a kernel's file named in the error is not a copy
+    kernel = _first(
+        "RuntimeError: cuda runtime error (59) : device-side assert triggered at "
+        "/pytorch/aten/src/THCUNN/generic/ClassNLLCriterion.cu:110\n"
+    )
+    assert kernel.basis != "the error text (surfaced_at_copy)"
