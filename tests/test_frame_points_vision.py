@@ -444,3 +444,51 @@ def test_an_old_error_that_surfaced_at_a_copy_ranks_an_earlier_loss_first(where:
         "/pytorch/aten/src/THCUNN/generic/ClassNLLCriterion.cu:110\n"
     )
     assert kernel.basis != "the error text (surfaced_at_copy)"
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        "Ultralytics YOLOv8.1.4 Python-3.11.5 torch-2.1.2+cu121 CUDA:0 (NVIDIA A10G, 22516MiB)\n",
+        "Ultralytics 8.3.12 Python-3.10.12 torch-2.4.1+cu121 CUDA:0 (Tesla T4, 15095MiB)\n",
+        "YOLOv5 🚀 v6.2-190-gabcdef12 Python-3.9.16 torch-1.12.1+cu113 CUDA:0 (Tesla V100-SXM2-16GB, 16160MiB)\n",
+        "      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size\n"
+        "       3/50      4.12G      1.402      2.871      1.305         61        640: 40%\n",
+        "   Epoch       Batch        xy        wh      conf       cls     total   targets      time\n",
+    ],
+    ids=["yolov8 banner", "ultralytics 8.3 banner", "yolov5 banner", "v8 loss columns", "yolov3 loss columns"],
+)
+def test_a_yolo_training_in_the_paste_ranks_class_ids_against_nc_first(lines: str) -> None:
+    d = _first(lines + ASSERT)
+    assert d.cause_id == "detection_class_out_of_range"
+    assert d.basis == "the error text (yolo_training_in_paste)"
+    assert "nc" in (d.likely_fix or "") and d.candidates[1:] == UNSURE["detection"]
+    # a YOLO classifier's training has class folders, not label files: not read as detection
+    cls = _first("Ultralytics YOLOv8.1.4 Python-3.11.5\nengine/trainer: task=classify, model=yolov8s-cls.pt\n" + ASSERT)
+    assert cls.cause_id != "detection_class_out_of_range"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "loss_dict = model(images, targets)",
+        "loss_dict = criterion(outputs, targets)",
+        "loss, loss_items = compute_loss(pred, targets.to(device))",
+        "losses = detector(imgs, annotations)",
+    ],
+)
+def test_a_detectors_training_step_in_the_users_line_ranks_box_class_ids_first(code: str) -> None:
+    d = _first(_trace(MAIN, ("/work/proj/engine.py", 55, "train_one_epoch", code)))
+    assert d.cause_id == "detection_class_out_of_range"
+    assert d.basis == "a frame: engine.py:55 in train_one_epoch"
+    assert d.candidates[0] == UNSURE_POINT_LEAD and "likely" in d.headline
+    assert "num_classes" in (d.likely_fix or "")
+
+
+@pytest.mark.parametrize(
+    "code", ["out = model(images)", "loss = model(input_ids, labels=labels).loss", "loss = criterion(outputs, targets)"]
+)
+def test_other_training_steps_are_not_read_as_a_detectors(code: str) -> None:
+    assert _first(_trace(MAIN, ("/work/proj/engine.py", 55, "train_one_epoch", code))).cause_id != (
+        "detection_class_out_of_range"
+    )
