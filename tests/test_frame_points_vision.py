@@ -492,3 +492,57 @@ def test_other_training_steps_are_not_read_as_a_detectors(code: str) -> None:
     assert _first(_trace(MAIN, ("/work/proj/engine.py", 55, "train_one_epoch", code))).cause_id != (
         "detection_class_out_of_range"
     )
+
+
+PASTED_SETUPS = {
+    "voc masks, torchvision dataset": (
+        "train_set = VOCSegmentation('/mnt/d/data', year='2007', image_set='trainval', transforms=tf)\n",
+        "nll_loss2d_target_out_of_range",
+        "ignore_index=255",
+        "segmentation",
+    ),
+    "voc masks, a folder": (
+        "mask_dir = os.path.join(root, 'SegmentationClassAug')\n",
+        "nll_loss2d_target_out_of_range",
+        "ignore_index=255",
+        "segmentation",
+    ),
+    "detectron2 cfg in a script": (
+        "cfg.merge_from_file(model_zoo.get_config_file('COCO-Detection/retinanet_R_101_FPN_3x.yaml'))\n",
+        "detection_class_out_of_range",
+        "ROI_HEADS.NUM_CLASSES",
+        "detection",
+    ),
+    "detectron2 cfg dump": (
+        "MODEL:\n  ROI_HEADS:\n    IN_FEATURES: [p2, p3]\n    NUM_CLASSES: 12\n",
+        "detection_class_out_of_range",
+        "ROI_HEADS.NUM_CLASSES",
+        "detection",
+    ),
+    "torchvision predictor": (
+        "net.roi_heads.box_predictor = MaskRCNNPredictor(in_channels, hidden, n_cls)\n",
+        "detection_class_out_of_range",
+        "background",
+        "detection",
+    ),
+    "torchvision constructor": (
+        "detector = retinanet_resnet50_fpn_v2(num_classes=7)\n",
+        "detection_class_out_of_range",
+        "background",
+        "detection",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", PASTED_SETUPS)
+def test_a_vision_setup_pasted_beside_the_error_ranks_its_usual_cause_first(name: str) -> None:
+    lines, cause, word, unsure = PASTED_SETUPS[name]
+    d = _first(lines + ASSERT)
+    assert d.cause_id == cause and "likely" in d.headline
+    assert word in (d.likely_fix or "")
+    assert d.candidates[1:] == UNSURE[unsure]
+
+
+def test_voc_detection_data_is_not_read_as_segmentation_masks() -> None:
+    d = _first("root = '/data/VOCdevkit/VOC2012/Annotations'\n" + ASSERT)
+    assert d.cause_id == GENERIC_ID
