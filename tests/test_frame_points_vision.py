@@ -546,3 +546,14 @@ def test_a_vision_setup_pasted_beside_the_error_ranks_its_usual_cause_first(name
 def test_voc_detection_data_is_not_read_as_segmentation_masks() -> None:
     d = _first("root = '/data/VOCdevkit/VOC2012/Annotations'\n" + ASSERT)
     assert d.cause_id == GENERIC_ID
+
+
+def test_a_segmentation_kernel_line_alone_names_the_heads_class_count_knob() -> None:
+    line = (
+        "/opt/src/aten/src/THCUNN/SpatialClassNLLCriterion.cu:103: void cunn_SpatialClassNLLCriterion_updateOutput_"
+        "kernel(T *, T *, T *, long *, T *, int, int, int, int, int, long) [with T = float, AccumT = float]: block: "
+        "[2,0,0], thread: [77,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+    )
+    d = _first(line + ASSERT)
+    assert d.cause_id == "thcunn_spatial_class_nll_target_out_of_range"
+    assert "num_classes / out_channels" in d.fix and "background" in d.fix

@@ -38,7 +38,7 @@ _SEG = Text(
     "colour, and a dataset that ships raw ids needs its label preprocessing first (Cityscapes: train on the "
     "*_labelTrainIds images, not *_labelIds). Pass ignore_index=255 (or your void value) to the loss, resize "
     "masks with nearest-neighbour interpolation only, and give the head as many output channels as "
-    "there are classes.",
+    "there are classes (its num_classes / out_channels, counting the background when the masks use 0 for it).",
 )
 _BCE_IN = Text(
     "BCELoss input outside [0, 1]",
