@@ -557,3 +557,27 @@ def test_a_segmentation_kernel_line_alone_names_the_heads_class_count_knob() -> 
     d = _first(line + ASSERT)
     assert d.cause_id == "thcunn_spatial_class_nll_target_out_of_range"
     assert "num_classes / out_channels" in d.fix and "background" in d.fix
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        (
+            "onehot = torch.eye(n_cls)[gt.squeeze(1)]",
+            "IndexError: index 255 is out of bounds for dimension 0 with size 3\n",
+        ),
+        ("t = torch.eye(self.num_classes, device=pred.device)[target].permute(0, 3, 1, 2)", ASSERT),
+        (
+            "y = torch.eye(k).to(labels.device)[labels]",
+            "IndexError: index 12 is out of bounds for dimension 0 with size 12\n",
+        ),
+    ],
+)
+def test_labels_one_hot_encoded_by_indexing_an_identity_matrix_name_the_class_count(code: str, error: str) -> None:
+    d = _first(_trace(MAIN, ("/work/seg/losses.py", 31, "soft_dice", code), error=error))
+    assert d.cause_id == "one_hot_class_out_of_range"
+    assert d.basis == "a frame: losses.py:31 in soft_dice"
+    assert "num_classes" in (d.likely_fix or "")
+    # an identity matrix that is not indexed by anything is not a one-hot encoding
+    plain = _first(_trace(MAIN, ("/work/seg/losses.py", 31, "soft_dice", "eye = torch.eye(n)"), error=error))
+    assert plain.basis != "a frame: losses.py:31 in soft_dice"
