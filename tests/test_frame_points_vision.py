@@ -581,3 +581,35 @@ def test_labels_one_hot_encoded_by_indexing_an_identity_matrix_name_the_class_co
     # an identity matrix that is not indexed by anything is not a one-hot encoding
     plain = _first(_trace(MAIN, ("/work/seg/losses.py", 31, "soft_dice", "eye = torch.eye(n)"), error=error))
     assert plain.basis != "a frame: losses.py:31 in soft_dice"
+
+
+@pytest.mark.parametrize(
+    ("path", "func", "code"),
+    [
+        ("/content/yolov5-master/utils/loss.py", "__call__", "lbox += (1.0 - iou).mean()  # iou loss"),
+        (
+            "D:\\projects\\YOLOv7-main\\utils\\loss.py",
+            "find_3_positive",
+            "gain[2:6] = torch.tensor(p[i].shape)[[3, 2, 3, 2]]",
+        ),
+        ("/home/ana/yolov3_custom/utils/utils.py", "compute_loss", "lxy += k * MSE(pxy, txy[i])"),
+    ],
+)
+def test_a_yolo_clones_loss_module_names_class_ids_whatever_the_clone_is_called(
+    path: str, func: str, code: str
+) -> None:
+    d = _first(_trace(MAIN, ("train.py", 300, "train", "loss = crit(pred, targets)"), (path, 160, func, code)))
+    assert d.cause_id == "detection_class_out_of_range"
+    assert d.basis.startswith("a frame: ") and func in d.basis
+    assert "classes=" in (d.likely_fix or "")
+
+
+def test_a_loss_module_of_a_repository_that_is_not_yolo_is_not_read_as_a_detector() -> None:
+    d = _first(
+        _trace(
+            MAIN,
+            ("train.py", 300, "train", "loss = crit(pred, targets)"),
+            ("/work/unet-master/utils/loss.py", 160, "__call__", "dice = (2 * inter + 1) / (union + 1)"),
+        )
+    )
+    assert d.cause_id != "detection_class_out_of_range"
