@@ -613,3 +613,10 @@ def test_a_loss_module_of_a_repository_that_is_not_yolo_is_not_read_as_a_detecto
         )
     )
     assert d.cause_id != "detection_class_out_of_range"
+
+
+@pytest.mark.parametrize(
+    "code", ["model = deeplabv3_resnet101(num_classes=5)\n", "net = fcn_resnet50(weights=None)\n", "m = resnet50(3)\n"]
+)
+def test_a_segmentation_or_classification_constructor_is_not_read_as_a_torchvision_detector(code: str) -> None:
+    assert _first(code + ASSERT).cause_id != "detection_class_out_of_range"
