@@ -620,3 +620,22 @@ def test_a_loss_module_of_a_repository_that_is_not_yolo_is_not_read_as_a_detecto
 )
 def test_a_segmentation_or_classification_constructor_is_not_read_as_a_torchvision_detector(code: str) -> None:
     assert _first(code + ASSERT).cause_id != "detection_class_out_of_range"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "RuntimeError: reduce failed to synchronize: device-side assert triggered\n",
+        "RuntimeError: merge_sort: failed to synchronize: cudaErrorAssert: device-side assert triggered\n",
+        "RuntimeError: radix_sort: failed on 2nd step: cudaErrorAssert: device-side assert triggered\n",
+    ],
+)
+def test_a_thrust_algorithm_that_surfaced_an_earlier_failure_ranks_labels_first(message: str) -> None:
+    d = _first(message)
+    assert d.cause_id == "nll_loss_target_out_of_range" and "likely" in d.headline
+    assert d.basis == "the error text (thrust_sync)"
+    assert d.candidates[0] == UNSURE_POINT_LEAD and d.candidates[1:] == UNSURE["thrust"]
+    # copy_if keeps its own words (nonzero, masks)
+    assert _first("RuntimeError: copy_if failed to synchronize: device-side assert triggered\n").basis == (
+        "the error text (copy_if_sync)"
+    )

@@ -887,6 +887,15 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "background): compare the largest category id with the configured class count",
         "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
     ),
+    # a thrust algorithm (sort, reduce, scan) surfaced an earlier kernel's failure
+    "thrust": (
+        "class labels outside 0..C-1 given to a loss just before (thrust's sorts, reductions and scans behind "
+        "torch.unique, torch.sort, sums and masks synchronise, so an earlier kernel's failure surfaces there): "
+        "compare labels.min()/max() with the number of outputs",
+        "a detection head's class ids >= its NUM_CLASSES / num_classes (Faster/Mask R-CNN heads count the "
+        "background): compare the largest category id with the configured class count",
+        "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
+    ),
 }
 #: A weak failure point (frame_points' ``unsure``: a loss or labels seen in the frames, a sync that only surfaced
 #: the failure) names the likeliest cause and ranks it with the others (UNSURE's "loss", "segmentation", "sync").
