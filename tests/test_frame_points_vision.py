@@ -525,6 +525,24 @@ PASTED_SETUPS = {
         "background",
         "detection",
     ),
+    "openmmlab detector config": (
+        "model = dict(\n    type='CascadeRCNN',\n    roi_head=dict(\n        type='CascadeRoIHead',\n",
+        "detection_class_out_of_range",
+        "bbox_head/roi_head",
+        "detection",
+    ),
+    "openmmlab detector override": (
+        "cfg.model.roi_head.bbox_head.num_classes = 4\n",
+        "detection_class_out_of_range",
+        "bbox_head/roi_head",
+        "detection",
+    ),
+    "openmmlab segmentor config": (
+        "    decode_head=dict(\n        type='ASPPHead', in_channels=2048, num_classes=6,\n",
+        "nll_loss2d_target_out_of_range",
+        "decode_head",
+        "segmentation",
+    ),
     "torchvision constructor": (
         "detector = retinanet_resnet50_fpn_v2(num_classes=7)\n",
         "detection_class_out_of_range",
