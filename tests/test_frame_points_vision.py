@@ -657,3 +657,13 @@ def test_a_thrust_algorithm_that_surfaced_an_earlier_failure_ranks_labels_first(
     assert _first("RuntimeError: copy_if failed to synchronize: device-side assert triggered\n").basis == (
         "the error text (copy_if_sync)"
     )
+
+
+@pytest.mark.parametrize("nc", [2, 17])
+def test_a_yolo_data_yaml_in_the_paste_ranks_class_ids_against_its_nc(nc: int) -> None:
+    yaml = f"path: ../datasets/parts\ntrain: images/train\nval: images/val\n\nnc: {nc}  # classes\nnames: [a, b]\n"
+    d = _first(yaml + ASSERT)
+    assert d.cause_id == "detection_class_out_of_range" and "likely" in d.headline
+    assert f"nc={nc}?" in (d.specific or "") and "nc:" in (d.likely_fix or "")
+    # an "nc" that is not a YAML key (a variable, a sentence) is not a data file
+    assert _first(f"nc = {nc}\nthe nc: {nc} classes\n" + ASSERT).cause_id != "detection_class_out_of_range"
