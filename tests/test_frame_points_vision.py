@@ -41,6 +41,11 @@ CASES = {
         "detection_class_out_of_range",
         "largest category id",
     ),
+    "detr denoising queries": (
+        ("/work/mask_dino/maskdino/modeling/transformer_decoder/dn.py", 61, "prepare_for_dn", "x = label_enc(m)"),
+        "detection_class_out_of_range",
+        "largest category id",
+    ),
     "giou after the assert": (
         ("/work/dn_detr/util/box_ops.py", 51, "generalized_box_iou", "assert (boxes1[:, 2:] >= boxes1[:, :2]).all()"),
         "detection_class_out_of_range",
