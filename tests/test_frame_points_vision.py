@@ -672,3 +672,9 @@ def test_a_yolo_data_yaml_in_the_paste_ranks_class_ids_against_its_nc(nc: int) -
     assert f"nc={nc}?" in (d.specific or "") and "nc:" in (d.likely_fix or "")
     # an "nc" that is not a YAML key (a variable, a sentence) is not a data file
     assert _first(f"nc = {nc}\nthe nc: {nc} classes\n" + ASSERT).cause_id != "detection_class_out_of_range"
+
+
+def test_the_detection_ranking_says_which_class_counts_include_the_background() -> None:
+    d = _first("from maskrcnn_benchmark.engine.trainer import do_train\n" + ASSERT)
+    first = d.candidates[1]
+    assert "background" in first and "torchvision" in first and "NUM_CLASSES" in first and "90" in first

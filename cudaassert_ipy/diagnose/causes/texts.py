@@ -807,7 +807,10 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "model.config.max_position_embeddings",
     ),
     "detection": (
-        "a class id >= the number of classes: compare the largest class id in the label files with nc / num_classes",
+        "a class id >= the number of classes: compare the largest class id in the label files with nc / num_classes "
+        "(whether the background counts differs: torchvision's and maskrcnn-benchmark's num_classes count it, "
+        "detectron2's NUM_CLASSES, mmdetection's (2.x and later) and YOLO's nc do not; COCO's category ids run to "
+        "90 with gaps)",
         "boxes outside the image or with zero size: check the label files' coordinates",
     ),
     "loss": (
