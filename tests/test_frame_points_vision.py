@@ -678,3 +678,12 @@ def test_the_detection_ranking_says_which_class_counts_include_the_background() 
     d = _first("from maskrcnn_benchmark.engine.trainer import do_train\n" + ASSERT)
     first = d.candidates[1]
     assert "background" in first and "torchvision" in first and "NUM_CLASSES" in first and "90" in first
+
+
+def test_a_bare_assert_ranks_the_common_causes_with_their_knobs_by_name() -> None:
+    d = _first(
+        "RuntimeError: CUDA error: device-side assert triggered\nFor debugging consider CUDA_LAUNCH_BLOCKING=1\n"
+    )
+    assert d.cause_id == GENERIC_ID and d.candidates[0] == UNSURE_LEAD and d.candidates[1:] == UNSURE["any"]
+    assert "num_classes / out_features" in d.candidates[1]
+    assert any("detector" in c and "NUM_CLASSES" in c and "nc" in c for c in d.candidates[2:])

@@ -843,9 +843,11 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "a batch vector or index from another graph: check data.validate()",
     ),
     "any": (
-        "class labels outside 0..C-1: compare labels.min()/max() with the model's number of outputs",
+        "class labels outside 0..C-1: compare labels.min()/max() with the model's number of outputs (its "
+        "num_classes / out_features)",
         "embedding ids >= num_embeddings: compare the ids' max with the embedding's size",
-        "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
+        "a detector's box class ids >= its class count (num_classes, NUM_CLASSES, nc): compare the largest category "
+        "id with it (ids must run from 0 without gaps; whether the background counts differs by framework)",
     ),
     # an embedding lookup failed, and the text does not say which table: token ids or positions
     "lookup": (
