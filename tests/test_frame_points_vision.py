@@ -393,13 +393,25 @@ def test_a_gather_or_scatter_kernel_alone_keeps_its_cause_and_ranks_what_the_ind
 
 
 @pytest.mark.parametrize(("value", "size"), [(550, 8), (37, 21)])
-def test_a_cpu_gather_scatter_on_dimension_1_likely_counts_classes(value: int, size: int) -> None:
+def test_a_cpu_gather_scatter_on_dimension_1_ranks_class_labels_first_and_keeps_its_cause(
+    value: int, size: int
+) -> None:
+    from cudaassert_ipy.diagnose.causes.texts import UNSURE_LOOKUP_LEAD
+
     d = _first(f"RuntimeError: index {value} is out of bounds for dimension 1 with size {size}\n")
-    assert d.cause_id == "one_hot_class_out_of_range"
-    assert d.basis == "the error text (scatter_gather_class_dim)"
-    assert d.candidates[0] == UNSURE_POINT_LEAD and d.candidates[1:] == UNSURE["class_dim"]
-    assert "likely" in d.headline and f"num_classes={size}?" in (d.specific or "")
-    assert "num_classes" in (d.likely_fix or "")
+    # the message names gather/scatter, and that cause stands (as a kernel line's does); dimension 1 is the class
+    # dimension of scores and one-hot targets, so class labels lead what the index may count
+    assert d.cause_id == "scatter_gather_index_out_of_range_v1" and "likely" not in d.headline
+    assert d.candidates[0] == UNSURE_LOOKUP_LEAD and d.candidates[1:] == UNSURE["class_dim"]
+    assert "labels" in d.candidates[1] and "num_classes" in d.candidates[1]
+    # a frame that one-hot encodes the labels names the cause
+    framed = _first(
+        _trace(
+            ("/work/seg/loss.py", 12, "forward", "onehot = torch.zeros_like(pred).scatter_(1, tgt, 1)"),
+            error=f"RuntimeError: index {value} is out of bounds for dimension 1 with size {size}\n",
+        )
+    )
+    assert framed.cause_id == "one_hot_class_out_of_range"
 
 
 def test_dimension_0_or_advanced_indexing_is_not_read_as_a_class_dimension() -> None:

@@ -325,8 +325,8 @@ _LOOKUP_TABLES = frozenset({"position_ids_out_of_range", "token_type_ids_out_of_
 #: The UNSURE keys of a lookup that names its op but not its table (the others are weak points' causes, ranked).
 _LOOKUP_UNSURE = frozenset({"lookup", "lookup_positions", "large_table"})
 #: Gather/scatter: the kernel line or the CPU message names the op, not what its index counts (class labels in a
-#: loss, node ids, ...): the report ranks what it may be, as for a lookup's table; the UNSURE keys of a point that
-#: names the likeliest one from the message alone (dimension 1: the class dimension), ranked, not decided.
+#: loss, node ids, ...): the report ranks what it may be, as for a lookup's table, in the order the dimension the
+#: CPU message names makes likely (1: the class dimension of scores and one-hot targets; 0: rows, graph nodes).
 _SCATTER_CAUSES = frozenset(
     {
         "scatter_gather_index_out_of_range_v1",
@@ -335,7 +335,7 @@ _SCATTER_CAUSES = frozenset(
         "thc_scatter_index_out_of_range",
     }
 )
-_SCATTER_UNSURE = frozenset({"class_dim"})
+_SCATTER_BY_DIM = {0: "scatter_gather_rows", 1: "class_dim"}
 
 
 def _basis(ev: Evidence, which: _Cause) -> str:
@@ -454,16 +454,15 @@ def _candidates(
         key = point.point.unsure
         if key in _LOOKUP_UNSURE:
             return (UNSURE_LOOKUP_LEAD, *UNSURE[key])
-        if key in _SCATTER_UNSURE:  # the message named gather/scatter; the point guessed what its index counts
-            return (UNSURE_POINT_LEAD, *UNSURE[key])
         # a weak point ranks its cause first only where nothing named a cause before it
         return (UNSURE_POINT_LEAD, *UNSURE[key]) if key in UNSURE and guessed else ()
     if which.id in _LOOKUP_CAUSES:
         return (UNSURE_LOOKUP_LEAD, *UNSURE["lookup"])
     if which.id in _SCATTER_CAUSES:
         twin = ev.detection.twin
-        rows = twin is not None and twin.dim == 0  # dimension 0 of a scatter: rows (nodes) before class labels
-        return (UNSURE_LOOKUP_LEAD, *UNSURE["scatter_gather_rows" if rows else "scatter_gather"])
+        dim = twin.dim if twin is not None else None
+        key = _SCATTER_BY_DIM.get(dim, "scatter_gather") if dim is not None else "scatter_gather"
+        return (UNSURE_LOOKUP_LEAD, *UNSURE[key])
     if finding is not None or which.id not in _GENERIC_IDS or ev.detection.kind is Kind.CPU_TWIN:
         return ()
     if ev.sites and which.cause is not None and which.cause.id != GENERIC_ID:

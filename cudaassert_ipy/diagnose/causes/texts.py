@@ -881,6 +881,7 @@ UNSURE: dict[str, tuple[str, ...]] = {
     "class_dim": (
         _ONE_HOT_CANDIDATE,
         _OTHER_DIM_CANDIDATE,
+        _SCATTERED_NODES_CANDIDATE,
     ),
     # a copy or a storage call surfaced an earlier kernel's failure (the old error names the file)
     "copy": (
