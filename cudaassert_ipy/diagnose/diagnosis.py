@@ -335,7 +335,6 @@ _SCATTER_CAUSES = frozenset(
         "thc_scatter_index_out_of_range",
     }
 )
-_SCATTER_BY_DIM = {0: "scatter_gather_rows", 1: "class_dim"}
 
 
 def _basis(ev: Evidence, which: _Cause) -> str:
@@ -461,7 +460,7 @@ def _candidates(
     if which.id in _SCATTER_CAUSES:
         twin = ev.detection.twin
         dim = twin.dim if twin is not None else None
-        key = _SCATTER_BY_DIM.get(dim, "scatter_gather") if dim is not None else "scatter_gather"
+        key = "scatter_gather_rows" if dim == 0 else "class_dim" if dim == 1 else "scatter_gather"
         return (UNSURE_LOOKUP_LEAD, *UNSURE[key])
     if finding is not None or which.id not in _GENERIC_IDS or ev.detection.kind is Kind.CPU_TWIN:
         return ()
