@@ -393,7 +393,7 @@ NOTHING_DECIDES = (
 RANKED_LEAD = "Ranked from the line that calls the failing op; check them in this order:"
 #: The leads of a cause ranked first, not decided: its headline says "likely" (a lookup's lead only asks which table).
 _GUESSES = ((UNSURE_POINT_LEAD,), (RANKED_LEAD,))
-_RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON)
+_RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON, Kind.STICKY)
 
 
 def _guarded_ranking(ev: Evidence, which: _Cause, notes: list[str]) -> Ranking | None:
