@@ -699,3 +699,11 @@ def test_a_bare_assert_ranks_the_common_causes_with_their_knobs_by_name() -> Non
     assert d.cause_id == GENERIC_ID and d.candidates[0] == UNSURE_LEAD and d.candidates[1:] == UNSURE["any"]
     assert "num_classes / out_features" in d.candidates[1]
     assert any("detector" in c and "NUM_CLASSES" in c and "nc" in c for c in d.candidates[2:])
+
+
+def test_a_thrust_sync_that_surfaced_an_illegal_address_is_not_read_as_a_label_assert() -> None:
+    d = _first(
+        "RuntimeError: merge_sort: failed to synchronize: cudaErrorIllegalAddress: an illegal memory access was "
+        "encountered\n"
+    )
+    assert d.basis != "the error text (thrust_sync)" and d.cause_id != "nll_loss_target_out_of_range"
