@@ -134,3 +134,22 @@ def test_a_traceback_cut_before_its_error_line_is_read_from_its_frames() -> None
     assert not explain_text(
         _trace(("/p/train.py", 9, "main", "loss = criterion(out, y)"), error="ValueError: bad shape\n")
     ).found  # another error: not ours
+
+
+STICKY = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "cause"),
+    [
+        ("picked = feats.gather(1, idx)", "scatter_gather_index_out_of_range_v1"),
+        ("logits = model(input_ids=batch_ids)", "index_select_out_of_range"),
+    ],
+)
+def test_a_sticky_error_after_a_users_line_ranks_what_that_line_ran(code: str, cause: str) -> None:
+    d = _first(_trace(("/p/run.py", 52, "step", code), error=STICKY))
+    assert d.kind == "sticky" and d.cause_id == cause
+    assert d.basis.startswith("a code line: run.py:52") and "likely" in d.headline
+    # a sticky error with no line a rule reads keeps its own words
+    plain = _first(_trace(("/p/run.py", 52, "step", "out = net(img)"), error=STICKY))
+    assert plain.cause_id == "sticky" and "illegal memory access" in plain.headline

@@ -331,6 +331,17 @@ _LOOKUP_TABLES = frozenset({"position_ids_out_of_range", "token_type_ids_out_of_
 _INDEX_MEANINGS = frozenset({"graph_node_index_out_of_range"})
 #: The UNSURE keys of a lookup that names its op but not its table (the others are weak points' causes, ranked).
 _LOOKUP_UNSURE = frozenset({"lookup", "lookup_positions", "large_table"})
+#: Gather/scatter: the kernel line or the CPU message names the op, not what its index counts (class labels in a
+#: loss, node ids, ...): the report ranks what it may be, as for a lookup's table, in the order the dimension the
+#: CPU message names makes likely (1: the class dimension of scores and one-hot targets; 0: rows, graph nodes).
+_SCATTER_CAUSES = frozenset(
+    {
+        "scatter_gather_index_out_of_range_v1",
+        "scatter_gather_index_out_of_range_v2",
+        "thc_gather_index_out_of_range",
+        "thc_scatter_index_out_of_range",
+    }
+)
 
 
 def _basis(ev: Evidence, which: _Cause) -> str:
@@ -392,7 +403,7 @@ RANKED_LEAD = "Ranked from the line that calls the failing op; check them in thi
 _GUESSES = ((UNSURE_POINT_LEAD,), (RANKED_LEAD,))
 #: The path parts of the serving engines' own code (vLLM, SGLang, TGI's server, LMDeploy).
 _SERVING_PATHS = ("vllm/", "sglang/", "text_generation_server/", "lmdeploy/")
-_RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON)
+_RANKED_KINDS = (Kind.DEVICE_ASSERT, Kind.FOLLOW_ON, Kind.STICKY)
 
 
 def _guarded_ranking(ev: Evidence, which: _Cause, notes: list[str]) -> Ranking | None:
@@ -461,6 +472,11 @@ def _candidates(
         return (UNSURE_POINT_LEAD, *UNSURE[key]) if key in UNSURE and guessed else ()
     if which.id in _LOOKUP_CAUSES:
         return (UNSURE_LOOKUP_LEAD, *UNSURE["lookup"])
+    if which.id in _SCATTER_CAUSES:
+        twin = ev.detection.twin
+        dim = twin.dim if twin is not None else None
+        key = "scatter_gather_rows" if dim == 0 else "class_dim" if dim == 1 else "scatter_gather"
+        return (UNSURE_LOOKUP_LEAD, *UNSURE[key])
     if finding is not None or which.id not in _GENERIC_IDS or ev.detection.kind is Kind.CPU_TWIN:
         return ()
     if ev.sites and which.cause is not None and which.cause.id != GENERIC_ID:

@@ -38,7 +38,7 @@ _SEG = Text(
     "colour, and a dataset that ships raw ids needs its label preprocessing first (Cityscapes: train on the "
     "*_labelTrainIds images, not *_labelIds). Pass ignore_index=255 (or your void value) to the loss, resize "
     "masks with nearest-neighbour interpolation only, and give the head as many output channels as "
-    "there are classes.",
+    "there are classes (its num_classes / out_channels, counting the background when the masks use 0 for it).",
 )
 _BCE_IN = Text(
     "BCELoss input outside [0, 1]",
@@ -784,6 +784,20 @@ _POSITIONS_CANDIDATE = (
     "tokens): compare input_ids.shape[1] with it, and truncate (truncation=True, max_length=...) or split long "
     "inputs"
 )
+_ONE_HOT_CANDIDATE = (
+    "class labels one-hot encoded (scatter_(1, labels, 1), one_hot) or picked with gather(1, labels) in a loss "
+    "(focal, dice, a label-smoothing or custom cross-entropy): a label >= the number of classes, 1-based labels, or "
+    "a void value such as 255 in a segmentation mask (such losses have no ignore_index: mask those pixels out or "
+    "remap them first): compare labels.unique() with num_classes"
+)
+_SCATTERED_NODES_CANDIDATE = (
+    "node or row ids aggregated with scatter (a graph's edge_index, a batch vector): compare edge_index.max() with "
+    "the number of nodes (x.size(0))"
+)
+_OTHER_DIM_CANDIDATE = (
+    "another index along the gathered dimension (actions gathered from Q-values, top-k or sequence positions, "
+    "anchor or point ids): compare index.max() with input.size(dim); rerun with CUDA_LAUNCH_BLOCKING=1 to see the call"
+)
 UNSURE: dict[str, tuple[str, ...]] = {
     "transformers": (
         "token ids >= the embedding's size (tokens added to the tokenizer without "
@@ -795,7 +809,10 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "model.config.max_position_embeddings",
     ),
     "detection": (
-        "a class id >= the number of classes: compare the largest class id in the label files with nc / num_classes",
+        "a class id >= the number of classes: compare the largest class id in the label files with nc / num_classes "
+        "(whether the background counts differs: torchvision's and maskrcnn-benchmark's num_classes count it, "
+        "detectron2's NUM_CLASSES, mmdetection's (2.x and later) and YOLO's nc do not; COCO's category ids run to "
+        "90 with gaps)",
         "boxes outside the image or with zero size: check the label files' coordinates",
     ),
     "loss": (
@@ -833,7 +850,8 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "embedding ids >= num_embeddings: token ids past the vocabulary (tokens added to a tokenizer without "
         "model.resize_token_embeddings(len(tokenizer)), ids from another tokenizer), or a categorical column's codes "
         "past the cardinality its embedding was built with: compare the ids' max with the embedding's size",
-        "BCELoss on values outside [0, 1]: use BCEWithLogitsLoss on raw logits",
+        "a detector's box class ids >= its class count (num_classes, NUM_CLASSES, nc): compare the largest category "
+        "id with it (ids must run from 0 without gaps; whether the background counts differs by framework)",
     ),
     # a serving engine's traceback: no loss runs there, so what it indexes is the prompt's ids and positions
     "serving": (
@@ -873,6 +891,44 @@ UNSURE: dict[str, tuple[str, ...]] = {
         _TOKEN_IDS_CANDIDATE,
         "ids of another large table (item, user or node ids, a category encoding): compare index.max() with the "
         "table's size, and build the table from every id the data can hold",
+    ),
+    # a gather/scatter failed (its kernel line or CPU message names the op), and the text does not say what the
+    # index counts: class labels in a loss first, then node ids, then any other index
+    "scatter_gather": (
+        _ONE_HOT_CANDIDATE,
+        _SCATTERED_NODES_CANDIDATE,
+        _OTHER_DIM_CANDIDATE,
+    ),
+    # the CPU message names dimension 0: rows (graph nodes, items) before class labels
+    "scatter_gather_rows": (
+        _SCATTERED_NODES_CANDIDATE,
+        _ONE_HOT_CANDIDATE,
+        _OTHER_DIM_CANDIDATE,
+    ),
+    # the CPU message names dimension 1, the class dimension of (N, C, ...) scores and one-hot targets
+    "class_dim": (
+        _ONE_HOT_CANDIDATE,
+        _OTHER_DIM_CANDIDATE,
+        _SCATTERED_NODES_CANDIDATE,
+    ),
+    # a copy or a storage call surfaced an earlier kernel's failure (the old error names the file)
+    "copy": (
+        "class labels outside 0..C-1 given to a loss just before (a copy to or from the GPU, .cuda(), .cpu(), "
+        ".item(), synchronises, so an earlier kernel's failure surfaces there): compare labels.min()/max() with the "
+        "number of outputs; segmentation masks must hold class indices, with void pixels (255) passed as "
+        "ignore_index",
+        "a detection head's class ids >= its NUM_CLASSES / num_classes (Faster/Mask R-CNN heads count the "
+        "background): compare the largest category id with the configured class count",
+        "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
+    ),
+    # a thrust algorithm (sort, reduce, scan) surfaced an earlier kernel's failure
+    "thrust": (
+        "class labels outside 0..C-1 given to a loss just before (thrust's sorts, reductions and scans behind "
+        "torch.unique, torch.sort, sums and masks synchronise, so an earlier kernel's failure surfaces there): "
+        "compare labels.min()/max() with the number of outputs",
+        "a detection head's class ids >= its NUM_CLASSES / num_classes (Faster/Mask R-CNN heads count the "
+        "background): compare the largest category id with the configured class count",
+        "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
     ),
 }
 #: A weak failure point (frame_points' ``unsure``: a loss or labels seen in the frames, a sync that only surfaced
