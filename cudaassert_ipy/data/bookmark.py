@@ -33,11 +33,14 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.base.passthrough import drop_own_frame
 from cudaassert_ipy.data import loaders
 from cudaassert_ipy.data.batch_fields import Plan, keepable, plan_for, rebuild
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.frameworks.base import Ahead
 
 __all__ = ["FAILED", "NOT_RECORDED", "BatchRecord", "Bookmark", "start"]
 
@@ -76,7 +79,7 @@ class BatchRecord:
     sampler: Any = field(repr=False, compare=False, default=None)
     collate_fn: Any = field(repr=False, compare=False, default=None)
     #: how many batches its framework had yielded after the one being processed (accelerate, Trainer, timm)
-    ahead: loaders.Ahead | None = field(repr=False, compare=False, default=None)
+    ahead: Ahead | None = field(repr=False, compare=False, default=None)
 
 
 class _NotKept:
