@@ -32,7 +32,6 @@ import sys
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.base.passthrough import drop_own_frame
@@ -40,9 +39,9 @@ from cudaassert_ipy.data import loaders
 from cudaassert_ipy.data.batch_fields import Plan, keepable, plan_for, rebuild
 
 if TYPE_CHECKING:
-    from cudaassert_ipy.frameworks.base import Ahead
+    from cudaassert_ipy.data.batch_record import BatchRecord
 
-__all__ = ["FAILED", "NOT_RECORDED", "BatchRecord", "Bookmark", "start"]
+__all__ = ["FAILED", "NOT_RECORDED", "Bookmark", "start"]
 
 _KEEP = loaders.DEFAULT_KEEP  # batches kept per iterator, unless its framework fetches further ahead
 _RECENT = 8  # iterators whose records outlive them (a failing loop drops its iterator)
@@ -62,24 +61,6 @@ STATUS_ON = "DataLoader bookmark: on ({batches} recent batches of {loaders} load
 STATUS_EMPTY = "DataLoader bookmark: on (nothing recorded yet)"
 STATUS_OFF = "DataLoader bookmark: off - {why}"
 FAILED = "the DataLoader bookmark could not record a batch ({error}); the loader itself was not affected"
-
-
-@dataclass(frozen=True)
-class BatchRecord:
-    """One yielded batch, as :func:`cudaassert_ipy.last_batches` returns it."""
-
-    loader: str | None  # the DataLoader's name in the notebook's namespace, when it has one
-    epoch: int  # 0-based: how many earlier iterations of this loader were seen since loading
-    batch: int  # 0-based, as enumerate(loader) counts
-    indices: tuple[Any, ...] | None  # dataset indices from the sampler; None for an IterableDataset
-    batch_object: Any = field(repr=False, compare=False, default=None)  # the yielded object (CPU only) or None
-    note: str | None = None  # why the batch (or its indices) was not kept
-    order: int = 0  # global yield order across all loaders: higher is later
-    dataset: Any = field(repr=False, compare=False, default=None)
-    sampler: Any = field(repr=False, compare=False, default=None)
-    collate_fn: Any = field(repr=False, compare=False, default=None)
-    #: how many batches its framework had yielded after the one being processed (accelerate, Trainer, timm)
-    ahead: Ahead | None = field(repr=False, compare=False, default=None)
 
 
 class _NotKept:
@@ -421,6 +402,8 @@ class Bookmark:
     def records(self, names: dict[int, str] | None = None) -> list[BatchRecord]:
         """Every kept record, latest first; ``names`` maps id(sampler) (or, for a loader a framework re-built,
         id(dataset)) to the loader's name."""
+        from cudaassert_ipy.data.batch_record import BatchRecord  # a dataclass: not built at %load_ext
+
         out = []
         for st in self.states():
             sampler = st.sampler()

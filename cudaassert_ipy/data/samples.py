@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.base.wording import plural
-from cudaassert_ipy.data.bookmark import BatchRecord
+from cudaassert_ipy.data.batch_record import BatchRecord
 from cudaassert_ipy.data.loaders import float_labels, image_of
 from cudaassert_ipy.data.valid_range import CLASS, IDS, UNIT, ValidRange
 
