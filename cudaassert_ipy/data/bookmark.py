@@ -35,15 +35,14 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.base.passthrough import drop_own_frame
-from cudaassert_ipy.data import loaders
 from cudaassert_ipy.data.batch_fields import Plan, keepable, plan_for, rebuild
 
 if TYPE_CHECKING:
     from cudaassert_ipy.data.batch_record import BatchRecord
+    from cudaassert_ipy.data.loaders import View
 
 __all__ = ["FAILED", "NOT_RECORDED", "Bookmark", "start"]
 
-_KEEP = loaders.DEFAULT_KEEP  # batches kept per iterator, unless its framework fetches further ahead
 _RECENT = 8  # iterators whose records outlive them (a failing loop drops its iterator)
 
 NOT_RECORDED = {
@@ -80,7 +79,7 @@ class _RingRecords(deque):  # type: ignore[type-arg]
     """The records of a rank under a runner: each one is also written to the rank's ring on disk (data/ring.py),
     for a rank that dies without Python. Only there: elsewhere records are a plain deque."""
 
-    def __init__(self, maxlen: int, ring: Any, epoch: int, view: loaders.View) -> None:
+    def __init__(self, maxlen: int, ring: Any, epoch: int, view: View) -> None:
         super().__init__(maxlen=maxlen)
         self.write, self.epoch, self.indices = ring.write, epoch, view.batch_indices
         self.low, self.high = (view.ahead.low, view.ahead.high) if view.ahead is not None else (0, 0)
@@ -127,7 +126,7 @@ class _IterState:
         "workers",
     )
 
-    def __init__(self, it: Any, epoch: int, view: loaders.View = loaders.NOTHING, ring: Any = None) -> None:
+    def __init__(self, it: Any, epoch: int, view: View, ring: Any = None) -> None:
         # (global order, _num_yielded after the batch, index list, kept batch | picked fields | _NotKept,
         #  the Plan that picked them or None)
         self.records: deque[tuple[Any, ...]] = (
@@ -165,9 +164,11 @@ def _ref(obj: Any) -> Callable[[], Any]:
 class Bookmark:
     """Installs the class-level patch and holds every record; one per loaded extension."""
 
-    def __init__(self, cap_bytes: int = 256 * 1024 * 1024, keep: int = _KEEP) -> None:
+    def __init__(self, cap_bytes: int = 256 * 1024 * 1024, keep: int | None = None) -> None:
         self.cap_bytes = cap_bytes
-        self.keep = keep  # batches kept per iterator; more where its framework fetches further ahead (loaders)
+        #: batches kept per iterator (None: ``loaders.DEFAULT_KEEP``, the failing one and 2 before it); more where
+        #: its framework fetches further ahead (data/loaders, imported at the first iteration, not at load)
+        self.keep = keep
         self.ring: Any = None  # a data.ring.Ring in a rank under a runner: every record is written to disk too
         self.note: str | None = None  # why the bookmark is off, when it is
         self._module: Any = None
@@ -347,7 +348,10 @@ class Bookmark:
 
     def _start(self, it: Any, st: _IterState | None) -> _IterState:
         """A new iteration (or an iterator first seen): count the epoch per sampler, start records."""
-        view = loaders.inspect(it, sys._getframe(2), self.keep)  # once per iteration: who asked, how far ahead
+        from cudaassert_ipy.data import loaders
+
+        keep = self.keep if self.keep is not None else loaders.DEFAULT_KEEP
+        view = loaders.inspect(it, sys._getframe(2), keep)  # once per iteration: who asked, how far ahead
         sampler = view.owner if view.owner is not None else getattr(it, "_index_sampler", None)
         try:
             epoch = self._epochs.get(sampler, -1) + 1

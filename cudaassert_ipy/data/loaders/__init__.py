@@ -14,8 +14,9 @@ them), and the sample lookup asks :func:`float_labels` and :func:`image_of` abou
 
 Each framework's knowledge sits in its own module, ``frameworks/<name>.py`` (its ``ADAPTER``'s loader hooks); this
 module knows none of them: it asks the table (``frameworks/table.py``) for the adapters whose row names a hook
-and whose packages are imported, and only those are loaded. The bookmark imports this module at ``%load_ext``;
-the frameworks package (its dataclasses and the table) comes with the first iteration or failure that asks.
+and whose packages are imported, and only those are loaded. Nothing here is imported at ``%load_ext``:
+the bookmark loads this module at the first iteration, and the frameworks package (its dataclasses and the table)
+comes with the first hook asked for.
 """
 
 from __future__ import annotations
