@@ -47,9 +47,6 @@ class View:
     owner: Any = None  # the user's loader object (a fastai DataLoader), to name it
 
 
-NOTHING = View()
-
-
 def inspect(it: Any, frame: types.FrameType | None, default_keep: int = DEFAULT_KEEP) -> View:
     """Look once at a new iteration; never raises (the generic records stand without this)."""
     try:
