@@ -1,8 +1,9 @@
 """Core figures, measured side by side in one run (not a test): prints a table with goal columns.
 
-    .venv/bin/python benchmarks/bench_core.py
+    .venv/bin/python benchmarks/bench_core.py [--against OTHER_CHECKOUT] [--rounds N]
 
-1. ``%load_ext cudaassert`` time in a fresh process (torch and ipywidgets must stay unimported);
+1. ``%load_ext cudaassert`` time in a fresh process (torch and ipywidgets must stay unimported), of this checkout
+   (not of whatever is installed); with ``--against``, of another checkout too, in turns, and the ratio;
 2. idle overhead per trivial cell (hooks + fd tee), with and without the extension, interleaved: in a bare
    in-process InteractiveShell (the harshest baseline, ~80 us a cell) and in real kernels (what a notebook runs);
 3. exception -> report with 10,000 assertion lines captured by the tap;
@@ -12,10 +13,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,19 +34,28 @@ print(f"{dt*1000:.3f} {cpu*1000:.3f} {'torch' in sys.modules} {'ipywidgets' in s
 """
 
 
-def bench_load(n: int = 7) -> tuple[float, float, bool]:
+def bench_load(roots: Sequence[Path] = (ROOT,), n: int = 7) -> list[tuple[float, float, bool]]:
     """Fresh processes, as after `pip install` (which compiles .pyc): bytecode on, one warm-up run first. Wall and
-    CPU time: on a loaded machine the wall time waits for other processes, the CPU time does not."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([sys.executable, "-c", LOAD_CODE], capture_output=True, text=True, check=True, env=env)
-    times, cpus, heavy = [], [], False
-    for _ in range(n):
-        out = subprocess.run([sys.executable, "-c", LOAD_CODE], capture_output=True, text=True, check=True, env=env)
-        ms, cpu_ms, torch_loaded, widgets_loaded = out.stdout.split()
-        times.append(float(ms))
-        cpus.append(float(cpu_ms))
-        heavy |= torch_loaded == "True" or widgets_loaded == "True"
-    return statistics.median(times), statistics.median(cpus), heavy
+    CPU time: on a loaded machine the wall time waits for other processes, the CPU time does not. Each root's
+    package is first on the path (its working directory and PYTHONPATH: an editable install elsewhere is not what is
+    measured); several roots run in turns, the order flipped each round, so load on the machine hits each alike."""
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    envs = [dict(base, PYTHONPATH=str(root)) for root in roots]
+    for root, env in zip(roots, envs):  # `python -c` puts the working directory first on the path: the root's
+        subprocess.run([sys.executable, "-c", LOAD_CODE], capture_output=True, text=True, check=True, env=env, cwd=root)
+    times: list[list[float]] = [[] for _ in roots]
+    cpus: list[list[float]] = [[] for _ in roots]
+    heavy = [False for _ in roots]
+    for i in range(n):
+        for k in range(len(roots)) if i % 2 == 0 else reversed(range(len(roots))):
+            out = subprocess.run(
+                [sys.executable, "-c", LOAD_CODE], capture_output=True, text=True, check=True, env=envs[k], cwd=roots[k]
+            )
+            ms, cpu_ms, torch_loaded, widgets_loaded = out.stdout.split()
+            times[k].append(float(ms))
+            cpus[k].append(float(cpu_ms))
+            heavy[k] |= torch_loaded == "True" or widgets_loaded == "True"
+    return [(statistics.median(times[k]), statistics.median(cpus[k]), heavy[k]) for k in range(len(roots))]
 
 
 IDLE_CODE = r"""
@@ -192,8 +204,56 @@ def _last_line(code: str, env: dict[str, str]) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--against", type=Path, help="another checkout: its %%load_ext too, in turns with this one")
+    parser.add_argument("--rounds", type=int, default=7, help="fresh processes per checkout for %%load_ext")
+    parser.add_argument("--load-only", action="store_true", help="the %%load_ext rows only")
+    args = parser.parse_args()
+    loads = bench_load((ROOT, args.against.resolve()) if args.against else (ROOT,), args.rounds)
+    load_ms, load_cpu_ms, heavy = loads[0]
+    rows: list[tuple[str, str, str, bool | None]] = [
+        (
+            f"%load_ext cudaassert (fresh process, median of {args.rounds})",
+            f"{load_ms:.1f} ms",
+            "<= 50 ms",
+            load_ms <= 50 and not heavy,
+        ),
+        (
+            "  ... its CPU time (what load on the machine does not inflate)",
+            f"{load_cpu_ms:.1f} ms",
+            "<= 50 ms",
+            load_cpu_ms <= 50,
+        ),
+        ("  ... imports torch or ipywidgets?", "yes" if heavy else "no", "no", not heavy),
+    ]
+    if args.against:
+        other_ms, other_cpu_ms, _ = loads[1]
+        rows += [
+            (
+                f"  ... {args.against}, in turns with this one",
+                f"{other_ms:.1f} ms, CPU {other_cpu_ms:.1f} ms",
+                "",
+                None,
+            ),
+            (
+                "  ... this / that, wall and CPU",
+                f"{load_ms / other_ms:.3f}x, {load_cpu_ms / other_cpu_ms:.3f}x",
+                "",
+                None,
+            ),
+        ]
+    if not args.load_only:
+        rows += other_rows()
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'result':<28}  {'goal':<24}  verdict")
+    for name, value, goal, ok in rows:
+        verdict = "" if ok is None else ("goal met" if ok else "goal MISSED")
+        print(f"{name:<{width}}  {value:<28}  {goal:<24}  {verdict}")
+
+
+def other_rows() -> list[tuple[str, str, str, bool | None]]:
+    """Per-cell cost (in-process and in real kernels) and exception -> report, for this checkout."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
-    load_ms, load_cpu_ms, heavy = bench_load()
     off_us, on_us, ratio, added_us = map(
         float,
         subprocess.run(
@@ -209,20 +269,7 @@ def main() -> None:
     # the 10,000 lines go to this child's real stderr too (that is the tee): send them to /dev/null
     out = _last_line(REPORT_CODE, env)
     report_ms, site = out.split("|", 1)
-    rows = [
-        (
-            "%load_ext cudaassert (fresh process, median of 7)",
-            f"{load_ms:.1f} ms",
-            "<= 50 ms",
-            load_ms <= 50 and not heavy,
-        ),
-        (
-            "  ... its CPU time (what load on the machine does not inflate)",
-            f"{load_cpu_ms:.1f} ms",
-            "<= 50 ms",
-            load_cpu_ms <= 50,
-        ),
-        ("  ... imports torch or ipywidgets?", "yes" if heavy else "no", "no", not heavy),
+    rows: list[tuple[str, str, str, bool | None]] = [
         ("trivial cell, in-process InteractiveShell, without", f"{off_us:.1f} us", "", None),
         ("trivial cell, in-process InteractiveShell, with (hooks + fd tee)", f"{on_us:.1f} us", "", None),
         (
@@ -263,11 +310,7 @@ def main() -> None:
             ),
             ("  follow-on line", follow[:40] + "...", "names the teardown", "Lightning's teardown" in follow),
         ]
-    width = max(len(r[0]) for r in rows)
-    print(f"{'measure':<{width}}  {'result':<28}  {'goal':<24}  verdict")
-    for name, value, goal, ok in rows:
-        verdict = "" if ok is None else ("goal met" if ok else "goal MISSED")
-        print(f"{name:<{width}}  {value:<28}  {goal:<24}  {verdict}")
+    return rows
 
 
 if __name__ == "__main__":

@@ -118,6 +118,31 @@ def test_loading_imports_neither_torch_nor_ipywidgets_nor_touches_cuda():
     assert "IMPORTED []" in out.stdout, out.stdout + out.stderr
 
 
+#: what only an error, a DataLoader iteration or a validator needs: %load_ext and a cell that raises nothing leave
+#: them unimported (each cost bench_core's 50 ms goal milliseconds: dataclasses, the adapter table, the fix words)
+DEFERRED = (
+    "cudaassert_ipy.frameworks",
+    "cudaassert_ipy.diagnose",
+    "cudaassert_ipy.data.loaders",
+    "cudaassert_ipy.data.batch_record",
+    "cudaassert_ipy.checks.errors",
+)
+
+
+def test_loading_and_a_cell_leave_what_only_an_error_or_a_batch_needs_unimported():
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_line_magic('load_ext', 'cudaassert')\n"
+        "ip.run_cell('x = 1')\n"
+        f"print('IMPORTED', sorted(m for m in sys.modules if m.startswith({DEFERRED!r})))\n"
+        "ip.run_line_magic('unload_ext', 'cudaassert')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "IMPORTED []" in out.stdout, out.stdout + out.stderr
+
+
 def test_status_says_loaded_alive_and_tap_state(loaded, shell, capsys):
     shell.run_line_magic("cudaassert", "status")
     out = capsys.readouterr().out

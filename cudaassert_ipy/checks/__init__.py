@@ -33,14 +33,16 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-from cudaassert_ipy.checks.errors import (
-    NonFiniteError,
-    ValidationError,
-    ValidationIndexError,
-    ValidationIndexRuntimeError,
-    ValidationRuntimeError,
-)
+if TYPE_CHECKING:
+    from cudaassert_ipy.checks.errors import (
+        NonFiniteError,
+        ValidationError,
+        ValidationIndexError,
+        ValidationIndexRuntimeError,
+        ValidationRuntimeError,
+    )
 
 __all__ = [
     "ENV_VAR",
@@ -56,6 +58,31 @@ __all__ = [
     "validators",
     "validators_enabled",
 ]
+
+#: the exceptions, imported from ``errors`` on first access: ``%load_ext`` loads this package (the sample-naming
+#: slot lives in it) but raises none of them
+_ERRORS = frozenset(
+    {
+        "NonFiniteError",
+        "ValidationError",
+        "ValidationIndexError",
+        "ValidationIndexRuntimeError",
+        "ValidationRuntimeError",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ERRORS:
+        from cudaassert_ipy.checks import errors
+
+        return getattr(errors, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_ERRORS})
+
 
 #: ``CUDAASSERT_VALIDATORS=1`` turns validators on when the extension loads.
 ENV_VAR = "CUDAASSERT_VALIDATORS"

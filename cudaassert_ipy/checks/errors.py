@@ -18,10 +18,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cudaassert_ipy.base.wording import plural
-from cudaassert_ipy.diagnose import hints
-from cudaassert_ipy.diagnose.hints import Facts, TokenFacts
 
 if TYPE_CHECKING:  # the diagnosis side of the contract loads at the first failure, not with the validators
+    from cudaassert_ipy.diagnose.hints import Facts, TokenFacts
     from cudaassert_ipy.diagnose.validator_stop import ValidatorStop
 
 __all__ = [
@@ -218,6 +217,8 @@ class ValidationError(Exception):
         ``size_name`` names the size as the caller knows it (``num_embeddings``, ``vocab_size``); the fix is
         ``hints.token_ids``, the same sentence the post-mortem rule and preflight give.
         """
+        from cudaassert_ipy.diagnose import hints  # not at import: %load_ext loads this module (sample naming)
+
         size = facts.num_embeddings
         return cls.out_of_range(
             op,

@@ -11,16 +11,21 @@ Standard library only: the extension installs its lookup at load, which must not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-from cudaassert_ipy.checks.errors import Example, SampleNames
+if TYPE_CHECKING:  # types only: the errors module (the validators' exceptions) is not needed at load
+    from collections.abc import Sequence
+    from typing import TypeAlias
+
+    from cudaassert_ipy.checks.errors import Example, SampleNames
+
+    #: ``lookup(checked tensor's shape, examples)``: the samples of a recorded batch field of that shape holding
+    #: those values, or None. Reads shapes and recorded CPU batches only, never GPU memory.
+    SampleLookup: TypeAlias = Callable[[tuple[int, ...], Sequence[Example]], SampleNames | None]
 
 __all__ = ["SAMPLE_NAMING", "SampleLookup", "SampleNaming"]
-
-#: ``lookup(checked tensor's shape, examples)``: the samples of a recorded batch field of that shape holding
-#: those values, or None. Reads shapes and recorded CPU batches only, never GPU memory.
-SampleLookup = Callable[[tuple[int, ...], Sequence[Example]], SampleNames | None]
 
 
 class SampleNaming:

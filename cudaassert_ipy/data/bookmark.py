@@ -32,16 +32,17 @@ import sys
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.base.passthrough import drop_own_frame
-from cudaassert_ipy.data import loaders
 from cudaassert_ipy.data.batch_fields import Plan, keepable, plan_for, rebuild
 
-__all__ = ["FAILED", "NOT_RECORDED", "BatchRecord", "Bookmark", "start"]
+if TYPE_CHECKING:
+    from cudaassert_ipy.data.batch_record import BatchRecord
+    from cudaassert_ipy.data.loaders import View
 
-_KEEP = loaders.DEFAULT_KEEP  # batches kept per iterator, unless its framework fetches further ahead
+__all__ = ["FAILED", "NOT_RECORDED", "Bookmark", "start"]
+
 _RECENT = 8  # iterators whose records outlive them (a failing loop drops its iterator)
 
 NOT_RECORDED = {
@@ -61,24 +62,6 @@ STATUS_OFF = "DataLoader bookmark: off - {why}"
 FAILED = "the DataLoader bookmark could not record a batch ({error}); the loader itself was not affected"
 
 
-@dataclass(frozen=True)
-class BatchRecord:
-    """One yielded batch, as :func:`cudaassert_ipy.last_batches` returns it."""
-
-    loader: str | None  # the DataLoader's name in the notebook's namespace, when it has one
-    epoch: int  # 0-based: how many earlier iterations of this loader were seen since loading
-    batch: int  # 0-based, as enumerate(loader) counts
-    indices: tuple[Any, ...] | None  # dataset indices from the sampler; None for an IterableDataset
-    batch_object: Any = field(repr=False, compare=False, default=None)  # the yielded object (CPU only) or None
-    note: str | None = None  # why the batch (or its indices) was not kept
-    order: int = 0  # global yield order across all loaders: higher is later
-    dataset: Any = field(repr=False, compare=False, default=None)
-    sampler: Any = field(repr=False, compare=False, default=None)
-    collate_fn: Any = field(repr=False, compare=False, default=None)
-    #: how many batches its framework had yielded after the one being processed (accelerate, Trainer, timm)
-    ahead: loaders.Ahead | None = field(repr=False, compare=False, default=None)
-
-
 class _NotKept:
     """In a record's batch slot: why the batch is not kept (and its size, for the too_big note)."""
 
@@ -96,7 +79,7 @@ class _RingRecords(deque):  # type: ignore[type-arg]
     """The records of a rank under a runner: each one is also written to the rank's ring on disk (data/ring.py),
     for a rank that dies without Python. Only there: elsewhere records are a plain deque."""
 
-    def __init__(self, maxlen: int, ring: Any, epoch: int, view: loaders.View) -> None:
+    def __init__(self, maxlen: int, ring: Any, epoch: int, view: View) -> None:
         super().__init__(maxlen=maxlen)
         self.write, self.epoch, self.indices = ring.write, epoch, view.batch_indices
         self.low, self.high = (view.ahead.low, view.ahead.high) if view.ahead is not None else (0, 0)
@@ -143,7 +126,7 @@ class _IterState:
         "workers",
     )
 
-    def __init__(self, it: Any, epoch: int, view: loaders.View = loaders.NOTHING, ring: Any = None) -> None:
+    def __init__(self, it: Any, epoch: int, view: View, ring: Any = None) -> None:
         # (global order, _num_yielded after the batch, index list, kept batch | picked fields | _NotKept,
         #  the Plan that picked them or None)
         self.records: deque[tuple[Any, ...]] = (
@@ -181,9 +164,11 @@ def _ref(obj: Any) -> Callable[[], Any]:
 class Bookmark:
     """Installs the class-level patch and holds every record; one per loaded extension."""
 
-    def __init__(self, cap_bytes: int = 256 * 1024 * 1024, keep: int = _KEEP) -> None:
+    def __init__(self, cap_bytes: int = 256 * 1024 * 1024, keep: int | None = None) -> None:
         self.cap_bytes = cap_bytes
-        self.keep = keep  # batches kept per iterator; more where its framework fetches further ahead (loaders)
+        #: batches kept per iterator (None: ``loaders.DEFAULT_KEEP``, the failing one and 2 before it); more where
+        #: its framework fetches further ahead (data/loaders, imported at the first iteration, not at load)
+        self.keep = keep
         self.ring: Any = None  # a data.ring.Ring in a rank under a runner: every record is written to disk too
         self.note: str | None = None  # why the bookmark is off, when it is
         self._module: Any = None
@@ -363,7 +348,10 @@ class Bookmark:
 
     def _start(self, it: Any, st: _IterState | None) -> _IterState:
         """A new iteration (or an iterator first seen): count the epoch per sampler, start records."""
-        view = loaders.inspect(it, sys._getframe(2), self.keep)  # once per iteration: who asked, how far ahead
+        from cudaassert_ipy.data import loaders
+
+        keep = self.keep if self.keep is not None else loaders.DEFAULT_KEEP
+        view = loaders.inspect(it, sys._getframe(2), keep)  # once per iteration: who asked, how far ahead
         sampler = view.owner if view.owner is not None else getattr(it, "_index_sampler", None)
         try:
             epoch = self._epochs.get(sampler, -1) + 1
@@ -418,6 +406,8 @@ class Bookmark:
     def records(self, names: dict[int, str] | None = None) -> list[BatchRecord]:
         """Every kept record, latest first; ``names`` maps id(sampler) (or, for a loader a framework re-built,
         id(dataset)) to the loader's name."""
+        from cudaassert_ipy.data.batch_record import BatchRecord  # a dataclass: not built at %load_ext
+
         out = []
         for st in self.states():
             sampler = st.sampler()

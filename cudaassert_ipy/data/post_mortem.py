@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from cudaassert_ipy.base.wording import error_line, is_cell_filename
-from cudaassert_ipy.data.bookmark import BatchRecord, Bookmark
+from cudaassert_ipy.data.batch_record import BatchRecord
+from cudaassert_ipy.data.bookmark import Bookmark
 from cudaassert_ipy.data.loaders import is_loader
 from cudaassert_ipy.data.reproduce import plan_entry
 from cudaassert_ipy.data.samples import SampleCheck, check_batches, fields, loop_names

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cudaassert_ipy.checks.errors import Example, SampleNames
-from cudaassert_ipy.checks.sample_naming import SAMPLE_NAMING, SampleLookup
+from cudaassert_ipy.checks.sample_naming import SAMPLE_NAMING
 from cudaassert_ipy.data.bookmark import Bookmark
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.checks.errors import Example, SampleNames
+    from cudaassert_ipy.checks.sample_naming import SampleLookup
 
 __all__ = ["WHERE", "install", "lookup_for"]
 

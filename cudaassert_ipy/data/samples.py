@@ -12,12 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudaassert_ipy.base.wording import plural
-from cudaassert_ipy.data.bookmark import BatchRecord
-from cudaassert_ipy.data.loaders import Ahead, float_labels, image_of
+from cudaassert_ipy.data.batch_record import BatchRecord
+from cudaassert_ipy.data.loaders import float_labels, image_of
 from cudaassert_ipy.data.valid_range import CLASS, IDS, UNIT, ValidRange
+
+if TYPE_CHECKING:
+    from cudaassert_ipy.frameworks.base import Ahead
 
 __all__ = ["BAD_SAMPLE", "BadSample", "SampleCheck", "check_batches", "fields"]
 

@@ -89,8 +89,9 @@ if TYPE_CHECKING:
         own_text,
     )
 
-#: imported on first use: ``%load_ext`` loads ``frameworks.base`` (the bookmark's data/loaders use it) but no
-#: adapter; the registry and every adapter come with the first failure or validator stop that needs them
+#: imported on first use: ``%load_ext`` loads no module of this package; ``base`` and ``table`` come with the first
+#: DataLoader iteration (data/loaders asks for loader hooks), the registry and every adapter with the first
+#: failure or validator stop that needs them
 _REGISTRY_NAMES = frozenset(
     {
         "ADAPTERS",

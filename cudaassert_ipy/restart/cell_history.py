@@ -36,12 +36,11 @@ __all__ = [
 ]
 
 MAX_RECORDS = 2000
-_MARK = re.compile(r"^\s*#\s*cudaassert\s*:\s*(setup|skip|keep)\b", re.IGNORECASE)
+# patterns as text, compiled by ``re`` (and kept in its cache) when a plan first reads them, not at ``%load_ext``
+_MARK = r"(?i)^\s*#\s*cudaassert\s*:\s*(setup|skip|keep)\b"
 FORCE_IN = ("setup", "keep")  # first-line marks that put a cell in the plan (keep: restored, not replayed)
 # lines that are the extension's own business: never replayed (a replayed `%cudaassert restart` would loop)
-_OWN_LINE = re.compile(
-    r"^\s*%{1,2}(?:(?:load_ext|reload_ext|unload_ext)\s+cudaassert(?:_ipy)?\b|cudaassert\b|cuda_debug\b)"
-)
+_OWN_LINE = r"^\s*%{1,2}(?:(?:load_ext|reload_ext|unload_ext)\s+cudaassert(?:_ipy)?\b|cudaassert\b|cuda_debug\b)"
 _DISPLAY_FUNCS = {
     "print",
     "display",
@@ -164,7 +163,7 @@ _READ_ONLY_COMMANDS = {
 
 def _mark(source: str) -> str | None:
     first = source.lstrip("\n").split("\n", 1)[0]
-    m = _MARK.match(first)
+    m = re.match(_MARK, first)
     return m.group(1).lower() if m else None
 
 
@@ -173,7 +172,7 @@ def replayable_source(source: str) -> str:
     lines = source.splitlines(keepends=True)
     if lines and re.match(r"^\s*%%cuda_debug\b", lines[0]):
         return ""
-    return "".join(line for line in lines if not _OWN_LINE.match(line))
+    return "".join(line for line in lines if not re.match(_OWN_LINE, line))
 
 
 def _is_pure(node: ast.AST) -> bool:
@@ -281,6 +280,11 @@ class KeptOutcome(NamedTuple):
 
 @dataclass
 class CellRecord:
+    """One cell this kernel ran (or replayed), as a restart plans it and the panel lists it.
+
+    (Written out: without a docstring ``@dataclass`` words one from ``inspect.signature``, at ``%load_ext``.)
+    """
+
     index: int  # position in this kernel's history (unique, increasing)
     number: int | None  # the prompt number In [n]; for a replayed cell, the number it had before the restart
     source: str
@@ -298,7 +302,7 @@ class CellRecord:
     @property
     def first_line(self) -> str:
         """The first line of code (comments only when the cell has nothing else), as the panel lists it."""
-        lines = [ln.strip() for ln in self.source.splitlines() if ln.strip() and not _MARK.match(ln)]
+        lines = [ln.strip() for ln in self.source.splitlines() if ln.strip() and not re.match(_MARK, ln)]
         code = [ln for ln in lines if not ln.startswith("#")]
         return ((code or lines)[0] if lines else "(empty)")[:80]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from cudaassert_ipy.data import reproduce
-from cudaassert_ipy.data.bookmark import BatchRecord
+from cudaassert_ipy.data.batch_record import BatchRecord
 from cudaassert_ipy.data.samples import BadSample
 from cudaassert_ipy.shell.extension import current
 

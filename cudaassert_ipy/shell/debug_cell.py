@@ -61,15 +61,27 @@ def debug_magic_arguments(func: _F) -> _F:
     return magic_args.magic_arguments()(func)
 
 
-@debug_magic_arguments
-def cuda_debug(line: str, cell: str = "") -> None:
-    """Run this cell with cudaassert validators on (bad indices, labels and probabilities raise a
-    clear error before the kernel launches, so the GPU stays usable); everything is restored
-    after the cell."""
+def _debug_magic() -> Callable[..., None]:
+    """The ``%%cuda_debug`` signature with its options, built when asked: a parser costs ``%load_ext`` about
+    1 ms, and the extension's magic has its own."""
+
+    @debug_magic_arguments
+    def cuda_debug(line: str, cell: str = "") -> None:
+        """Run this cell with cudaassert validators on (bad indices, labels and probabilities raise a
+        clear error before the kernel launches, so the GPU stays usable); everything is restored
+        after the cell."""
+
+    return cuda_debug
 
 
-#: The full help text of ``%%cuda_debug`` (usage, description, options).
-DEBUG_MAGIC_DOC: str = cuda_debug.__doc__ or ""
+#: The full help text of ``%%cuda_debug`` (usage, description, options); built on access (module ``__getattr__``).
+DEBUG_MAGIC_DOC: str
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEBUG_MAGIC_DOC":
+        return _debug_magic().__doc__ or ""
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parse_debug_args(line: str) -> DebugOptions:
@@ -78,7 +90,7 @@ def parse_debug_args(line: str) -> DebugOptions:
     Bad input raises ``UsageError`` with the usage line.
     """
     try:
-        return cast(DebugOptions, magic_args.parse_argstring(cuda_debug, line))  # store_true options: bools
+        return cast(DebugOptions, magic_args.parse_argstring(_debug_magic(), line))  # store_true options: bools
     except UsageError as e:
         raise UsageError(USAGE_ERROR.format(problem=str(e).rstrip("."))) from None
 

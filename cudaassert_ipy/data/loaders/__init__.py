@@ -14,7 +14,9 @@ them), and the sample lookup asks :func:`float_labels` and :func:`image_of` abou
 
 Each framework's knowledge sits in its own module, ``frameworks/<name>.py`` (its ``ADAPTER``'s loader hooks); this
 module knows none of them: it asks the table (``frameworks/table.py``) for the adapters whose row names a hook
-and whose packages are imported, and only those are loaded.
+and whose packages are imported, and only those are loaded. Nothing here is imported at ``%load_ext``:
+the bookmark loads this module at the first iteration, and the frameworks package (its dataclasses and the table)
+comes with the first hook asked for.
 """
 
 from __future__ import annotations
@@ -22,19 +24,15 @@ from __future__ import annotations
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cudaassert_ipy.frameworks.base import Ahead, frame_module, frame_self, in_packages
-from cudaassert_ipy.frameworks.table import adapters_with, packages_with
+if TYPE_CHECKING:
+    from cudaassert_ipy.frameworks.base import Ahead
 
-__all__ = ["DEFAULT_KEEP", "Ahead", "View", "float_labels", "image_of", "inspect", "is_loader"]
+__all__ = ["DEFAULT_KEEP", "View", "float_labels", "image_of", "inspect", "is_loader"]
 
 DEFAULT_KEEP = 3  # batches kept per iterator when no framework fetches ahead: the failing one and 2 before it
 _FRAMES = 24  # frames looked at above the first __next__ of an iteration
-#: only these packages' frames are asked for their ``self`` (the packages of the modules with an ``ahead`` hook):
-#: reading a frame's locals on Python < 3.13 leaves a snapshot of them on the frame (the user's loop frame would
-#: hold its last batch and loss until it runs on)
-_PACKAGES = packages_with("ahead")
 
 
 @dataclass(frozen=True)
@@ -49,9 +47,6 @@ class View:
     owner: Any = None  # the user's loader object (a fastai DataLoader), to name it
 
 
-NOTHING = View()
-
-
 def inspect(it: Any, frame: types.FrameType | None, default_keep: int = DEFAULT_KEEP) -> View:
     """Look once at a new iteration; never raises (the generic records stand without this)."""
     try:
@@ -61,12 +56,19 @@ def inspect(it: Any, frame: types.FrameType | None, default_keep: int = DEFAULT_
 
 
 def _inspect(it: Any, frame: types.FrameType | None, default_keep: int) -> View:
+    from cudaassert_ipy.frameworks.base import Ahead, frame_module, frame_self, in_packages
+    from cudaassert_ipy.frameworks.table import adapters_with, packages_with
+
     hooks = [a.ahead for a in adapters_with("ahead") if a.ahead is not None]
+    # only these packages' frames are asked for their ``self`` (the packages of the modules with an ``ahead``
+    # hook): reading a frame's locals on Python < 3.13 leaves a snapshot of them on the frame (the user's loop
+    # frame would hold its last batch and loss until it runs on)
+    packages = packages_with("ahead")
     ahead = Ahead(0, 0, ())
     seen: set[int] = set()
     n = 0
     while hooks and frame is not None and n < _FRAMES:
-        obj = frame_self(frame) if in_packages(frame_module(frame), _PACKAGES) else None
+        obj = frame_self(frame) if in_packages(frame_module(frame), packages) else None
         if obj is not None and id(obj) not in seen:
             seen.add(id(obj))
             for hook in hooks:
@@ -85,17 +87,23 @@ def _inspect(it: Any, frame: types.FrameType | None, default_keep: int) -> View:
 
 def is_loader(obj: Any) -> bool:
     """A framework's own loader (not a torch one): the records of its iterations are filed under it."""
+    from cudaassert_ipy.frameworks.table import adapters_with
+
     return any(a.is_loader(obj) for a in adapters_with("is_loader") if a.is_loader is not None)
 
 
 def float_labels() -> tuple[str, ...]:
     """The float batch fields the imported frameworks fill with whole-number class labels (``cls``)."""
+    from cudaassert_ipy.frameworks.table import adapters_with
+
     return tuple(name for a in adapters_with("float_labels") for name in a.float_labels)
 
 
 def image_of(batch: Any, row: int, rows: int) -> tuple[int, str | None] | None:
     """(the image's position in the batch, its file) for row ``row`` of a per-box field with ``rows`` rows, where a
     framework's batch says which image each box belongs to; else None."""
+    from cudaassert_ipy.frameworks.table import adapters_with
+
     for adapter in adapters_with("image_of"):
         found = adapter.image_of(batch, row, rows) if adapter.image_of is not None else None
         if found is not None:
