@@ -500,3 +500,48 @@ def test_a_lookup_inside_a_web_server_or_a_pipeline_ranks_positions_first() -> N
     # the same lookup in a training script keeps token ids first
     trained = _first(trace(("/home/me/train.py", 40, "step", "out = net(batch)"), *EMBEDDING_FRAMES))
     assert trained.cause_id == "index_select_out_of_range" and "token ids" in trained.candidates[1]
+
+
+def test_a_lookup_in_a_paste_that_feeds_word_boxes_ranks_the_box_coordinates_first() -> None:
+    d = _first(
+        "RuntimeError: index out of range: Tried to access index 1207 out of table with 1023 rows. at "
+        "/pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:191\n"
+        "print(batch['bbox'].max())\ntensor(1207)\n"
+    )
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (layout_boxes_in_paste)"
+    assert "0..1000" in (d.likely_fix or "") and "y0 <= y1" in (d.likely_fix or "")
+    assert "bbox coordinates" in d.candidates[1] and "position ids" in d.candidates[2]
+    called = _first(
+        "--> 90 layout_out = self.layout_embeddings(bbox=boxes, position_ids=pos)\n"
+        "IndexError: index out of range in self\n"
+    )
+    assert called.cause_id == "index_select_out_of_range" and "bbox coordinates" in called.candidates[1]
+    # a table of the size of a position embedding beside the boxes: the positions, not the boxes
+    long = _first(
+        "out = model(input_ids=ids, bbox=boxes)\nIndexError: index 515 is out of bounds for dimension 0 with size 514\n"
+    )
+    assert long.cause_id == "position_ids_out_of_range"
+    # a detector's boxes are not a layout model's: no lookup, no such reading
+    det = _first("loss = crit(pred_bbox[i], gt)\nIndexError: index 7 is out of bounds for dimension 1 with size 4\n")
+    assert "bbox coordinates" not in " ".join(det.candidates)
+
+
+def test_a_tokenizers_placeholder_max_length_foretells_positions_past_the_table() -> None:
+    d = _first(">>> tok.model_max_length\n1000000000000000019884624838656\n")
+    assert d.cause_id == "position_ids_out_of_range"
+    assert "model_max_length" in (d.likely_fix or "") and "truncation=True" in (d.likely_fix or "")
+    with_error = _first("max_seq_len = 1000000000000000019884624838656\n" + LOOKUP_LINE + ASSERT)
+    assert with_error.cause_id == "position_ids_out_of_range"
+    assert with_error.basis == "the error text (tokenizer_without_max_length)"
+    # another large number is no tokenizer's placeholder
+    from cudaassert_ipy.logs.explain import explain_text
+
+    assert not explain_text("steps 1000000000000000019884624838657\n").found
+
+
+def test_an_old_lookup_error_of_a_table_one_row_past_a_power_of_two_is_a_position_table() -> None:
+    d = _first("index out of range: Tried to access index 1025 out of table with 1024 rows.\n")
+    assert d.cause_id == "position_ids_out_of_range"
+    vocab = _first("index out of range: Tried to access index 30600 out of table with 30521 rows.\n")
+    assert vocab.cause_id == "index_select_out_of_range"

@@ -930,6 +930,14 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "background): compare the largest category id with the configured class count",
         "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
     ),
+    # a lookup in a paste that feeds word boxes to a layout model: a box coordinate, then positions, then token ids
+    "lookup_boxes": (
+        "bbox coordinates outside 0..1000 (boxes not normalized to the page, or past its edge), or boxes with x1 < x0 "
+        "or y1 < y0: the layout model looks each coordinate and the box's width and height up in tables of "
+        "max_2d_position_embeddings rows; compare bbox.min()/max() with 0 and 1000",
+        _POSITIONS_CANDIDATE,
+        _TOKEN_IDS_CANDIDATE,
+    ),
 }
 #: A weak failure point (frame_points' ``unsure``: a loss or labels seen in the frames, a sync that only surfaced
 #: the failure) names the likeliest cause and ranks it with the others (UNSURE's "loss", "segmentation", "sync").
