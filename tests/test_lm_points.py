@@ -545,3 +545,26 @@ def test_an_old_lookup_error_of_a_table_one_row_past_a_power_of_two_is_a_positio
     assert d.cause_id == "position_ids_out_of_range"
     vocab = _first("index out of range: Tried to access index 30600 out of table with 30521 rows.\n")
     assert vocab.cause_id == "index_select_out_of_range"
+
+
+def test_torchs_own_embedding_line_left_in_a_paste_without_its_frame_names_a_lookup() -> None:
+    d = _first(
+        "    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+        "Epoch 2:  31%|███       | 88/284 [00:14<00:31,  6.2it/s]\n"
+    )
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (embedding_line_in_paste)"
+    assert "token ids" in d.candidates[1] and "position ids" in d.candidates[2]
+    notebook = _first(
+        "-> 2233 return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+    )
+    assert notebook.cause_id == "index_select_out_of_range"
+    # a kernel line that names another check stands; the line alone, called by the user, is no torch line
+    label = _first(
+        "    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n" + NLL_LINE + ASSERT
+    )
+    assert label.cause_id == "nll_loss_target_out_of_range"
+    own = _first("emb = my_embedding(weights, ids)\nRuntimeError: CUDA error: device-side assert triggered\n")
+    assert own.cause_id != "index_select_out_of_range"
