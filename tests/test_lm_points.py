@@ -568,3 +568,25 @@ def test_torchs_own_embedding_line_left_in_a_paste_without_its_frame_names_a_loo
     assert label.cause_id == "nll_loss_target_out_of_range"
     own = _first("emb = my_embedding(weights, ids)\nRuntimeError: CUDA error: device-side assert triggered\n")
     assert own.cause_id != "index_select_out_of_range"
+
+
+def test_token_type_ids_built_by_hand_with_a_second_segment_rank_the_type_table_first() -> None:
+    d = _first(
+        ">>> segs = torch.tensor([[0, 0, 0, 0, 1, 1, 1]])\n"
+        ">>> token_type_ids = torch.tensor([[0, 0, 0, 0, 1, 1, 1]])\n"
+        ">>> out = encoder(ids, token_type_ids=token_type_ids)\n" + LOOKUP_LINE + ASSERT
+    )
+    assert d.cause_id == "token_type_ids_out_of_range"
+    assert d.basis == "the error text (hand_made_token_type_ids)"
+    assert "type_vocab_size" in (d.likely_fix or "") and "token_type_ids" in d.candidates[1]
+    named = _first("token_type_ids = torch.ones_like(input_ids)\nIndexError: index out of range in self\n")
+    assert named.cause_id == "token_type_ids_out_of_range"
+    # a traceback cut before its error line: the hand-made ids still speak
+    cut = _first(
+        ">>> token_type_ids = torch.tensor([[0, 0, 1, 1]])\n>>> out = model(ids, token_type_ids=token_type_ids)\n"
+        'Traceback (most recent call last):\n  File "<stdin>", line 1, in <module>\n'
+    )
+    assert cut.cause_id == "token_type_ids_out_of_range"
+    # all zeros is the one segment every model has: nothing to say about the type table
+    zeros = _first("token_type_ids = torch.tensor([[0, 0, 0, 0]])\nIndexError: index out of range in self\n")
+    assert zeros.cause_id == "index_select_out_of_range"

@@ -187,10 +187,11 @@ def _error_diagnoses(detections: list[Detection], frames: tuple[Frame, ...] = ()
 
 def _cut_traceback(frames: tuple[Frame, ...], text: str) -> Diagnosis | None:
     """A traceback pasted without its error line (cut off): read as the device-side assert this tool explains, when
-    its frames (a framework's failure point, the user's own line) say something; None when they say nothing."""
+    its frames (a framework's failure point, the user's own line) or the text around them (a failure point read
+    from the paste: the inputs it shows) say something; None when they say nothing."""
     det = Detection(Kind.DEVICE_ASSERT, logged_exception("", CUT_MESSAGE), CUT_MESSAGE)
     d = diagnose(Evidence(detection=det, frames=frames, pasted=text))
-    if not d.basis.startswith(("a frame", "a code line")):
+    if not d.basis.startswith(("a frame", "a code line", "the error text (")):
         return None
     return dataclasses.replace(d, exception_line=NO_ERROR_LINE, exception_text="", notes=(CUT_NOTE, *d.notes))
 

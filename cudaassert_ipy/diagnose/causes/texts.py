@@ -938,6 +938,14 @@ UNSURE: dict[str, tuple[str, ...]] = {
         _POSITIONS_CANDIDATE,
         _TOKEN_IDS_CANDIDATE,
     ),
+    # a lookup in a paste that builds token_type_ids by hand: the segment ids, then token ids, then positions
+    "lookup_token_types": (
+        "token_type_ids >= the config's type_vocab_size: models pretrained without segments (RoBERTa, XLM-R, "
+        "Longformer, DistilBERT-style) have type_vocab_size 1, so a second segment's id 1 is past the table; pass no "
+        "token_type_ids (or all zeros) to them",
+        _TOKEN_IDS_CANDIDATE,
+        _POSITIONS_CANDIDATE,
+    ),
 }
 #: A weak failure point (frame_points' ``unsure``: a loss or labels seen in the frames, a sync that only surfaced
 #: the failure) names the likeliest cause and ranks it with the others (UNSURE's "loss", "segmentation", "sync").
