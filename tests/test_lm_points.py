@@ -590,3 +590,27 @@ def test_token_type_ids_built_by_hand_with_a_second_segment_rank_the_type_table_
     # all zeros is the one segment every model has: nothing to say about the type table
     zeros = _first("token_type_ids = torch.tensor([[0, 0, 0, 0]])\nIndexError: index out of range in self\n")
     assert zeros.cause_id == "index_select_out_of_range"
+
+
+def test_a_line_that_looks_the_word_boxes_up_names_the_box_coordinates() -> None:
+    framed = _first(
+        '  File "/srv/docai/lib/python3.11/site-packages/docmodels/embeddings.py", line 77, in forward\n'
+        "    upper = self.y_position_embeddings(bbox[:, :, 1])\n"
+        "IndexError: index out of range in self\n"
+    )
+    assert framed.cause_id == "index_select_out_of_range"
+    assert framed.basis.startswith("a frame: embeddings.py:77")
+    assert "0..1000" in (framed.likely_fix or "") and "bbox coordinates" in framed.candidates[1]
+    # a notebook paste that starts inside the model's forward and is cut before its error line
+    cut = _first(
+        "    402 emb, pos = self.embeddings(input_ids=input_ids)\n"
+        "--> 404 spatial = self._calc_spatial_position_embeddings(bbox)\n"
+        "    406 enc = self.encoder(emb + spatial)\n\n"
+        "File ~/venvs/doc/lib/python3.11/site-packages/torch/nn/modules/module.py:1518, in Module._call_impl(self, "
+        "*args, **kwargs)\n"
+        "-> 1518 return forward_call(*args, **kwargs)\n"
+    )
+    assert cut.cause_id == "index_select_out_of_range" and "bbox coordinates" in cut.candidates[1]
+    # the box tensor named without a lookup of it is no such line
+    other = _first("    boxes = model.heads(bbox)\nIndexError: index out of range in self\n")
+    assert "bbox coordinates" not in " ".join(other.candidates)
