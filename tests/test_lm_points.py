@@ -614,3 +614,25 @@ def test_a_line_that_looks_the_word_boxes_up_names_the_box_coordinates() -> None
     # the box tensor named without a lookup of it is no such line
     other = _first("    boxes = model.heads(bbox)\nIndexError: index out of range in self\n")
     assert "bbox coordinates" not in " ".join(other.candidates)
+
+
+def test_a_triton_kernel_reporting_the_assert_ranks_the_lookup_before_it_first() -> None:
+    d = _first(
+        '  File "/opt/env/site-packages/liger/ops/rms_norm.py", line 212, in forward\n'
+        "    _rms_norm_fwd_kernel[(n_rows,)](Y, X, W, eps)\n"
+        "RuntimeError: Triton Error [CUDA]: device-side assert triggered\n"
+    )
+    assert d.cause_id == "index_select_out_of_range"
+    assert "vocab_size" in (d.likely_fix or "") and "token ids" in d.candidates[1] and "labels" in d.candidates[2]
+    alone = _first("Triton Error [CUDA]: device-side assert triggered\n")
+    assert alone.cause_id == "index_select_out_of_range"
+    # a kernel line that names its check stands; another Triton error is no assert
+    assert _first(NLL_LINE + "RuntimeError: Triton Error [CUDA]: device-side assert triggered\n").cause_id == (
+        "nll_loss_target_out_of_range"
+    )
+    from cudaassert_ipy.logs.explain import explain_text
+
+    other = explain_text("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered\n")
+    assert all(d.cause_id != "index_select_out_of_range" for g in other.groups for d in g.diagnoses)
+    # the same assert reported by PyTorch's own check, with nothing around it, ranks by how common causes are
+    assert _first("RuntimeError: CUDA error: device-side assert triggered\n").cause_id != "index_select_out_of_range"

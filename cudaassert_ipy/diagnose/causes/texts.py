@@ -938,6 +938,13 @@ UNSURE: dict[str, tuple[str, ...]] = {
         _POSITIONS_CANDIDATE,
         _TOKEN_IDS_CANDIDATE,
     ),
+    # a Triton kernel reported the assert: most often it only found an earlier kernel's, the embedding lookup first
+    "triton_surfaced": (
+        _TOKEN_IDS_CANDIDATE + " (the data's token ids may come from a larger vocabulary than the model's vocab_size)",
+        "class labels outside 0..C-1 given to the loss (a fused cross-entropy's labels): compare labels.min()/max() "
+        "with the model's vocab_size or number of outputs, and keep -100 as the only value outside it",
+        _POSITIONS_CANDIDATE,
+    ),
     # a lookup in a paste that builds token_type_ids by hand: the segment ids, then token ids, then positions
     "lookup_token_types": (
         "token_type_ids >= the config's type_vocab_size: models pretrained without segments (RoBERTa, XLM-R, "
