@@ -636,3 +636,13 @@ def test_a_triton_kernel_reporting_the_assert_ranks_the_lookup_before_it_first()
     assert all(d.cause_id != "index_select_out_of_range" for g in other.groups for d in g.diagnoses)
     # the same assert reported by PyTorch's own check, with nothing around it, ranks by how common causes are
     assert _first("RuntimeError: CUDA error: device-side assert triggered\n").cause_id != "index_select_out_of_range"
+
+
+def test_a_lookup_that_nothing_names_lists_the_segment_table_last() -> None:
+    for text in ("IndexError: index out of range in self\n", LOOKUP_LINE + ASSERT):
+        d = _first(text)
+        assert d.cause_id == "index_select_out_of_range"
+        assert "token ids" in d.candidates[1] and "type_vocab_size 1" in d.candidates[-1]
+    # a position table named by the text ranks positions and token ids only
+    named = _first(WARNING + "IndexError: index out of range in self\n")
+    assert not any("type_vocab_size" in c for c in named.candidates)

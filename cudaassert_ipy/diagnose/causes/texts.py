@@ -784,6 +784,11 @@ _POSITIONS_CANDIDATE = (
     "tokens): compare input_ids.shape[1] with it, and truncate (truncation=True, max_length=...) or split long "
     "inputs"
 )
+_TOKEN_TYPES_CANDIDATE = (
+    "token_type_ids >= the config's type_vocab_size: models pretrained without segments (RoBERTa, XLM-R, "
+    "Longformer, DistilBERT-style) have type_vocab_size 1, so a second segment's id 1 is past the table; pass no "
+    "token_type_ids (or all zeros) to them"
+)
 _ONE_HOT_CANDIDATE = (
     "class labels one-hot encoded (scatter_(1, labels, 1), one_hot) or picked with gather(1, labels) in a loss "
     "(focal, dice, a label-smoothing or custom cross-entropy): a label >= the number of classes, 1-based labels, or "
@@ -881,6 +886,7 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "node ids of a graph network (its message passing gathers node features with index_select): an edge_index "
         "entry >= x.size(0), or a conv built with cached=True (GCNConv, SGConv, ChebConv) given another graph than "
         "its first, whose cached edges index the first graph's nodes",
+        _TOKEN_TYPES_CANDIDATE,  # segment ids given to a model pretrained with one segment
     ),
     "lookup_positions": (
         _POSITIONS_CANDIDATE,
@@ -947,9 +953,7 @@ UNSURE: dict[str, tuple[str, ...]] = {
     ),
     # a lookup in a paste that builds token_type_ids by hand: the segment ids, then token ids, then positions
     "lookup_token_types": (
-        "token_type_ids >= the config's type_vocab_size: models pretrained without segments (RoBERTa, XLM-R, "
-        "Longformer, DistilBERT-style) have type_vocab_size 1, so a second segment's id 1 is past the table; pass no "
-        "token_type_ids (or all zeros) to them",
+        _TOKEN_TYPES_CANDIDATE,
         _TOKEN_IDS_CANDIDATE,
         _POSITIONS_CANDIDATE,
     ),
