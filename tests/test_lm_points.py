@@ -523,8 +523,10 @@ def test_a_lookup_in_a_paste_that_feeds_word_boxes_ranks_the_box_coordinates_fir
     )
     assert long.cause_id == "position_ids_out_of_range"
     # a detector's boxes are not a layout model's: no lookup, no such reading
-    det = _first("loss = crit(pred_bbox[i], gt)\nIndexError: index 7 is out of bounds for dimension 1 with size 4\n")
-    assert "bbox coordinates" not in " ".join(det.candidates)
+    for code in ("loss = crit(pred_bbox[i], gt)", "loss = head(bbox[keep], gt)"):
+        det = _first(code + "\nIndexError: index 7 is out of bounds for dimension 1 with size 4\n")
+        assert det.cause_id == "advanced_indexing_out_of_range_v1"
+        assert "bbox coordinates" not in " ".join(det.candidates)
 
 
 def test_a_tokenizers_placeholder_max_length_foretells_positions_past_the_table() -> None:
