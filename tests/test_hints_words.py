@@ -241,7 +241,7 @@ HINT_WORDS: dict[str, Words] = {
     "FRAME_FIXES[quantized_probs]": says(
         "unquantized", "Triton", "float32 or bfloat16", "do_sample=False", never=("temperature=0",)
     ),
-    "FRAME_FIXES[layoutlm_bbox]": says("0..1000", "max_2d_position_embeddings", "clamp", "vocab_size"),
+    "FRAME_FIXES[layoutlm_bbox]": says("0..1000", "max_2d_position_embeddings", "clamp", "vocab_size", "y0 <= y1"),
     "FRAME_FIXES[scatter_add_index]": says("out.size(dim)", "edge_index", "num_nodes", "remap"),
     "FRAME_FIXES[nnunet_labels]": says("consecutive", "dataset.json", "preprocess"),
     "FRAME_FIXES[seg_labels]": says("ignore_index=255", "nearest-neighbour", never=("bilinear interpolation",)),
@@ -249,6 +249,7 @@ HINT_WORDS: dict[str, Words] = {
     "FRAME_FIXES[one_hot]": says("num_classes", "0..num_classes-1", "255"),
     "FRAME_FIXES[bce_logits]": says("BCEWithLogitsLoss", "probabilities in [0, 1]", never=("CrossEntropyLoss",)),
     "FRAME_FIXES[node_index]": says("index.max()", "size"),
+    "FRAME_FIXES[tokenizer_max_length]": says("model_max_length", "max_position_embeddings", "truncation=True", "1e30"),
     # patches (fix/): each alternative's title, the evidence that ranks it, why, and the code it writes
     "PATCH_CODE[bce_function]": says("binary_cross_entropy_with_logits"),
     "PATCH_CODE[bce_module]": says("BCEWithLogitsLoss"),

@@ -500,3 +500,151 @@ def test_a_lookup_inside_a_web_server_or_a_pipeline_ranks_positions_first() -> N
     # the same lookup in a training script keeps token ids first
     trained = _first(trace(("/home/me/train.py", 40, "step", "out = net(batch)"), *EMBEDDING_FRAMES))
     assert trained.cause_id == "index_select_out_of_range" and "token ids" in trained.candidates[1]
+
+
+def test_a_lookup_in_a_paste_that_feeds_word_boxes_ranks_the_box_coordinates_first() -> None:
+    d = _first(
+        "RuntimeError: index out of range: Tried to access index 1207 out of table with 1023 rows. at "
+        "/pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:191\n"
+        "print(batch['bbox'].max())\ntensor(1207)\n"
+    )
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (layout_boxes_in_paste)"
+    assert "0..1000" in (d.likely_fix or "") and "y0 <= y1" in (d.likely_fix or "")
+    assert "bbox coordinates" in d.candidates[1] and "position ids" in d.candidates[2]
+    called = _first(
+        "--> 90 layout_out = self.layout_embeddings(bbox=boxes, position_ids=pos)\n"
+        "IndexError: index out of range in self\n"
+    )
+    assert called.cause_id == "index_select_out_of_range" and "bbox coordinates" in called.candidates[1]
+    # a table of the size of a position embedding beside the boxes: the positions, not the boxes
+    long = _first(
+        "out = model(input_ids=ids, bbox=boxes)\nIndexError: index 515 is out of bounds for dimension 0 with size 514\n"
+    )
+    assert long.cause_id == "position_ids_out_of_range"
+    # a detector's boxes are not a layout model's: no lookup, no such reading
+    for code in ("loss = crit(pred_bbox[i], gt)", "loss = head(bbox[keep], gt)"):
+        det = _first(code + "\nIndexError: index 7 is out of bounds for dimension 1 with size 4\n")
+        assert det.cause_id == "advanced_indexing_out_of_range_v1"
+        assert "bbox coordinates" not in " ".join(det.candidates)
+
+
+def test_a_tokenizers_placeholder_max_length_foretells_positions_past_the_table() -> None:
+    d = _first(">>> tok.model_max_length\n1000000000000000019884624838656\n")
+    assert d.cause_id == "position_ids_out_of_range"
+    assert "model_max_length" in (d.likely_fix or "") and "truncation=True" in (d.likely_fix or "")
+    with_error = _first("max_seq_len = 1000000000000000019884624838656\n" + LOOKUP_LINE + ASSERT)
+    assert with_error.cause_id == "position_ids_out_of_range"
+    assert with_error.basis == "the error text (tokenizer_without_max_length)"
+    # another large number is no tokenizer's placeholder
+    from cudaassert_ipy.logs.explain import explain_text
+
+    assert not explain_text("steps 1000000000000000019884624838657\n").found
+
+
+def test_an_old_lookup_error_of_a_table_one_row_past_a_power_of_two_is_a_position_table() -> None:
+    d = _first("index out of range: Tried to access index 1025 out of table with 1024 rows.\n")
+    assert d.cause_id == "position_ids_out_of_range"
+    vocab = _first("index out of range: Tried to access index 30600 out of table with 30521 rows.\n")
+    assert vocab.cause_id == "index_select_out_of_range"
+
+
+def test_torchs_own_embedding_line_left_in_a_paste_without_its_frame_names_a_lookup() -> None:
+    d = _first(
+        "    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+        "Epoch 2:  31%|███       | 88/284 [00:14<00:31,  6.2it/s]\n"
+    )
+    assert d.cause_id == "index_select_out_of_range"
+    assert d.basis == "the error text (embedding_line_in_paste)"
+    assert "token ids" in d.candidates[1] and "position ids" in d.candidates[2]
+    notebook = _first(
+        "-> 2233 return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+    )
+    assert notebook.cause_id == "index_select_out_of_range"
+    # a kernel line that names another check stands; the line alone, called by the user, is no torch line
+    label = _first(
+        "    return torch.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)\n" + NLL_LINE + ASSERT
+    )
+    assert label.cause_id == "nll_loss_target_out_of_range"
+    own = _first("emb = my_embedding(weights, ids)\nRuntimeError: CUDA error: device-side assert triggered\n")
+    assert own.cause_id != "index_select_out_of_range"
+
+
+def test_token_type_ids_built_by_hand_with_a_second_segment_rank_the_type_table_first() -> None:
+    d = _first(
+        ">>> segs = torch.tensor([[0, 0, 0, 0, 1, 1, 1]])\n"
+        ">>> token_type_ids = torch.tensor([[0, 0, 0, 0, 1, 1, 1]])\n"
+        ">>> out = encoder(ids, token_type_ids=token_type_ids)\n" + LOOKUP_LINE + ASSERT
+    )
+    assert d.cause_id == "token_type_ids_out_of_range"
+    assert d.basis == "the error text (hand_made_token_type_ids)"
+    assert "type_vocab_size" in (d.likely_fix or "") and "token_type_ids" in d.candidates[1]
+    named = _first("token_type_ids = torch.ones_like(input_ids)\nIndexError: index out of range in self\n")
+    assert named.cause_id == "token_type_ids_out_of_range"
+    # a traceback cut before its error line: the hand-made ids still speak
+    cut = _first(
+        ">>> token_type_ids = torch.tensor([[0, 0, 1, 1]])\n>>> out = model(ids, token_type_ids=token_type_ids)\n"
+        'Traceback (most recent call last):\n  File "<stdin>", line 1, in <module>\n'
+    )
+    assert cut.cause_id == "token_type_ids_out_of_range"
+    # all zeros is the one segment every model has: nothing to say about the type table
+    zeros = _first("token_type_ids = torch.tensor([[0, 0, 0, 0]])\nIndexError: index out of range in self\n")
+    assert zeros.cause_id == "index_select_out_of_range"
+
+
+def test_a_line_that_looks_the_word_boxes_up_names_the_box_coordinates() -> None:
+    framed = _first(
+        '  File "/srv/docai/lib/python3.11/site-packages/docmodels/embeddings.py", line 77, in forward\n'
+        "    upper = self.y_position_embeddings(bbox[:, :, 1])\n"
+        "IndexError: index out of range in self\n"
+    )
+    assert framed.cause_id == "index_select_out_of_range"
+    assert framed.basis.startswith("a frame: embeddings.py:77")
+    assert "0..1000" in (framed.likely_fix or "") and "bbox coordinates" in framed.candidates[1]
+    # a notebook paste that starts inside the model's forward and is cut before its error line
+    cut = _first(
+        "    402 emb, pos = self.embeddings(input_ids=input_ids)\n"
+        "--> 404 spatial = self._calc_spatial_position_embeddings(bbox)\n"
+        "    406 enc = self.encoder(emb + spatial)\n\n"
+        "File ~/venvs/doc/lib/python3.11/site-packages/torch/nn/modules/module.py:1518, in Module._call_impl(self, "
+        "*args, **kwargs)\n"
+        "-> 1518 return forward_call(*args, **kwargs)\n"
+    )
+    assert cut.cause_id == "index_select_out_of_range" and "bbox coordinates" in cut.candidates[1]
+    # the box tensor named without a lookup of it is no such line
+    other = _first("    boxes = model.heads(bbox)\nIndexError: index out of range in self\n")
+    assert "bbox coordinates" not in " ".join(other.candidates)
+
+
+def test_a_triton_kernel_reporting_the_assert_ranks_the_lookup_before_it_first() -> None:
+    d = _first(
+        '  File "/opt/env/site-packages/liger/ops/rms_norm.py", line 212, in forward\n'
+        "    _rms_norm_fwd_kernel[(n_rows,)](Y, X, W, eps)\n"
+        "RuntimeError: Triton Error [CUDA]: device-side assert triggered\n"
+    )
+    assert d.cause_id == "index_select_out_of_range"
+    assert "vocab_size" in (d.likely_fix or "") and "token ids" in d.candidates[1] and "labels" in d.candidates[2]
+    alone = _first("Triton Error [CUDA]: device-side assert triggered\n")
+    assert alone.cause_id == "index_select_out_of_range"
+    # a kernel line that names its check stands; another Triton error is no assert
+    assert _first(NLL_LINE + "RuntimeError: Triton Error [CUDA]: device-side assert triggered\n").cause_id == (
+        "nll_loss_target_out_of_range"
+    )
+    from cudaassert_ipy.logs.explain import explain_text
+
+    other = explain_text("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered\n")
+    assert all(d.cause_id != "index_select_out_of_range" for g in other.groups for d in g.diagnoses)
+    # the same assert reported by PyTorch's own check, with nothing around it, ranks by how common causes are
+    assert _first("RuntimeError: CUDA error: device-side assert triggered\n").cause_id != "index_select_out_of_range"
+
+
+def test_a_lookup_that_nothing_names_lists_the_segment_table_last() -> None:
+    for text in ("IndexError: index out of range in self\n", LOOKUP_LINE + ASSERT):
+        d = _first(text)
+        assert d.cause_id == "index_select_out_of_range"
+        assert "token ids" in d.candidates[1] and "type_vocab_size 1" in d.candidates[-1]
+    # a position table named by the text ranks positions and token ids only
+    named = _first(WARNING + "IndexError: index out of range in self\n")
+    assert not any("type_vocab_size" in c for c in named.candidates)

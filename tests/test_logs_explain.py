@@ -188,3 +188,22 @@ def test_launcher_tags_name_the_rank(line, label):
 def test_undecodable_bytes_and_an_empty_log_find_nothing():
     assert not explain_text("").found
     assert not explain_text("\ufffd\x00\x01 garbage " * 1000).found
+
+
+def test_libtorchs_error_wrapped_by_a_program_outside_python_is_read_as_its_message() -> None:
+    rust = (
+        "thread 'main' panicked at 'called `Result::unwrap()` on an `Err` value: Torch(\"index out of range in "
+        "self\\nException raised from operator() at ../aten/src/ATen/native/TensorAdvancedIndexing.cpp:1190 (most "
+        "recent call first):\\nframe #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x6b (0x7f in "
+        "libc10.so)\\n\")', src/main.rs:88:41\n"
+    )
+    d = explain_text(rust).groups[0].diagnoses[0]
+    assert d.cause_id == "index_select_out_of_range" and d.exception_line.startswith("IndexError: index out of range")
+    cpp = (
+        "terminate called after throwing an instance of 'c10::IndexError'\n"
+        "  what():  index 70 is out of bounds for dimension 0 with size 64\n"
+        "Exception raised from operator() at ../aten/src/ATen/native/TensorAdvancedIndexing.cpp:830\n"
+    )
+    assert explain_text(cpp).groups[0].diagnoses[0].cause_id == "advanced_indexing_out_of_range_v1"
+    # a program's own panic that wraps no libtorch message says nothing
+    assert not explain_text("thread 'main' panicked at 'Torch(\"file not found\")', src/main.rs:3:9\n").found

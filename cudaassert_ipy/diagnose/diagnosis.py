@@ -330,7 +330,7 @@ _LOOKUP_TABLES = frozenset({"position_ids_out_of_range", "token_type_ids_out_of_
 #: the op's where the point refines it.
 _INDEX_MEANINGS = frozenset({"graph_node_index_out_of_range"})
 #: The UNSURE keys of a lookup that names its op but not its table (the others are weak points' causes, ranked).
-_LOOKUP_UNSURE = frozenset({"lookup", "lookup_positions", "large_table"})
+_LOOKUP_UNSURE = frozenset({"lookup", "lookup_positions", "large_table", "lookup_boxes", "lookup_token_types"})
 #: Gather/scatter: the kernel line or the CPU message names the op, not what its index counts (class labels in a
 #: loss, node ids, ...): the report ranks what it may be, as for a lookup's table, in the order the dimension the
 #: CPU message names makes likely (1: the class dimension of scores and one-hot targets; 0: rows, graph nodes).

@@ -681,8 +681,9 @@ FRAME_FIXES: dict[str, str] = {
     ),
     "layoutlm_bbox": (
         "normalize every word box to 0..1000 (x0, y0, x1, y1 scaled by 1000 / the page's width and height) and "
-        "clamp them, so that no coordinate reaches max_2d_position_embeddings; and keep input_ids below vocab_size "
-        "(tokenizer and model from the same checkpoint)"
+        "clamp them, so that no coordinate reaches max_2d_position_embeddings, with x0 <= x1 and y0 <= y1 (a box "
+        "of negative width or height indexes the width/height embeddings out of range); and keep input_ids below "
+        "vocab_size (tokenizer and model from the same checkpoint)"
     ),
     "scatter_add_index": (
         "keep every index value below the size of the output's dimension (out.size(dim)): for a graph, every node "
@@ -755,6 +756,12 @@ FRAME_FIXES: dict[str, str] = {
     "node_index": (
         "every index must be below the size of the dimension it indexes: compare index.max() with that size "
         "before the call"
+    ),
+    "tokenizer_max_length": (
+        "give the tokenizer the model's real maximum{bound}: tokenizer.model_max_length = "
+        "model.config.max_position_embeddings (512 for BERT-style models), or pass max_length=... with "
+        "truncation=True, so that sequences are truncated before the model (a max_len / max_seq_len derived from "
+        "tokenizer.model_max_length inherits the 1e30 placeholder)"
     ),
 }
 

@@ -10,6 +10,7 @@ device-side assert they are shown under it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 from cudaassert_ipy.capture.assert_lines import AssertSite, Orphan, scan_all
@@ -151,13 +152,31 @@ def _site_diagnoses(
     return out
 
 
+#: libtorch's own error text as a program outside Python prints it: a C++ ``what():`` line, a Rust binding's
+#: ``Torch("...")`` error value, a ``c10::Error``; the message runs to libtorch's "Exception raised from".
+_LIBTORCH_WRAPPED = re.compile(r"\bTorch\(\"|\bwhat\(\):\s+|\bc10::\w*Error:(?!:)\s*")
+_LIBTORCH_END = re.compile(r"\\n|\n|\s*Exception raised from |\"\)")
+
+
+def _libtorch_messages(line: str) -> list[str]:
+    """The line, then each libtorch message wrapped in it (``...Err value: Torch("index out of range in self\\n``)."""
+    found = [line]
+    for m in _LIBTORCH_WRAPPED.finditer(line):
+        rest = line[m.end() :]
+        end = _LIBTORCH_END.search(rest)
+        found.append(rest[: end.start()] if end is not None else rest)
+    return found
+
+
 def _bare_errors(text: str, limit: int = 2000) -> list[LoggedError]:
-    """The first CPU twin message printed without its exception type (looked for in the first ``limit`` lines)."""
+    """The first CPU twin message printed without its exception type (looked for in the first ``limit`` lines),
+    on a line of its own or wrapped in a non-Python program's report of libtorch's error."""
     offset = 0
     for line in text.splitlines()[:limit]:
-        found = bare_twin(line)
-        if found is not None:
-            return [LoggedError(found[0], line.strip().strip("\"'`").strip(), line, None, offset)]
+        for message in _libtorch_messages(line):
+            found = bare_twin(message)
+            if found is not None:
+                return [LoggedError(found[0], message.strip().strip("\"'`").strip(), line, None, offset)]
         offset += len(line) + 1
     return []
 
@@ -168,10 +187,11 @@ def _error_diagnoses(detections: list[Detection], frames: tuple[Frame, ...] = ()
 
 def _cut_traceback(frames: tuple[Frame, ...], text: str) -> Diagnosis | None:
     """A traceback pasted without its error line (cut off): read as the device-side assert this tool explains, when
-    its frames (a framework's failure point, the user's own line) say something; None when they say nothing."""
+    its frames (a framework's failure point, the user's own line) or the text around them (a failure point read
+    from the paste: the inputs it shows) say something; None when they say nothing."""
     det = Detection(Kind.DEVICE_ASSERT, logged_exception("", CUT_MESSAGE), CUT_MESSAGE)
     d = diagnose(Evidence(detection=det, frames=frames, pasted=text))
-    if not d.basis.startswith(("a frame", "a code line")):
+    if not d.basis.startswith(("a frame", "a code line", "the error text (")):
         return None
     return dataclasses.replace(d, exception_line=NO_ERROR_LINE, exception_text="", notes=(CUT_NOTE, *d.notes))
 

@@ -784,6 +784,11 @@ _POSITIONS_CANDIDATE = (
     "tokens): compare input_ids.shape[1] with it, and truncate (truncation=True, max_length=...) or split long "
     "inputs"
 )
+_TOKEN_TYPES_CANDIDATE = (
+    "token_type_ids >= the config's type_vocab_size: models pretrained without segments (RoBERTa, XLM-R, "
+    "Longformer, DistilBERT-style) have type_vocab_size 1, so a second segment's id 1 is past the table; pass no "
+    "token_type_ids (or all zeros) to them"
+)
 _ONE_HOT_CANDIDATE = (
     "class labels one-hot encoded (scatter_(1, labels, 1), one_hot) or picked with gather(1, labels) in a loss "
     "(focal, dice, a label-smoothing or custom cross-entropy): a label >= the number of classes, 1-based labels, or "
@@ -881,6 +886,7 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "node ids of a graph network (its message passing gathers node features with index_select): an edge_index "
         "entry >= x.size(0), or a conv built with cached=True (GCNConv, SGConv, ChebConv) given another graph than "
         "its first, whose cached edges index the first graph's nodes",
+        _TOKEN_TYPES_CANDIDATE,  # segment ids given to a model pretrained with one segment
     ),
     "lookup_positions": (
         _POSITIONS_CANDIDATE,
@@ -929,6 +935,27 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "a detection head's class ids >= its NUM_CLASSES / num_classes (Faster/Mask R-CNN heads count the "
         "background): compare the largest category id with the configured class count",
         "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
+    ),
+    # a lookup in a paste that feeds word boxes to a layout model: a box coordinate, then positions, then token ids
+    "lookup_boxes": (
+        "bbox coordinates outside 0..1000 (boxes not normalized to the page, or past its edge), or boxes with x1 < x0 "
+        "or y1 < y0: the layout model looks each coordinate and the box's width and height up in tables of "
+        "max_2d_position_embeddings rows; compare bbox.min()/max() with 0 and 1000",
+        _POSITIONS_CANDIDATE,
+        _TOKEN_IDS_CANDIDATE,
+    ),
+    # a Triton kernel reported the assert: most often it only found an earlier kernel's, the embedding lookup first
+    "triton_surfaced": (
+        _TOKEN_IDS_CANDIDATE + " (the data's token ids may come from a larger vocabulary than the model's vocab_size)",
+        "class labels outside 0..C-1 given to the loss (a fused cross-entropy's labels): compare labels.min()/max() "
+        "with the model's vocab_size or number of outputs, and keep -100 as the only value outside it",
+        _POSITIONS_CANDIDATE,
+    ),
+    # a lookup in a paste that builds token_type_ids by hand: the segment ids, then token ids, then positions
+    "lookup_token_types": (
+        _TOKEN_TYPES_CANDIDATE,
+        _TOKEN_IDS_CANDIDATE,
+        _POSITIONS_CANDIDATE,
     ),
 }
 #: A weak failure point (frame_points' ``unsure``: a loss or labels seen in the frames, a sync that only surfaced
