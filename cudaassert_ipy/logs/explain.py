@@ -10,13 +10,14 @@ device-side assert they are shown under it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 from cudaassert_ipy.capture.assert_lines import AssertSite, Orphan, scan_all
 from cudaassert_ipy.capture.child_lines import first_failure, readable
 from cudaassert_ipy.capture.tracebacks import Frame, frames_in_text
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, match_assert
-from cudaassert_ipy.diagnose.causes.cpu_twins import bare_twin
+from cudaassert_ipy.diagnose.causes.cpu_twins import bare_twin, match_cpu_twin
 from cudaassert_ipy.diagnose.detection import (
     CUBLAS_NOT_INITIALIZED,
     Detection,
@@ -34,6 +35,8 @@ from cudaassert_ipy.logs.ranks import rank_label, sort_key, tag_end
 
 __all__ = ["Explanation", "Group", "explain_text"]
 
+#: An exception's repr inside another line: ``RuntimeError('probability tensor contains ...')``.
+EXC_REPR = re.compile(r"\b(?P<type>[A-Za-z_]\w*(?:Error|Exception))\((?P<q>['\"])(?P<message>.+?)(?P=q)\)")
 # Paste damage is repaired only up to this size of relevant lines: pasted text is never larger, and
 # a 100 MB log was written by processes, not pasted (the repairs' scans would cost a second).
 PASTE_LIMIT = 8_000_000
@@ -151,13 +154,27 @@ def _site_diagnoses(
     return out
 
 
+def _repr_twin(line: str) -> tuple[str, str] | None:
+    """A CPU twin's error printed as its repr inside another line (asyncio's "Future exception was never
+    retrieved", Ray's ``RayTaskError(RuntimeError)(RuntimeError('...'))``): its type name and message."""
+    for m in EXC_REPR.finditer(line):
+        type_name, message = m.group("type"), m.group("message")
+        if match_cpu_twin((type_name,), message) is not None:
+            return type_name, message
+    return None
+
+
 def _bare_errors(text: str, limit: int = 2000) -> list[LoggedError]:
-    """The first CPU twin message printed without its exception type (looked for in the first ``limit`` lines)."""
+    """The first CPU twin message printed without its exception type, or only as a repr inside another line
+    (looked for in the first ``limit`` lines)."""
     offset = 0
     for line in text.splitlines()[:limit]:
         found = bare_twin(line)
         if found is not None:
             return [LoggedError(found[0], line.strip().strip("\"'`").strip(), line, None, offset)]
+        wrapped = _repr_twin(line)
+        if wrapped is not None:
+            return [LoggedError(wrapped[0], wrapped[1], line, None, offset)]
         offset += len(line) + 1
     return []
 

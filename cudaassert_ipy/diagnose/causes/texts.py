@@ -92,9 +92,10 @@ _MULTI = Text(
     "torch.multinomial (also Categorical(...).sample() and generate(do_sample=True)) got a "
     "probability row that contains NaN, inf or a negative value, or sums to zero. Typical: NaN or "
     "inf logits from fp16 overflow, temperature=0, or every candidate masked out.",
-    "Check torch.isfinite(logits).all() before softmax and sampling, use bf16/fp32 instead of "
-    "fp16, use greedy decoding instead of temperature=0, and make sure every row keeps at least "
-    "one positive weight.",
+    "Check torch.isfinite(logits).all() before softmax and sampling (in training, a NaN loss makes "
+    "the weights and then the probabilities NaN: stop at the first NaN loss), use bf16/fp32 instead of "
+    "fp16, use greedy decoding instead of temperature=0 or a tiny temperature (dividing the logits by it "
+    "overflows them to inf), and make sure every row keeps at least one positive weight.",
 )
 _ZERO = Text(
     "probability row sums to zero",

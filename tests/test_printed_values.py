@@ -1,0 +1,43 @@
+"""What a paste prints beside (or instead of) its error: an exception's repr inside a logger's line, the values
+and counts a user printed. Each reading is held by synthetic pastes in the frameworks' printed forms."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.pastes import first as _first
+from helpers.pastes import trace as _trace
+
+from cudaassert_ipy.logs.explain import explain_text
+
+PROBS = "probability tensor contains either `inf`, `nan` or element < 0"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"future: <Future finished exception=RayTaskError(RuntimeError)(RuntimeError('{PROBS}'))>",
+        f'ERROR:root:generation failed with RuntimeError("{PROBS}")',
+        f"2031-02-03 04:05:06 | ERROR | asyncio | Task exception: RuntimeError('{PROBS}') in worker 3",
+    ],
+)
+def test_an_error_printed_only_as_its_repr_in_a_logger_line_is_read(line: str) -> None:
+    frames = _trace(("/srv/app/engine/loop.py", 12, "step", "out = await self.sample()"), error="")
+    d = _first("Task exception was never retrieved\n" + line + "\n" + frames)
+    assert d.cause_id == "multinomial_invalid_probs_async"
+    assert "temperature" in d.fix and "NaN loss" in d.fix
+
+
+def test_a_repr_of_an_error_that_names_no_cause_is_not_read() -> None:
+    text = "future: <Future finished exception=RuntimeError('connection reset by peer')>\n"
+    assert not explain_text(text).found
+
+
+def test_the_sampling_fix_names_a_nan_loss_and_a_tiny_temperature() -> None:
+    d = _first(
+        "/pytorch/aten/src/ATen/native/cuda/MultinomialKernel.cu:243: void at::native::<unnamed>::"
+        "sampleMultinomialOnce(long *, long, int, scalar_t *, scalar_t *, int, int) [with scalar_t = float, "
+        "accscalar_t = float]: block: [3,0,0], thread: [0,0,0] Assertion `val >= zero` failed.\n"
+        "INFO epoch 7 step 2 loss nan\n"
+    )
+    assert d.cause_id == "multinomial_sample_once_invalid_probs"
+    assert "NaN loss" in d.fix and "tiny temperature" in d.fix
