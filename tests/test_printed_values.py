@@ -41,3 +41,19 @@ def test_the_sampling_fix_names_a_nan_loss_and_a_tiny_temperature() -> None:
     )
     assert d.cause_id == "multinomial_sample_once_invalid_probs"
     assert "NaN loss" in d.fix and "tiny temperature" in d.fix
+
+
+@pytest.mark.parametrize("status", ["CUBLAS_STATUS_ALLOC_FAILED", "CUBLAS_STATUS_NOT_INITIALIZED"])
+def test_cublas_failing_to_create_its_handle_is_read_as_a_dead_context(status: str) -> None:
+    d = _first(
+        f"RuntimeError: CUDA error: {status} when calling `cublasCreate(handle)` "
+        "(createCublasHandle at /opt/pytorch/aten/src/ATen/cuda/CublasHandlePool.cpp:9)\n"
+    )
+    assert d.cause_id == "index_select_out_of_range" and "no free memory" in (d.specific or "")
+    labels = next(c for c in d.candidates if c.startswith("class labels"))
+    assert "-100" in labels and "-1" in labels
+
+
+def test_cublas_alloc_failed_in_a_gemm_is_not_a_handle_failure() -> None:
+    text = "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasSgemm( handle, opa, opb)`\n"
+    assert not explain_text(text).found

@@ -870,7 +870,7 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "handle)",
         "class labels outside 0..C-1, when the handle failure is in backward (the backward pass makes its own cuBLAS "
         "handle after the loss ran): compare labels.min()/max() with the model's number of outputs (num_labels / "
-        "num_classes)",
+        "num_classes); positions the loss must skip are marked -100 (its ignore_index), not -1",
         _POSITIONS_CANDIDATE,
     ),
     # an embedding lookup failed, and the text does not say which table: token ids or positions
