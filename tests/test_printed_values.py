@@ -57,3 +57,29 @@ def test_cublas_failing_to_create_its_handle_is_read_as_a_dead_context(status: s
 def test_cublas_alloc_failed_in_a_gemm_is_not_a_handle_failure() -> None:
     text = "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasSgemm( handle, opa, opb)`\n"
     assert not explain_text(text).found
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ("n_classes: 5\n", "RuntimeError: index 7 is out of bounds for dimension 1 with size 6\n"),
+        (
+            "Namespace(lr=0.01, num_classes=10, epochs=3)\n",
+            "RuntimeError: index 10 is out of bounds for dimension 1 with size 10\n",
+        ),
+        ("'num_labels': 2,\n", "IndexError: index 2 is out of bounds for dimension 1 with size 2\n"),
+    ],
+)
+def test_an_index_past_dimension_1_beside_a_printed_class_count_is_a_class_label(config: str, error: str) -> None:
+    d = _first("training with\n" + config + error)
+    assert d.cause_id == "one_hot_class_out_of_range"
+    assert "consecutive" in (d.likely_fix or "") and "255" in (d.likely_fix or "")
+
+
+def test_a_class_count_beside_another_dimension_or_no_count_does_not_decide() -> None:
+    assert _first("n_classes: 5\nRuntimeError: index 7 is out of bounds for dimension 0 with size 6\n").cause_id != (
+        "one_hot_class_out_of_range"
+    )
+    assert _first("RuntimeError: index 7 is out of bounds for dimension 1 with size 6\n").cause_id != (
+        "one_hot_class_out_of_range"
+    )

@@ -704,8 +704,8 @@ FRAME_FIXES: dict[str, str] = {
     "bce_logits": BCE_LOGITS,
     "one_hot": (
         "class values must be 0..num_classes-1 before one_hot / a one-hot scatter: make num_classes (n_classes, "
-        "n_labels) the number of classes the labels use, map 1-based labels to 0-based, and drop or ignore void "
-        "values such as 255"
+        "n_labels) the number of classes the labels use, map 1-based labels to 0-based and labels that skip a value "
+        "(0, 1, 2, 4) to consecutive ones, and drop or ignore void values such as 255"
     ),
     "detr_num_classes": (
         "num_classes must be larger than the largest category id (DETR-style models add a no-object class at index "
