@@ -83,3 +83,22 @@ def test_a_class_count_beside_another_dimension_or_no_count_does_not_decide() ->
     assert _first("RuntimeError: index 7 is out of bounds for dimension 1 with size 6\n").cause_id != (
         "one_hot_class_out_of_range"
     )
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        "edge_index shape: torch.Size([2, 1200])\n",
+        "x: (300, 64)  edge index: (2, 1200)\n",
+        "batch.edge_indices max = 301\n",
+    ],
+)
+def test_an_index_error_beside_a_printed_edge_index_is_a_node_id(printed: str) -> None:
+    d = _first(printed + "IndexError: index 300 is out of bounds for dimension 0 with size 300\n")
+    assert d.cause_id == "graph_node_index_out_of_range"
+    assert "edge_index" in (d.likely_fix or "") and "number of nodes" in (d.likely_fix or "")
+
+
+def test_an_index_error_without_an_edge_index_is_not_read_as_a_graph() -> None:
+    d = _first("sizes: torch.Size([2, 1200])\nIndexError: index 300 is out of bounds for dimension 0 with size 300\n")
+    assert d.cause_id != "graph_node_index_out_of_range"
