@@ -102,3 +102,25 @@ def test_an_index_error_beside_a_printed_edge_index_is_a_node_id(printed: str) -
 def test_an_index_error_without_an_edge_index_is_not_read_as_a_graph() -> None:
     d = _first("sizes: torch.Size([2, 1200])\nIndexError: index 300 is out of bounds for dimension 0 with size 300\n")
     assert d.cause_id != "graph_node_index_out_of_range"
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        "tensor([  0, 255])\n",
+        "tensor([0, 1, 2, 255], device='cuda:0')\n",
+        "array([  0, 255], dtype=uint8)\n",
+        "np.unique(mask):\n[  0   1 255]\n",
+    ],
+)
+def test_a_printed_label_set_running_to_255_foretells_a_mask_value_out_of_range(printed: str) -> None:
+    alone = _first(printed)
+    assert alone.cause_id == "nll_loss2d_target_out_of_range" and "printed value" in alone.notes[0]
+    assert "0/255" in (alone.likely_fix or "") and "ignore_index=255" in (alone.likely_fix or "")
+    with_error = _first(printed + "RuntimeError: CUDA error: device-side assert triggered\n")
+    assert with_error.cause_id == "nll_loss2d_target_out_of_range"
+
+
+@pytest.mark.parametrize("printed", ["tensor([  0, 1, 2])\n", "tensor([ 12, 255])\n", "[  0 128 254]\n"])
+def test_other_printed_value_sets_foretell_nothing(printed: str) -> None:
+    assert not explain_text(printed).found

@@ -695,7 +695,8 @@ FRAME_FIXES: dict[str, str] = {
     ),
     "seg_labels": (
         "every mask value must be 0..classes-1 or the loss's ignore_index: pass ignore_index=255 for void borders, "
-        "set the model's number of classes to the mask's, and resize masks with nearest-neighbour interpolation"
+        "map a binary mask saved as 0/255 to 0/1 (mask // 255), set the model's number of classes to the mask's, and "
+        "resize masks with nearest-neighbour interpolation"
     ),
     "class_labels": (
         "labels must be 0..C-1 where C is the number of model outputs: make the last layer output one logit per "

@@ -48,12 +48,15 @@ CUT_NOTE = (
     "The text holds a traceback but not its error line. It is read from its frames as a device-side assert, "
     "the failure this tool explains; if the error was another one, this report does not apply."
 )
-#: A text with no error at all, only a warning that foretells one (a tokenizer's "will result in indexing errors").
-FORETOLD_MESSAGE = "device-side assert triggered (assumed: the text holds only a warning that foretells it)"
-NO_ERROR = "none in the text (only a warning that foretells an error)"
+#: A text with no error at all, only a warning that foretells one (a tokenizer's "will result in indexing errors") or
+#: a printed value that does (a mask's unique values running to 255).
+FORETOLD_MESSAGE = (
+    "device-side assert triggered (assumed: the text holds only a warning or a printed value that foretells it)"
+)
+NO_ERROR = "none in the text (only a warning or a printed value that foretells an error)"
 FORETOLD_NOTE = (
-    "The text holds no error line, only a warning that foretells one ({point}). It is read as the failure that "
-    "warning predicts; if the error was another one, this report does not apply."
+    "The text holds no error line, only a warning or a printed value that foretells one ({point}). It is read as "
+    "the failure it predicts; if the error was another one, this report does not apply."
 )
 UNTAGGED_MOVED = (
     "The kernel's assertion lines carry no rank tag; {label} is the only rank that reported a device-side "
