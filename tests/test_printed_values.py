@@ -124,3 +124,13 @@ def test_a_printed_label_set_running_to_255_foretells_a_mask_value_out_of_range(
 @pytest.mark.parametrize("printed", ["tensor([  0, 1, 2])\n", "tensor([ 12, 255])\n", "[  0 128 254]\n"])
 def test_other_printed_value_sets_foretell_nothing(printed: str) -> None:
     assert not explain_text(printed).found
+
+
+def test_an_unattributed_gather_assert_says_last_that_torch_made_indices_may_be_a_torch_bug() -> None:
+    d = _first(
+        "/src/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [2,0,0], "
+        'thread: [17,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
+    )
+    assert d.cause_id == "scatter_gather_index_out_of_range_v1"
+    assert d.candidates[1].startswith("class labels")  # the common cause stays first
+    assert "PyTorch bug" in d.candidates[-1] and "upgrading PyTorch" in d.candidates[-1]

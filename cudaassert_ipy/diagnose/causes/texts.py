@@ -797,7 +797,9 @@ _SCATTERED_NODES_CANDIDATE = (
 )
 _OTHER_DIM_CANDIDATE = (
     "another index along the gathered dimension (actions gathered from Q-values, top-k or sequence positions, "
-    "anchor or point ids): compare index.max() with input.size(dim); rerun with CUDA_LAUNCH_BLOCKING=1 to see the call"
+    "anchor or point ids): compare index.max() with input.size(dim); rerun with CUDA_LAUNCH_BLOCKING=1 to see the "
+    "call. Rarely, indices torch itself made (topk, sort, argmax on CUDA) are the bad ones while the same call on "
+    "the CPU is right: that is a PyTorch bug, fixed by upgrading PyTorch"
 )
 UNSURE: dict[str, tuple[str, ...]] = {
     "transformers": (
