@@ -134,3 +134,34 @@ def test_an_unattributed_gather_assert_says_last_that_torch_made_indices_may_be_
     assert d.cause_id == "scatter_gather_index_out_of_range_v1"
     assert d.candidates[1].startswith("class labels")  # the common cause stays first
     assert "PyTorch bug" in d.candidates[-1] and "upgrading PyTorch" in d.candidates[-1]
+
+
+ASSERT_LINE = "RuntimeError: CUDA error: device-side assert triggered\n"
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        "labels: tensor([ 7, -1,  0, -1], device='cuda:0')\n",
+        '{"input_ids": [101, 2023, 102], "labels": [-1, 2023, -1]}\n',
+        "target = -1\n",
+        "Targets array([ 2, -1,  1])\n",
+    ],
+)
+def test_printed_labels_holding_minus_one_are_a_class_label_out_of_range(printed: str) -> None:
+    d = _first("epoch 1\n" + printed + ASSERT_LINE)
+    assert d.cause_id == "nll_loss_target_out_of_range"
+    assert "-100" in (d.likely_fix or "") and "ignore_index=-1" in (d.likely_fix or "")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "    loss = loss_fct(logits.view(-1, self.num_labels), labels.view(-1))\n",
+        "labels[labels == -1] = -100\n",
+        "labels: tensor([-100, 4, -100])\n",
+        "target: [0, 1, 2, -10]\n",
+    ],
+)
+def test_code_that_reshapes_or_remaps_labels_and_other_values_are_not_minus_one_labels(line: str) -> None:
+    assert _first(line + ASSERT_LINE).cause_id != "nll_loss_target_out_of_range"

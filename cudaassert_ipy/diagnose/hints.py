@@ -757,6 +757,11 @@ FRAME_FIXES: dict[str, str] = {
         "every index must be below the size of the dimension it indexes: compare index.max() with that size "
         "before the call"
     ),
+    "printed_minus_one_labels": (
+        "labels of -1 are out of range: cross_entropy / nll_loss skip only their ignore_index, -100 by default, so "
+        "mark the positions to skip with -100 (or pass ignore_index=-1 to the loss), and keep every real label in "
+        "0..num_classes-1 (a label shifted by - 1 must start at 1)"
+    ),
 }
 
 
