@@ -249,7 +249,6 @@ HINT_WORDS: dict[str, Words] = {
     "FRAME_FIXES[one_hot]": says("num_classes", "0..num_classes-1", "255"),
     "FRAME_FIXES[bce_logits]": says("BCEWithLogitsLoss", "probabilities in [0, 1]", never=("CrossEntropyLoss",)),
     "FRAME_FIXES[node_index]": says("index.max()", "size"),
-    "FRAME_FIXES[printed_graph_nodes]": says("num_nodes", "max()", "re-index", never=("num_classes",)),
     "FRAME_FIXES[printed_minus_one_labels]": says("-100", "ignore_index=-1", "0..num_classes-1", never=("255",)),
     # patches (fix/): each alternative's title, the evidence that ranks it, why, and the code it writes
     "PATCH_CODE[bce_function]": says("binary_cross_entropy_with_logits"),

@@ -165,23 +165,3 @@ def test_printed_labels_holding_minus_one_are_a_class_label_out_of_range(printed
 )
 def test_code_that_reshapes_or_remaps_labels_and_other_values_are_not_minus_one_labels(line: str) -> None:
     assert _first(line + ASSERT_LINE).cause_id != "nll_loss_target_out_of_range"
-
-
-@pytest.mark.parametrize(
-    "printed",
-    [
-        "Graph(num_nodes=40, num_edges=96,\n      ndata_schemes={'feat': Scheme(shape=(16,), dtype=torch.float32)}\n",
-        "graph 3: num_nodes: 12, num_edges: 30\n",
-        "num_edges=77 num_nodes=20\n",
-    ],
-)
-def test_an_index_error_beside_a_printed_graph_size_is_a_node_id(printed: str) -> None:
-    for error in ("IndexError: index 41 is out of bounds for dimension 0 with size 40\n", ASSERT_LINE):
-        d = _first(printed + error)
-        assert d.cause_id == "graph_node_index_out_of_range"
-        assert "num_nodes" in (d.likely_fix or "") and "re-index" in (d.likely_fix or "")
-
-
-def test_a_trainer_s_num_nodes_is_not_a_graph() -> None:
-    d = _first("Trainer(accelerator='gpu', devices=4, num_nodes=2, max_epochs=3)\n" + ASSERT_LINE)
-    assert "printed_graph_sizes" not in d.basis  # a code-line ranking still reads num_nodes there: ranked, not decided

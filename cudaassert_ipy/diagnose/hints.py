@@ -762,10 +762,6 @@ FRAME_FIXES: dict[str, str] = {
         "mark the positions to skip with -100 (or pass ignore_index=-1 to the loss), and keep every real label in "
         "0..num_classes-1 (a label shifted by - 1 must start at 1)"
     ),
-    "printed_graph_nodes": (
-        "every node id (an edge's endpoints, seed or sampled node ids) must be below its graph's num_nodes: compare "
-        "the ids' max() with num_nodes, and re-index node ids after filtering, sampling or splitting graphs"
-    ),
 }
 
 
