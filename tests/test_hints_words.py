@@ -250,6 +250,7 @@ HINT_WORDS: dict[str, Words] = {
     "FRAME_FIXES[bce_logits]": says("BCEWithLogitsLoss", "probabilities in [0, 1]", never=("CrossEntropyLoss",)),
     "FRAME_FIXES[node_index]": says("index.max()", "size"),
     "FRAME_FIXES[tokenizer_max_length]": says("model_max_length", "max_position_embeddings", "truncation=True", "1e30"),
+    "FRAME_FIXES[printed_minus_one_labels]": says("-100", "ignore_index=-1", "0..num_classes-1", never=("255",)),
     # patches (fix/): each alternative's title, the evidence that ranks it, why, and the code it writes
     "PATCH_CODE[bce_function]": says("binary_cross_entropy_with_logits"),
     "PATCH_CODE[bce_module]": says("BCEWithLogitsLoss"),

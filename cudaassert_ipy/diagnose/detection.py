@@ -89,7 +89,12 @@ _ANY_CUDA_RE = re.compile(
 # cuBLAS could not create its handle: on a context an earlier kernel killed (the well-known symptom of an embedding
 # lookup past the vocabulary), or on a full GPU. Alone, live, it is not ours (a full GPU reads the same); in a
 # pasted report of a failure it is read as a follow-on (logs/explain.py), and the frame points name its likely cause.
-CUBLAS_NOT_INITIALIZED = re.compile(r"CUBLAS_STATUS_NOT_INITIALIZED|cublas runtime error : library not initialized")
+#: cuBLAS could not make its handle: after a device assert its context is dead (ALLOC_FAILED is how some versions
+#: say the same at ``cublasCreate(handle)``).
+CUBLAS_NOT_INITIALIZED = re.compile(
+    r"CUBLAS_STATUS_NOT_INITIALIZED|cublas runtime error : library not initialized|"
+    r"CUBLAS_STATUS_ALLOC_FAILED when calling .cublasCreate\(handle\)"
+)
 _NOT_STICKY_RE = re.compile(r"out of memory|invalid argument", re.IGNORECASE)
 _CODE_IN_TEXT = re.compile(r"cuda runtime error \((\d+)\)|error=(\d+)", re.IGNORECASE)
 

@@ -696,7 +696,8 @@ FRAME_FIXES: dict[str, str] = {
     ),
     "seg_labels": (
         "every mask value must be 0..classes-1 or the loss's ignore_index: pass ignore_index=255 for void borders, "
-        "set the model's number of classes to the mask's, and resize masks with nearest-neighbour interpolation"
+        "map a binary mask saved as 0/255 to 0/1 (mask // 255), set the model's number of classes to the mask's, and "
+        "resize masks with nearest-neighbour interpolation"
     ),
     "class_labels": (
         "labels must be 0..C-1 where C is the number of model outputs: make the last layer output one logit per "
@@ -705,8 +706,8 @@ FRAME_FIXES: dict[str, str] = {
     "bce_logits": BCE_LOGITS,
     "one_hot": (
         "class values must be 0..num_classes-1 before one_hot / a one-hot scatter: make num_classes (n_classes, "
-        "n_labels) the number of classes the labels use, map 1-based labels to 0-based, and drop or ignore void "
-        "values such as 255"
+        "n_labels) the number of classes the labels use, map 1-based labels to 0-based and labels that skip a value "
+        "(0, 1, 2, 4) to consecutive ones, and drop or ignore void values such as 255"
     ),
     "detr_num_classes": (
         "num_classes must be larger than the largest category id (DETR-style models add a no-object class at index "
@@ -762,6 +763,11 @@ FRAME_FIXES: dict[str, str] = {
         "model.config.max_position_embeddings (512 for BERT-style models), or pass max_length=... with "
         "truncation=True, so that sequences are truncated before the model (a max_len / max_seq_len derived from "
         "tokenizer.model_max_length inherits the 1e30 placeholder)"
+    ),
+    "printed_minus_one_labels": (
+        "labels of -1 are out of range: cross_entropy / nll_loss skip only their ignore_index, -100 by default, so "
+        "mark the positions to skip with -100 (or pass ignore_index=-1 to the loss), and keep every real label in "
+        "0..num_classes-1 (a label shifted by - 1 must start at 1)"
     ),
 }
 

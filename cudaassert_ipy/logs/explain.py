@@ -17,7 +17,7 @@ from cudaassert_ipy.capture.assert_lines import AssertSite, Orphan, scan_all
 from cudaassert_ipy.capture.child_lines import first_failure, readable
 from cudaassert_ipy.capture.tracebacks import Frame, frames_in_text
 from cudaassert_ipy.diagnose.causes import GENERIC_ID, match_assert
-from cudaassert_ipy.diagnose.causes.cpu_twins import bare_twin
+from cudaassert_ipy.diagnose.causes.cpu_twins import bare_twin, match_cpu_twin
 from cudaassert_ipy.diagnose.detection import (
     CUBLAS_NOT_INITIALIZED,
     Detection,
@@ -35,6 +35,8 @@ from cudaassert_ipy.logs.ranks import rank_label, sort_key, tag_end
 
 __all__ = ["Explanation", "Group", "explain_text"]
 
+#: An exception's repr inside another line: ``RuntimeError('probability tensor contains ...')``.
+EXC_REPR = re.compile(r"\b(?P<type>[A-Za-z_]\w*(?:Error|Exception))\((?P<q>['\"])(?P<message>.+?)(?P=q)\)")
 # Paste damage is repaired only up to this size of relevant lines: pasted text is never larger, and
 # a 100 MB log was written by processes, not pasted (the repairs' scans would cost a second).
 PASTE_LIMIT = 8_000_000
@@ -46,12 +48,15 @@ CUT_NOTE = (
     "The text holds a traceback but not its error line. It is read from its frames as a device-side assert, "
     "the failure this tool explains; if the error was another one, this report does not apply."
 )
-#: A text with no error at all, only a warning that foretells one (a tokenizer's "will result in indexing errors").
-FORETOLD_MESSAGE = "device-side assert triggered (assumed: the text holds only a warning that foretells it)"
-NO_ERROR = "none in the text (only a warning that foretells an error)"
+#: A text with no error at all, only a warning that foretells one (a tokenizer's "will result in indexing errors") or
+#: a printed value that does (a mask's unique values running to 255).
+FORETOLD_MESSAGE = (
+    "device-side assert triggered (assumed: the text holds only a warning or a printed value that foretells it)"
+)
+NO_ERROR = "none in the text (only a warning or a printed value that foretells an error)"
 FORETOLD_NOTE = (
-    "The text holds no error line, only a warning that foretells one ({point}). It is read as the failure that "
-    "warning predicts; if the error was another one, this report does not apply."
+    "The text holds no error line, only a warning or a printed value that foretells one ({point}). It is read as "
+    "the failure it predicts; if the error was another one, this report does not apply."
 )
 UNTAGGED_MOVED = (
     "The kernel's assertion lines carry no rank tag; {label} is the only rank that reported a device-side "
@@ -168,15 +173,29 @@ def _libtorch_messages(line: str) -> list[str]:
     return found
 
 
+def _repr_twin(line: str) -> tuple[str, str] | None:
+    """A CPU twin's error printed as its repr inside another line (asyncio's "Future exception was never
+    retrieved", Ray's ``RayTaskError(RuntimeError)(RuntimeError('...'))``): its type name and message."""
+    for m in EXC_REPR.finditer(line):
+        type_name, message = m.group("type"), m.group("message")
+        if match_cpu_twin((type_name,), message) is not None:
+            return type_name, message
+    return None
+
+
 def _bare_errors(text: str, limit: int = 2000) -> list[LoggedError]:
-    """The first CPU twin message printed without its exception type (looked for in the first ``limit`` lines),
-    on a line of its own or wrapped in a non-Python program's report of libtorch's error."""
+    """The first CPU twin message printed without its exception type (looked for in the first ``limit`` lines): on
+    a line of its own, wrapped in a non-Python program's report of libtorch's error, or only as a repr inside
+    another line."""
     offset = 0
     for line in text.splitlines()[:limit]:
         for message in _libtorch_messages(line):
             found = bare_twin(message)
             if found is not None:
                 return [LoggedError(found[0], message.strip().strip("\"'`").strip(), line, None, offset)]
+        wrapped = _repr_twin(line)
+        if wrapped is not None:
+            return [LoggedError(wrapped[0], wrapped[1], line, None, offset)]
         offset += len(line) + 1
     return []
 

@@ -92,9 +92,10 @@ _MULTI = Text(
     "torch.multinomial (also Categorical(...).sample() and generate(do_sample=True)) got a "
     "probability row that contains NaN, inf or a negative value, or sums to zero. Typical: NaN or "
     "inf logits from fp16 overflow, temperature=0, or every candidate masked out.",
-    "Check torch.isfinite(logits).all() before softmax and sampling, use bf16/fp32 instead of "
-    "fp16, use greedy decoding instead of temperature=0, and make sure every row keeps at least "
-    "one positive weight.",
+    "Check torch.isfinite(logits).all() before softmax and sampling (in training, a NaN loss makes "
+    "the weights and then the probabilities NaN: stop at the first NaN loss), use bf16/fp32 instead of "
+    "fp16, use greedy decoding instead of temperature=0 or a tiny temperature (dividing the logits by it "
+    "overflows them to inf), and make sure every row keeps at least one positive weight.",
 )
 _ZERO = Text(
     "probability row sums to zero",
@@ -801,7 +802,9 @@ _SCATTERED_NODES_CANDIDATE = (
 )
 _OTHER_DIM_CANDIDATE = (
     "another index along the gathered dimension (actions gathered from Q-values, top-k or sequence positions, "
-    "anchor or point ids): compare index.max() with input.size(dim); rerun with CUDA_LAUNCH_BLOCKING=1 to see the call"
+    "anchor or point ids): compare index.max() with input.size(dim); rerun with CUDA_LAUNCH_BLOCKING=1 to see the "
+    "call. Rarely, indices torch itself made (topk, sort, argmax on CUDA) are the bad ones while the same call on "
+    "the CPU is right: that is a PyTorch bug, fixed by upgrading PyTorch"
 )
 UNSURE: dict[str, tuple[str, ...]] = {
     "transformers": (
@@ -874,7 +877,7 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "handle)",
         "class labels outside 0..C-1, when the handle failure is in backward (the backward pass makes its own cuBLAS "
         "handle after the loss ran): compare labels.min()/max() with the model's number of outputs (num_labels / "
-        "num_classes)",
+        "num_classes); positions the loss must skip are marked -100 (its ignore_index), not -1",
         _POSITIONS_CANDIDATE,
     ),
     # an embedding lookup failed, and the text does not say which table: token ids or positions
