@@ -53,9 +53,16 @@ par=(-n "$WORKERS" --dist loadfile)
 status=0
 timings=()
 SECONDS=0
-stage_start=0
-begin() { stage_start=$SECONDS; echo "=== [$1] $2"; }
-end() { timings+=("$(printf '%-28s %5ss' "$1" $((SECONDS - stage_start)))"); }
+stage_start=0 cpu_start=0
+TICKS="$(getconf CLK_TCK)"
+cpu_s() {  # CPU seconds (user + system) the finished children of this script used so far: with the wall time, how
+    # much of the 2 cores a stage kept busy (another machine's load changes the wall time, hardly the CPU time)
+    local f
+    read -ra f < /proc/$$/stat
+    echo $(((f[15] + f[16]) / TICKS))
+}
+begin() { stage_start=$SECONDS cpu_start="$(cpu_s)"; echo "=== [$1] $2"; }
+end() { timings+=("$(printf '%-34s %5ss %5ss' "$1" $((SECONDS - stage_start)) $(($(cpu_s) - cpu_start)))"); }
 wants() { [[ " $STAGES " == *" $1 "* ]]; }
 limit() {  # limit SECONDS COMMAND...: COMMAND, stopped after SECONDS (killed 30 s later if it does not stop)
     local seconds="$1" rc=0
@@ -205,6 +212,7 @@ if wants gpu-dry; then
 fi
 
 echo "=== stage times"
+printf '%-34s %6s %6s\n' stage wall CPU
 printf '%s\n' "${timings[@]}"
-printf '%-28s %5ss\n' total "$SECONDS"
+printf '%-34s %5ss %5ss\n' total "$SECONDS" "$(cpu_s)"
 exit $status
