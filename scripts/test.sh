@@ -164,8 +164,8 @@ if wants frameworks; then
     end "setup .venv-fw"
     if [ "$fw_ok" = 1 ]; then
         begin frameworks "$(versions .venv-fw/bin/python)"
-        KERAS_BACKEND=torch limit "$FRAMEWORKS_LIMIT" .venv-fw/bin/python -m pytest -m frameworks --durations=10 "$@" \
-            || status=$?
+        KERAS_BACKEND=torch limit "$FRAMEWORKS_LIMIT" .venv-fw/bin/python -m pytest "${par[@]}" -m frameworks \
+            --durations=10 "$@" || status=$?
         end "tests frameworks"
     fi
 fi
