@@ -19,7 +19,8 @@
 # The test stages run their files in WORKERS processes (pytest-xdist, default 2: CI's cores; WORKERS=auto takes
 # every core, WORKERS=0 runs them in pytest's own process), each file whole in one of them (--dist loadfile: a
 # module's fixtures, the Jupyter `server` among them, start once per file, as in one process). The browser tests
-# run after the rest, one at a time: a JupyterLab and a Chromium each, beside another worker's kernels, on 2 cores.
+# run after the rest, BROWSER_WORKERS (default 2) at a time, test by test (--dist load: each starts its own
+# JupyterLab and Chromium; most of a test's time is waiting on the page, so two share 2 cores).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
@@ -49,6 +50,7 @@ SETUP_LIMIT=3600 LINT_LIMIT=1200 LATEST_LIMIT=5400 COLAB_LIMIT=4500 DIST_LIMIT=1
 COMPAT_LIMIT=2700 QUICK_LIMIT=1800 GPU_DRY_LIMIT=1500
 WORKERS="${WORKERS:-2}"
 par=(-n "$WORKERS" --dist loadfile)
+BROWSER_WORKERS="${BROWSER_WORKERS:-2}"
 
 status=0
 timings=()
@@ -106,10 +108,12 @@ if wants latest; then
     begin latest "$(versions .venv/bin/python)"
     limit "$LATEST_LIMIT" .venv/bin/python -m pytest "${par[@]}" -m "not browser and not frameworks and not gpu" \
         --durations=10 "$@" || status=$?
-    # pytest's 5: no test selected (extra arguments such as `-k tap` can leave no browser test)
-    limit "$LATEST_LIMIT" .venv/bin/python -m pytest -m "browser and not frameworks and not gpu" --durations=5 "$@" \
-        || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
     end "tests latest"
+    begin latest "the browser tests"
+    # pytest's 5: no test selected (extra arguments such as `-k tap` can leave no browser test)
+    limit "$LATEST_LIMIT" .venv/bin/python -m pytest -n "$BROWSER_WORKERS" --dist load \
+        -m "browser and not frameworks and not gpu" --durations=5 "$@" || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
+    end "tests latest: browser"
 fi
 
 if wants colab; then
