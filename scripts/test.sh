@@ -19,7 +19,8 @@
 # The test stages run their files in WORKERS processes (pytest-xdist, default 2: CI's cores; WORKERS=auto takes
 # every core, WORKERS=0 runs them in pytest's own process), each file whole in one of them (--dist loadfile: a
 # module's fixtures, the Jupyter `server` among them, start once per file, as in one process). The browser tests
-# run after the rest, one at a time: a JupyterLab and a Chromium each, beside another worker's kernels, on 2 cores.
+# run after the rest, BROWSER_WORKERS (default 2) at a time, test by test (--dist load: each starts its own
+# JupyterLab and Chromium; most of a test's time is waiting on the page, so two share 2 cores).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
@@ -49,13 +50,21 @@ SETUP_LIMIT=3600 LINT_LIMIT=1200 LATEST_LIMIT=5400 COLAB_LIMIT=4500 DIST_LIMIT=1
 COMPAT_LIMIT=2700 QUICK_LIMIT=1800 GPU_DRY_LIMIT=1500
 WORKERS="${WORKERS:-2}"
 par=(-n "$WORKERS" --dist loadfile)
+BROWSER_WORKERS="${BROWSER_WORKERS:-2}"
 
 status=0
 timings=()
 SECONDS=0
-stage_start=0
-begin() { stage_start=$SECONDS; echo "=== [$1] $2"; }
-end() { timings+=("$(printf '%-28s %5ss' "$1" $((SECONDS - stage_start)))"); }
+stage_start=0 cpu_start=0
+TICKS="$(getconf CLK_TCK)"
+cpu_s() {  # CPU seconds (user + system) the finished children of this script used so far: with the wall time, how
+    # much of the 2 cores a stage kept busy (another machine's load changes the wall time, hardly the CPU time)
+    local f
+    read -ra f < /proc/$$/stat
+    echo $(((f[15] + f[16]) / TICKS))
+}
+begin() { stage_start=$SECONDS cpu_start="$(cpu_s)"; echo "=== [$1] $2"; }
+end() { timings+=("$(printf '%-34s %5ss %5ss' "$1" $((SECONDS - stage_start)) $(($(cpu_s) - cpu_start)))"); }
 wants() { [[ " $STAGES " == *" $1 "* ]]; }
 limit() {  # limit SECONDS COMMAND...: COMMAND, stopped after SECONDS (killed 30 s later if it does not stop)
     local seconds="$1" rc=0
@@ -99,10 +108,12 @@ if wants latest; then
     begin latest "$(versions .venv/bin/python)"
     limit "$LATEST_LIMIT" .venv/bin/python -m pytest "${par[@]}" -m "not browser and not frameworks and not gpu" \
         --durations=10 "$@" || status=$?
-    # pytest's 5: no test selected (extra arguments such as `-k tap` can leave no browser test)
-    limit "$LATEST_LIMIT" .venv/bin/python -m pytest -m "browser and not frameworks and not gpu" --durations=5 "$@" \
-        || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
     end "tests latest"
+    begin latest "the browser tests"
+    # pytest's 5: no test selected (extra arguments such as `-k tap` can leave no browser test)
+    limit "$LATEST_LIMIT" .venv/bin/python -m pytest -n "$BROWSER_WORKERS" --dist load \
+        -m "browser and not frameworks and not gpu" --durations=5 "$@" || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
+    end "tests latest: browser"
 fi
 
 if wants colab; then
@@ -157,8 +168,8 @@ if wants frameworks; then
     end "setup .venv-fw"
     if [ "$fw_ok" = 1 ]; then
         begin frameworks "$(versions .venv-fw/bin/python)"
-        KERAS_BACKEND=torch limit "$FRAMEWORKS_LIMIT" .venv-fw/bin/python -m pytest -m frameworks --durations=10 "$@" \
-            || status=$?
+        KERAS_BACKEND=torch limit "$FRAMEWORKS_LIMIT" .venv-fw/bin/python -m pytest "${par[@]}" -m frameworks \
+            --durations=10 "$@" || status=$?
         end "tests frameworks"
     fi
 fi
@@ -205,6 +216,7 @@ if wants gpu-dry; then
 fi
 
 echo "=== stage times"
+printf '%-34s %6s %6s\n' stage wall CPU
 printf '%s\n' "${timings[@]}"
-printf '%-28s %5ss\n' total "$SECONDS"
+printf '%-34s %5ss %5ss\n' total "$SECONDS" "$(cpu_s)"
 exit $status
