@@ -145,6 +145,13 @@ def test_a_size_printed_with_the_error_ranks_what_it_bounds(printed: str, cause:
     assert d.candidates[1] == hints.CODE_CHECKS[check]
 
 
+def test_a_trainers_num_nodes_is_machines_not_a_graph() -> None:
+    """Lightning's ``Trainer(num_nodes=2)`` counts machines: printed beside an assert, it names no graph."""
+    text = 'Trainer(accelerator="gpu", devices=4, num_nodes=2, precision="16-mixed")\n' + ASSERT
+    d = _first(text)
+    assert d.cause_id != "graph_node_index_out_of_range" and not any("edge_index" in c for c in d.candidates[1:2])
+
+
 def test_a_line_the_user_wrote_wins_over_a_printed_size() -> None:
     text = "num_classes = 10\n" + _trace(("/work/exp.py", 30, "<module>", "e = self.emb(x_cat)"))
     d = _first(text)
