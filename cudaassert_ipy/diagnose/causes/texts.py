@@ -790,6 +790,14 @@ _TOKEN_TYPES_CANDIDATE = (
     "Longformer, DistilBERT-style) have type_vocab_size 1, so a second segment's id 1 is past the table; pass no "
     "token_type_ids (or all zeros) to them"
 )
+#: what else a sync (a boolean mask, a copy, a thrust algorithm) may have surfaced, after class labels
+_DETECTION_HEAD_CANDIDATE = (
+    "a detection head's class ids >= its NUM_CLASSES / num_classes (Faster/Mask R-CNN heads count the "
+    "background): compare the largest category id with the configured class count"
+)
+_EARLIER_INDEX_CANDIDATE = (
+    "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it"
+)
 _ONE_HOT_CANDIDATE = (
     "class labels one-hot encoded (scatter_(1, labels, 1), one_hot) or picked with gather(1, labels) in a loss "
     "(focal, dice, a label-smoothing or custom cross-entropy): a label >= the number of classes, 1-based labels, or "
@@ -844,9 +852,8 @@ UNSURE: dict[str, tuple[str, ...]] = {
         "class labels outside 0..C-1 given to a classification loss just before (torch.nonzero and boolean masks "
         "synchronise, so an earlier kernel's failure surfaces there): compare labels.min()/max() with the number "
         "of outputs",
-        "a detection head's class ids >= its NUM_CLASSES / num_classes (Faster/Mask R-CNN heads count the "
-        "background): compare the largest category id with the configured class count",
-        "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
+        _DETECTION_HEAD_CANDIDATE,
+        _EARLIER_INDEX_CANDIDATE,
     ),
     "graph": (
         "an edge_index node id >= the number of nodes: compare edge_index.max() with x.size(0)",
@@ -926,18 +933,16 @@ UNSURE: dict[str, tuple[str, ...]] = {
         ".item(), synchronises, so an earlier kernel's failure surfaces there): compare labels.min()/max() with the "
         "number of outputs; segmentation masks must hold class indices, with void pixels (255) passed as "
         "ignore_index",
-        "a detection head's class ids >= its NUM_CLASSES / num_classes (Faster/Mask R-CNN heads count the "
-        "background): compare the largest category id with the configured class count",
-        "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
+        _DETECTION_HEAD_CANDIDATE,
+        _EARLIER_INDEX_CANDIDATE,
     ),
     # a thrust algorithm (sort, reduce, scan) surfaced an earlier kernel's failure
     "thrust": (
         "class labels outside 0..C-1 given to a loss just before (thrust's sorts, reductions and scans behind "
         "torch.unique, torch.sort, sums and masks synchronise, so an earlier kernel's failure surfaces there): "
         "compare labels.min()/max() with the number of outputs",
-        "a detection head's class ids >= its NUM_CLASSES / num_classes (Faster/Mask R-CNN heads count the "
-        "background): compare the largest category id with the configured class count",
-        "an index past the size it indexes in the code just before: rerun with CUDA_LAUNCH_BLOCKING=1 to see it",
+        _DETECTION_HEAD_CANDIDATE,
+        _EARLIER_INDEX_CANDIDATE,
     ),
     # a lookup in a paste that feeds word boxes to a layout model: a box coordinate, then positions, then token ids
     "lookup_boxes": (
