@@ -33,7 +33,9 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cudaassert_ipy.base.lazy import lazy_names
 
 if TYPE_CHECKING:
     from cudaassert_ipy.checks.errors import (
@@ -71,17 +73,7 @@ _ERRORS = frozenset(
     }
 )
 
-
-def __getattr__(name: str) -> Any:
-    if name in _ERRORS:
-        from cudaassert_ipy.checks import errors
-
-        return getattr(errors, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_ERRORS})
+__getattr__, __dir__ = lazy_names(__name__, "cudaassert_ipy.checks.errors", _ERRORS, globals())
 
 
 #: ``CUDAASSERT_VALIDATORS=1`` turns validators on when the extension loads.

@@ -72,8 +72,9 @@ data/ can all use it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cudaassert_ipy.base.lazy import lazy_names
 from cudaassert_ipy.frameworks.base import Adapter, ClassHead, Found, Launch, Reader, Stack, Step
 
 if TYPE_CHECKING:
@@ -106,17 +107,7 @@ _REGISTRY_NAMES = frozenset(
     }
 )
 
-
-def __getattr__(name: str) -> Any:
-    if name in _REGISTRY_NAMES:
-        from cudaassert_ipy.frameworks import registry
-
-        return getattr(registry, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_REGISTRY_NAMES})
+__getattr__, __dir__ = lazy_names(__name__, "cudaassert_ipy.frameworks.registry", _REGISTRY_NAMES, globals())
 
 
 __all__ = [
