@@ -41,10 +41,11 @@ MAY_IMPORT: dict[str, set[str]] = {
 #: run/ and logs/ are frontends beside shell/: the shell may reuse them (`%cudaassert explain` reads a log), never
 #: the reverse, and they stay free of IPython (see the bare-import test below).
 ORDER = ["capture", "frameworks", "diagnose", "checks", "data", "fix", "view", "restart", "run", "logs", "shell"]
-#: below every layer, imported by any: cudaassert_ipy/base/ (wording, atomic_file, passthrough, lazy), standard library only
-#: and importing nothing else of ours. A helper that only some layers use lives in the lowest of them instead; it is
-#: here because run/ may not import restart/ (atomic_file) and because in checks/ passthrough would load
-#: diagnose/hints into every child process of the runner (run/hook imports it at start)
+#: below every layer, imported by any: cudaassert_ipy/base/ (wording, atomic_file, passthrough, lazy), standard
+#: library only and importing nothing else of ours. A helper that only some layers use lives in the lowest of them
+#: instead; it is here because run/ may not import restart/ (atomic_file), because in checks/ passthrough would load
+#: diagnose/hints into every child process of the runner (run/hook imports it at start), and because checks/ and
+#: frameworks/ share lazy
 BASE = {"base"}
 #: entry points above every layer, imported by no layer: the package itself (the public API) and each module
 #: directly in it (ENTRY_POINTS); layers and BASE are the subpackages
